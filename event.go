@@ -1,0 +1,111 @@
+package posture
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"time"
+)
+
+// Event is one fact in the log. Events are immutable once appended.
+//
+// ID is minted at the edge and doubles as the JetStream message id, so a
+// retried append is deduplicated by the stream. Seq is set by the log when an
+// event is read back and is never part of what is written.
+type Event struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Schema    int             `json:"schema"`
+	Subject   string          `json:"subject"`
+	At        time.Time       `json:"at"`
+	Actor     string          `json:"actor,omitempty"`
+	RequestID string          `json:"requestId,omitempty"`
+	Data      json.RawMessage `json:"data"`
+	Seq       uint64          `json:"-"`
+}
+
+// Payload is the typed body of an event. Each payload type names its event
+// type (a past-tense fact such as "posture.recorded") and the log subject it
+// is appended to.
+type Payload interface {
+	EventType() string
+	Subject() string
+}
+
+// Log subjects. Management changes share one subject so that optimistic
+// concurrency on it orders every change of the model (uniqueness of names
+// holds across nodes); high-rate facts are spread per identity.
+const (
+	SubjectModel = "model"
+	SubjectNode  = "node"
+)
+
+// SubjectFor returns the subject of a per-identity stream of facts, such as
+// "posture.<identityId>".
+func SubjectFor(prefix, identityID string) string { return prefix + "." + identityID }
+
+// NewEvent wraps a payload in an envelope with a fresh ID. The time comes from
+// the caller's clock: events never read the wall clock themselves.
+func NewEvent(p Payload, at time.Time) (Event, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return Event{}, fmt.Errorf("encode %s: %w", p.EventType(), err)
+	}
+	return Event{
+		ID:      NewToken(),
+		Type:    p.EventType(),
+		Schema:  1,
+		Subject: p.Subject(),
+		At:      at.UTC(),
+		Data:    data,
+	}, nil
+}
+
+// MustEvent is NewEvent for payloads that cannot fail to encode (every
+// registered payload is plain data).
+func MustEvent(p Payload, at time.Time) Event {
+	e, err := NewEvent(p, at)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// Decode returns the typed payload of the event. An unknown type or a body
+// that does not decode is an error: consumers stop rather than skip a fact.
+func (e Event) Decode() (Payload, error) {
+	t, ok := registry[e.Type]
+	if !ok {
+		return nil, fmt.Errorf("event %d (%s): unknown event type %q", e.Seq, e.ID, e.Type)
+	}
+	p := reflect.New(t)
+	if err := json.Unmarshal(e.Data, p.Interface()); err != nil {
+		return nil, fmt.Errorf("event %d (%s): decode %s: %w", e.Seq, e.ID, e.Type, err)
+	}
+	return p.Elem().Interface().(Payload), nil
+}
+
+var registry = map[string]reflect.Type{}
+
+// register records a payload type. Each event type is registered once, at
+// init, from the table in events.go.
+func register(payloads ...Payload) {
+	for _, p := range payloads {
+		typ := p.EventType()
+		if _, dup := registry[typ]; dup {
+			panic("posture: event type registered twice: " + typ)
+		}
+		registry[typ] = reflect.TypeOf(p)
+	}
+}
+
+// EventTypes lists every registered event type, sorted.
+func EventTypes() []string {
+	out := make([]string, 0, len(registry))
+	for t := range registry {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,304 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Options configures Open.
+type Options struct {
+	// URLs of an external NATS server or cluster. Empty runs an embedded
+	// server with its store in Dir.
+	URLs []string
+	// Dir is the embedded server's store directory.
+	Dir string
+	// Listen, when set, makes the embedded server accept NATS clients on
+	// this host:port (for example so that `postured events tail` can follow
+	// a running node). Empty opens no port.
+	Listen string
+	// Stream is the stream name (default "POSTURED"); its subjects are
+	// "<lowercase stream>.>".
+	Stream string
+	// Replicas of the stream (default 1).
+	Replicas int
+	// SyncAlways makes the embedded server fsync before acknowledging each
+	// write. Ignored for external servers, whose configuration decides.
+	SyncAlways bool
+	// Duplicates is the deduplication window (default 2 minutes).
+	Duplicates time.Duration
+	// Logger receives connection events (default: discard).
+	Logger *slog.Logger
+}
+
+// Log is a handle on the event stream. It is safe for concurrent use.
+type Log struct {
+	ns     *server.Server // nil when external
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	name   string
+	prefix string
+	log    *slog.Logger
+}
+
+// Open connects to (or starts) the NATS server and creates the stream if it
+// does not exist yet.
+func Open(ctx context.Context, opts Options) (*Log, error) {
+	if opts.Stream == "" {
+		opts.Stream = "POSTURED"
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if opts.Duplicates <= 0 {
+		opts.Duplicates = 2 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Log{name: opts.Stream, prefix: strings.ToLower(opts.Stream) + ".", log: opts.Logger}
+
+	var err error
+	natsOpts := []nats.Option{
+		nats.Name("postured"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				opts.Logger.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { opts.Logger.Info("nats reconnected", "url", c.ConnectedUrl()) }),
+	}
+	if len(opts.URLs) == 0 {
+		if opts.Dir == "" {
+			return nil, errors.New("eventlog: Dir is required for the embedded server")
+		}
+		if l.ns, err = startEmbedded(opts.Dir, opts.Listen, opts.SyncAlways); err != nil {
+			return nil, err
+		}
+		natsOpts = append(natsOpts, nats.InProcessServer(l.ns))
+		l.nc, err = nats.Connect("", natsOpts...)
+	} else {
+		natsOpts = append(natsOpts, nats.RetryOnFailedConnect(true))
+		l.nc, err = nats.Connect(strings.Join(opts.URLs, ","), natsOpts...)
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("eventlog: connect: %w", err)
+	}
+	if l.js, err = jetstream.New(l.nc); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("eventlog: %w", err)
+	}
+	cfg := jetstream.StreamConfig{
+		Name:        opts.Stream,
+		Description: "postured event log",
+		Subjects:    []string{l.prefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    opts.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  opts.Duplicates,
+		AllowDirect: true,
+	}
+	err = retry(ctx, func() error {
+		var err error
+		l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
+		return err
+	})
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("eventlog: stream %s: %w", opts.Stream, err)
+	}
+	return l, nil
+}
+
+// Close disconnects and stops the embedded server, if any.
+func (l *Log) Close() error {
+	if l.nc != nil {
+		l.nc.Close()
+	}
+	if l.ns != nil {
+		l.ns.Shutdown()
+		l.ns.WaitForShutdown()
+	}
+	return nil
+}
+
+// Conn is the underlying NATS connection (for key-value buckets and the like).
+func (l *Log) Conn() *nats.Conn { return l.nc }
+
+// JetStream is the JetStream context of the connection.
+func (l *Log) JetStream() jetstream.JetStream { return l.js }
+
+// AppendOption qualifies an append.
+type AppendOption func(*[]jetstream.PublishOpt)
+
+// ExpectLastSubjectSeq makes the append fail with a CONFLICT error unless the
+// last event on the event's subject has sequence seq (0: no event yet). It is
+// the optimistic-concurrency check of the log.
+func ExpectLastSubjectSeq(seq uint64) AppendOption {
+	return func(o *[]jetstream.PublishOpt) {
+		*o = append(*o, jetstream.WithExpectLastSequencePerSubject(seq))
+	}
+}
+
+// Append writes e and returns its sequence once the stream has acknowledged
+// it. A retry of the same event ID within the deduplication window returns
+// the original sequence. Transient failures (no quorum, reconnects) are
+// retried with the same ID until ctx ends.
+func (l *Log) Append(ctx context.Context, e posture.Event, opts ...AppendOption) (uint64, error) {
+	if e.ID == "" || e.Type == "" || e.Subject == "" {
+		return 0, errors.New("eventlog: event needs an ID, a Type and a Subject")
+	}
+	body, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: encode: %w", err)
+	}
+	pub := []jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}
+	for _, o := range opts {
+		o(&pub)
+	}
+	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
+	var seq uint64
+	err = retry(ctx, func() error {
+		ack, err := l.js.PublishMsg(ctx, msg, pub...)
+		if err != nil {
+			return err
+		}
+		seq = ack.Sequence
+		return nil
+	})
+	if err != nil {
+		if isWrongLastSeq(err) {
+			return 0, &posture.Error{Code: posture.CodeConflict, Err: err}
+		}
+		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
+	}
+	return seq, nil
+}
+
+// LastSeq is the sequence of the newest event in the log (0 when empty).
+func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
+	var last uint64
+	err := retry(ctx, func() error {
+		info, err := l.stream.Info(ctx)
+		if err != nil {
+			return err
+		}
+		last = info.State.LastSeq
+		return nil
+	})
+	return last, err
+}
+
+// LastSubjectSeq is the sequence of the newest event on subject (0 if none).
+func (l *Log) LastSubjectSeq(ctx context.Context, subject string) (uint64, error) {
+	var last uint64
+	err := retry(ctx, func() error {
+		m, err := l.stream.GetLastMsgForSubject(ctx, l.prefix+subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			last = 0
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		last = m.Sequence
+		return nil
+	})
+	return last, err
+}
+
+// Get reads the event at seq.
+func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
+	m, err := l.stream.GetMsg(ctx, seq)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return posture.Event{}, posture.ErrNotFound
+		}
+		return posture.Event{}, err
+	}
+	return decode(m.Data, m.Sequence)
+}
+
+func decode(data []byte, seq uint64) (posture.Event, error) {
+	var e posture.Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		return e, fmt.Errorf("eventlog: message %d is not an event: %w", seq, err)
+	}
+	e.Seq = seq
+	return e, nil
+}
+
+// retry runs f until it succeeds, fails with a permanent error, or ctx ends.
+// Timeouts and missing responders (a stream without quorum, a reconnecting
+// client) are transient.
+func retry(ctx context.Context, f func() error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		// A per-call deadline that passed while ctx is still alive (the
+		// client's default request timeout) is transient too.
+		callTimeout := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if !callTimeout && !transient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 503 (no quorum, leader election) and 408 are worth another try.
+		return apiErr.Code == 503 || apiErr.Code == 408
+	}
+	return errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	host, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("eventlog: listen %q: %w", hp, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("eventlog: listen %q: bad port", hp)
+	}
+	return host, port, nil
+}
