@@ -1,0 +1,71 @@
+package posture
+
+import "time"
+
+// Identity is an endpoint, a user or a router: the subject of policies.
+type Identity struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	Type           string    `json:"type"`
+	IsAdmin        bool      `json:"isAdmin"`
+	IsDefaultAdmin bool      `json:"isDefaultAdmin"`
+	RoleAttributes []string  `json:"roleAttributes"`
+	ExternalID     string    `json:"externalId,omitempty"`
+	Disabled       bool      `json:"disabled"`
+	Tags           Tags      `json:"tags"`
+	CreatedAt      time.Time `json:"createdAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+// Identity types.
+const (
+	IdentityUser    = "User"
+	IdentityDevice  = "Device"
+	IdentityService = "Service"
+	IdentityRouter  = "Router"
+	IdentityDefault = "Default"
+)
+
+// IdentityTypes lists the identity types.
+var IdentityTypes = []string{IdentityUser, IdentityDevice, IdentityService, IdentityRouter, IdentityDefault}
+
+// Authenticator methods.
+const (
+	MethodPassword = "updb"
+	MethodCert     = "cert"
+)
+
+// Authenticator is a credential of an identity: a username with a password
+// hash (method updb) or a client certificate (method cert). Passwords are
+// never stored in clear, not even in the log.
+type Authenticator struct {
+	ID                string    `json:"id"`
+	IdentityID        string    `json:"identityId"`
+	Method            string    `json:"method"`
+	Username          string    `json:"username,omitempty"`
+	PasswordHash      string    `json:"passwordHash,omitempty"`
+	CertPEM           string    `json:"certPem,omitempty"`
+	Fingerprint       string    `json:"fingerprint,omitempty"`
+	IsIssuedByNetwork bool      `json:"isIssuedByNetwork"`
+	Tags              Tags      `json:"tags"`
+	CreatedAt         time.Time `json:"createdAt"`
+	UpdatedAt         time.Time `json:"updatedAt"`
+}
+
+// APISession is an authenticated client: the holder of a zt-session token.
+// Only the SHA-256 of the token is kept.
+type APISession struct {
+	ID              string    `json:"id"`
+	TokenHash       string    `json:"tokenHash"`
+	IdentityID      string    `json:"identityId"`
+	AuthenticatorID string    `json:"authenticatorId"`
+	AuthMethod      string    `json:"authMethod"`
+	IPAddress       string    `json:"ipAddress"`
+	ConfigTypes     []string  `json:"configTypes"`
+	MFARequired     bool      `json:"isMfaRequired"`
+	MFAComplete     bool      `json:"isMfaComplete"`
+	SDKInfo         *SDKInfo  `json:"sdkInfo,omitempty"`
+	EnvInfo         *EnvInfo  `json:"envInfo,omitempty"`
+	CreatedAt       time.Time `json:"createdAt"`
+	LastActivityAt  time.Time `json:"lastActivityAt"`
+}

@@ -1,0 +1,205 @@
+package projections
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Options configures Open.
+type Options struct {
+	// Dir holds the Pebble database.
+	Dir string
+	// FS overrides the file system (vfs.NewMem() in tests). Default: disk.
+	FS vfs.FS
+	// Logger (default: discard).
+	Logger *slog.Logger
+}
+
+// Source is the log as the projector sees it (eventlog.Log implements it).
+type Source interface {
+	Consume(ctx context.Context, from uint64, fn func([]posture.Event) error) error
+}
+
+// Store is the projection database. Apply is called by one goroutine (Run);
+// queries may run concurrently with it.
+type Store struct {
+	db  *pebble.DB
+	log *slog.Logger
+
+	mu        sync.Mutex
+	applied   uint64
+	appliedAt time.Time     // event time of the last applied event
+	changed   chan struct{} // closed and replaced on every advance
+	failed    error         // set when apply stopped for good
+}
+
+// Open opens (or creates) the projection database and reads its cursor.
+func Open(opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	po := &pebble.Options{FS: opts.FS, Logger: quietLogger{}}
+	db, err := pebble.Open(opts.Dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("projections: open %s: %w", opts.Dir, err)
+	}
+	s := &Store{db: db, log: opts.Logger, changed: make(chan struct{})}
+	data, closer, err := db.Get(cursorKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		db.Close()
+		return nil, fmt.Errorf("projections: read cursor: %w", err)
+	default:
+		s.applied = binary.BigEndian.Uint64(data)
+		closer.Close()
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Cursor is the sequence of the last applied event (0 for an empty store).
+func (s *Store) Cursor() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied
+}
+
+// Apply applies events in one batch together with the new cursor. Events at
+// or below the cursor are skipped. An event of an unknown type, or one that
+// does not decode, fails the whole batch and stops the store: nothing of the
+// batch is written and WaitFor returns the error from then on.
+func (s *Store) Apply(events []posture.Event) error {
+	s.mu.Lock()
+	cursor, failed := s.applied, s.failed
+	s.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	tx := &Tx{b: b}
+	var last posture.Event
+	for _, e := range events {
+		if e.Seq <= cursor {
+			continue
+		}
+		if e.Seq != cursor+1 && cursor != 0 {
+			// A gap means the source skipped events: refusing keeps the
+			// projection a faithful function of the log.
+			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log", e.Seq, cursor))
+		}
+		if err := apply(tx, e); err != nil {
+			return s.fail(err)
+		}
+		cursor, last = e.Seq, e
+	}
+	if last.Seq == 0 {
+		return nil
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], cursor)
+	if err := b.Set(cursorKey, buf[:], nil); err != nil {
+		return s.fail(err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return s.fail(fmt.Errorf("projections: commit: %w", err))
+	}
+	s.mu.Lock()
+	s.applied, s.appliedAt = cursor, last.At
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) fail(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == nil {
+		s.failed = err
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+	return err
+}
+
+// Err is the error that stopped the store, if any.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// WaitFor blocks until the event at seq has been applied, ctx ends, or the
+// store stopped on an error.
+func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		s.mu.Lock()
+		applied, failed, changed := s.applied, s.failed, s.changed
+		s.mu.Unlock()
+		if applied >= seq {
+			return nil
+		}
+		if failed != nil {
+			return failed
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("projections: waiting for event %d (applied %d): %w", seq, applied, ctx.Err())
+		}
+	}
+}
+
+// Run applies the log from cursor+1 until ctx ends or an event cannot be
+// applied.
+func (s *Store) Run(ctx context.Context, src Source) error {
+	from := s.Cursor() + 1
+	s.log.Info("projection catching up", "from", from)
+	err := src.Consume(ctx, from, s.Apply)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Dump writes every key and value in key order, one pair per line, with
+// non-printable bytes escaped. Two stores with equal dumps hold the same
+// state; it is how rebuilds are compared.
+func (s *Store) Dump(w io.Writer) error {
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if _, err := fmt.Fprintf(w, "%q %q\n", it.Key(), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// quietLogger drops Pebble's informational logging; fatal errors still
+// panic as Pebble expects.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	slog.Error(fmt.Sprintf("pebble: "+format, args...))
+}
+func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }

@@ -1,0 +1,109 @@
+package projections
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// reader is what queries need: the DB, a snapshot or an indexed batch.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// Tx is the write side of one apply batch. Reads see the batch's own writes.
+type Tx struct {
+	b *pebble.Batch
+}
+
+func (tx *Tx) put(key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	return tx.b.Set(key, data, nil)
+}
+
+func (tx *Tx) putRaw(key, value []byte) error { return tx.b.Set(key, value, nil) }
+
+func (tx *Tx) del(key []byte) error { return tx.b.Delete(key, nil) }
+
+// delPrefix removes every key with the prefix.
+func (tx *Tx) delPrefix(prefix []byte) error {
+	return tx.b.DeleteRange(prefix, prefixEnd(prefix), nil)
+}
+
+// getJSON decodes the value at key into v; found is false when absent.
+func getJSON(r reader, key []byte, v any) (found bool, err error) {
+	data, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// getString reads a raw string value (index entries).
+func getString(r reader, key []byte) (string, bool, error) {
+	data, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	defer closer.Close()
+	return string(data), true, nil
+}
+
+// scan calls fn for every key with the prefix, in key order, until fn
+// returns false or an error.
+func scan(r reader, prefix []byte, fn func(key, value []byte) (bool, error)) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		more, err := fn(it.Key(), it.Value())
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	return it.Error()
+}
+
+// scanJSON decodes every value with the prefix as a T.
+func scanJSON[T any](r reader, prefix []byte, fn func(T) bool) error {
+	return scan(r, prefix, func(key, value []byte) (bool, error) {
+		var v T
+		if err := json.Unmarshal(value, &v); err != nil {
+			return false, fmt.Errorf("decode %s: %w", key, err)
+		}
+		return fn(v), nil
+	})
+}
+
+// childIDs lists the ids of an entity's children of one kind.
+func childIDs(r reader, kind, id, child string) ([]string, error) {
+	prefix := relationPrefix(kind, id, child)
+	var ids []string
+	err := scan(r, prefix, func(key, _ []byte) (bool, error) {
+		ids = append(ids, string(key[len(prefix):]))
+		return true, nil
+	})
+	return ids, err
+}
