@@ -30,3 +30,17 @@ func IsToken(s string) bool {
 	_, err := uuid.Parse(s)
 	return err == nil && len(s) == 36
 }
+
+var derivedNamespace = uuid.MustParse("6f1d8a52-4c1e-4b8e-9a57-0d4f2f1c9b11")
+
+// DerivedID returns a UUID derived from its parts (UUID version 5). Events
+// that several nodes may append for the same fact (a deadline reached, an
+// idle API session expired) use it as their ID, so that the stream keeps one.
+func DerivedID(parts ...string) string {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+		b = append(b, 0)
+	}
+	return uuid.NewSHA1(derivedNamespace, b).String()
+}

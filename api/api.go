@@ -1,0 +1,150 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Base paths of the two APIs.
+const (
+	ClientBase     = "/edge/client/v1"
+	ManagementBase = "/edge/management/v1"
+)
+
+// Log is the event log as the API uses it (eventlog.Log implements it).
+type Log interface {
+	Append(ctx context.Context, e posture.Event) (uint64, error)
+	AppendIfLast(ctx context.Context, e posture.Event, last uint64) (uint64, error)
+	LastSubjectSeq(ctx context.Context, subject string) (uint64, error)
+}
+
+// Barrier is the projection's progress (projections.Store implements it).
+type Barrier interface {
+	WaitFor(ctx context.Context, seq uint64) error
+	LastModelSeq() uint64
+}
+
+// Options configures New.
+type Options struct {
+	Logger *slog.Logger
+	// InstanceID is sent in the ziti-instance-id header; it changes on
+	// every start so that clients resubmit posture.
+	InstanceID string
+	// Version is sent in the server header.
+	Version string
+	// System routes (metrics, health) that are not rewritten to the client
+	// API when reached without a prefix.
+	SystemPaths []string
+}
+
+// New returns an echo instance with the error handler, request ids,
+// recovery, request logging and the path aliases of real clients:
+// /edge/v1/... and unprefixed paths reach the client API.
+func New(opts Options) *echo.Echo {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = ErrorHandler(opts.Logger)
+	e.Pre(rewrite(opts.SystemPaths))
+	e.Use(middleware.RequestID())
+	e.Use(middleware.Recover())
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h := c.Response().Header()
+			h.Set("ziti-instance-id", opts.InstanceID)
+			h.Set("Server", "postured/"+opts.Version)
+			return next(c)
+		}
+	})
+	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogRemoteIP: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			opts.Logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request",
+				slog.String("requestId", v.RequestID), slog.String("method", v.Method),
+				slog.String("uri", v.URI), slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency), slog.String("remoteIp", v.RemoteIP))
+			return nil
+		},
+	}))
+	return e
+}
+
+func rewrite(system []string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			p := r.URL.Path
+			switch {
+			case p == "/edge/v1" || strings.HasPrefix(p, "/edge/v1/"):
+				p = ClientBase + strings.TrimPrefix(p, "/edge/v1")
+			case strings.HasPrefix(p, "/edge/"):
+			case isSystem(p, system):
+			default:
+				p = ClientBase + p
+			}
+			if p != r.URL.Path {
+				r.URL.Path, r.URL.RawPath = p, ""
+			}
+			return next(c)
+		}
+	}
+}
+
+func isSystem(p string, system []string) bool {
+	for _, s := range system {
+		if p == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Access is who may call a route.
+type Access int
+
+const (
+	// Public routes need no credentials.
+	Public Access = iota
+	// Partial routes accept an API session with MFA still pending.
+	Partial
+	// Session routes need a fully authenticated API session.
+	Session
+	// Admin routes need a fully authenticated admin's API session.
+	Admin
+)
+
+func (a Access) String() string {
+	return [...]string{"public", "partial", "session", "admin"}[a]
+}
+
+// Route is one operation of an API.
+type Route struct {
+	Method  string
+	Path    string // relative to the API's base path, echo syntax (":id")
+	Access  Access
+	Handler echo.HandlerFunc
+}
+
+// Mount registers routes under g with the authentication their access level
+// requires.
+func Mount(g *echo.Group, auth *Auth, routes []Route) {
+	for _, r := range routes {
+		if r.Access == Public {
+			g.Add(r.Method, r.Path, r.Handler)
+			continue
+		}
+		g.Add(r.Method, r.Path, r.Handler, auth.Require(r.Access))
+	}
+}
+
+// Clock returns the time; tests inject a fixed one.
+type Clock func() time.Time

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// HeaderSession carries the API session token.
+const HeaderSession = "zt-session"
+
+// Sessions looks up API sessions and their identities (projections.Store
+// implements it).
+type Sessions interface {
+	APISessionByTokenHash(hash string) (posture.APISession, error)
+	Identity(id string) (posture.Identity, error)
+}
+
+// Principal is the caller of an authenticated request.
+type Principal struct {
+	Session  posture.APISession
+	Identity posture.Identity
+	Token    string
+}
+
+// ExpiresAt is when the API session ends unless it is used again.
+func (p *Principal) ExpiresAt(timeout time.Duration) time.Time {
+	return p.Session.LastActivityAt.Add(timeout)
+}
+
+const principalKey = "postured.principal"
+
+// PrincipalOf returns the caller of an authenticated request (nil on public
+// routes).
+func PrincipalOf(c echo.Context) *Principal {
+	p, _ := c.Get(principalKey).(*Principal)
+	return p
+}
+
+// TokenHash is the form in which API session tokens are stored.
+func TokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Auth authenticates requests by their zt-session header and keeps API
+// sessions alive: activity is recorded in the log at most once per tenth of
+// the idle timeout (and at least once a minute), which moves the expiry.
+type Auth struct {
+	Sessions Sessions
+	Log      Log
+	Now      Clock
+	Timeout  time.Duration
+	Logger   *slog.Logger
+
+	touched sync.Map // API session id -> time.Time of the last touch sent
+}
+
+// Authenticate resolves the request's API session. It answers 401
+// UNAUTHORIZED for a missing, malformed, unknown or idle-expired token and
+// for a disabled identity.
+func (a *Auth) Authenticate(c echo.Context) (*Principal, error) {
+	token := c.Request().Header.Get(HeaderSession)
+	if !posture.IsToken(token) {
+		return nil, &posture.Error{Code: posture.CodeUnauthorized}
+	}
+	s, err := a.Sessions.APISessionByTokenHash(TokenHash(token))
+	if errors.Is(err, posture.ErrNotFound) {
+		return nil, &posture.Error{Code: posture.CodeUnauthorized}
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := a.Now()
+	if !now.Before(s.LastActivityAt.Add(a.Timeout)) {
+		return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the API session has expired"}
+	}
+	id, err := a.Sessions.Identity(s.IdentityID)
+	if errors.Is(err, posture.ErrNotFound) {
+		return nil, &posture.Error{Code: posture.CodeUnauthorized}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if id.Disabled {
+		return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the identity is disabled"}
+	}
+	p := &Principal{Session: s, Identity: id, Token: token}
+	a.touch(c, p, now)
+	return p, nil
+}
+
+// Require returns middleware that admits callers of the access level.
+func (a *Auth) Require(level Access) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p, err := a.Authenticate(c)
+			if err != nil {
+				return err
+			}
+			if level >= Session && p.Session.MFARequired && !p.Session.MFAComplete {
+				return &posture.Error{Code: posture.CodeUnauthorized, Message: "MFA authentication is required to complete the API session"}
+			}
+			if level == Admin && !p.Identity.IsAdmin {
+				return &posture.Error{Code: posture.CodeUnauthorized, Message: "an administrator's API session is required"}
+			}
+			c.Set(principalKey, p)
+			a.SetExpiryHeaders(c, p.Session.LastActivityAt)
+			return next(c)
+		}
+	}
+}
+
+// SetExpiryHeaders sets expiration-seconds and expires-at for an API session
+// last active at the given time.
+func (a *Auth) SetExpiryHeaders(c echo.Context, lastActivity time.Time) {
+	expires := lastActivity.Add(a.Timeout)
+	h := c.Response().Header()
+	h.Set("expiration-seconds", strconv.Itoa(max(0, int(math.Round(expires.Sub(a.Now()).Seconds())))))
+	h.Set("expires-at", expires.UTC().Format(TimeFormat))
+}
+
+func (a *Auth) touch(c echo.Context, p *Principal, now time.Time) {
+	every := min(a.Timeout/10, time.Minute)
+	last := p.Session.LastActivityAt
+	if t, ok := a.touched.Load(p.Session.ID); ok && t.(time.Time).After(last) {
+		last = t.(time.Time)
+	}
+	if now.Sub(last) < every {
+		return
+	}
+	a.touched.Store(p.Session.ID, now)
+	p.Session.LastActivityAt = now
+	e, err := posture.NewEvent(posture.APISessionTouched{ID: p.Session.ID, IdentityID: p.Session.IdentityID, At: now}, now)
+	if err != nil {
+		return
+	}
+	e.Actor = p.Identity.ID
+	e.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	// Activity is best effort: the request does not wait for it.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := a.Log.Append(ctx, e); err != nil {
+			a.Logger.Warn("recording API session activity failed", "apiSessionId", p.Session.ID, "err", err)
+		}
+	}()
+}
+
+// Forget drops the activity record of an ended API session.
+func (a *Auth) Forget(apiSessionID string) { a.touched.Delete(apiSessionID) }

@@ -1,0 +1,39 @@
+// Package client is the Edge Client API (/edge/client/v1): what endpoints
+// use to authenticate, enroll, report posture and open sessions.
+package client
+
+import (
+	_ "embed"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture/api"
+)
+
+// Spec is this API's OpenAPI document.
+//
+//go:embed openapi.json
+var Spec []byte
+
+// API is the client API's handlers and their dependencies.
+type API struct {
+	Info  *api.Info
+	Login *api.Login
+	Auth  *api.Auth
+}
+
+// Routes lists every operation of the client API.
+func (a *API) Routes() []api.Route {
+	routes := []api.Route{
+		{Method: http.MethodGet, Path: "/", Access: api.Public, Handler: a.Info.VersionHandler},
+	}
+	routes = append(routes, a.Info.Routes()...)
+	routes = append(routes, a.Login.Routes(api.Partial)...)
+	return routes
+}
+
+// Register mounts the client API on e under its base path.
+func (a *API) Register(e *echo.Echo) {
+	api.Mount(e.Group(api.ClientBase), a.Auth, a.Routes())
+}

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// List paging limits, as OpenZiti applies them.
+const (
+	DefaultLimit = 10
+	MaxLimit     = 500
+	MaxOffset    = 100000
+)
+
+// ListParams are the paging and filtering parameters of a list request.
+type ListParams struct {
+	Limit  int64
+	Offset int64
+	Filter string
+	Sort   string
+}
+
+// ParseList reads limit, offset, filter and sort. A limit above 500 is
+// lowered to 500; 0 or below -1 becomes the default 10; -1 means no limit.
+// Non-integer values are 400 INVALID_PAGINATION.
+func ParseList(c echo.Context) (ListParams, error) {
+	p := ListParams{Limit: DefaultLimit, Filter: c.QueryParam("filter"), Sort: c.QueryParam("sort")}
+	if s := c.QueryParam("limit"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return p, &posture.Error{Code: posture.CodeInvalidPagination, Message: "limit must be an integer", Field: "limit", Reason: "not an integer", Value: s}
+		}
+		p.Limit = normalizeLimit(n)
+	}
+	if s := c.QueryParam("offset"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return p, &posture.Error{Code: posture.CodeInvalidPagination, Message: "offset must be a non-negative integer", Field: "offset", Reason: "not a non-negative integer", Value: s}
+		}
+		p.Offset = min(n, MaxOffset)
+	}
+	return p, nil
+}
+
+func normalizeLimit(n int64) int64 {
+	switch {
+	case n == -1:
+		return -1
+	case n > MaxLimit:
+		return MaxLimit
+	case n <= 0:
+		return DefaultLimit
+	}
+	return n
+}
+
+// Paginate answers one page of items with meta.pagination.
+func Paginate[T any](c echo.Context, p ListParams, items []T) error {
+	total := int64(len(items))
+	start := min(p.Offset, total)
+	end := total
+	if p.Limit >= 0 {
+		end = min(start+p.Limit, total)
+	}
+	page := items[start:end]
+	if page == nil {
+		page = []T{}
+	}
+	return c.JSON(http.StatusOK, Envelope{
+		Data: page,
+		Meta: Meta{Pagination: &Pagination{Limit: p.Limit, Offset: p.Offset, TotalCount: total}},
+	})
+}

@@ -1,0 +1,90 @@
+package api
+
+import (
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// EntityRef is a reference to another entity in a detail view.
+type EntityRef struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Entity string `json:"entity"`
+	Links  Links  `json:"_links"`
+}
+
+// Ref builds an EntityRef.
+func Ref(collection, id, name string) EntityRef {
+	return EntityRef{ID: id, Name: name, Entity: collection, Links: SelfLink(collection, id)}
+}
+
+// AuthQuery is an outstanding authentication requirement of an API session.
+type AuthQuery struct {
+	TypeID     string `json:"typeId"`
+	Provider   string `json:"provider"`
+	Format     string `json:"format,omitempty"`
+	HTTPMethod string `json:"httpMethod,omitempty"`
+	HTTPURL    string `json:"httpUrl,omitempty"`
+	MinLength  int    `json:"minLength,omitempty"`
+	MaxLength  int    `json:"maxLength,omitempty"`
+}
+
+// APISessionView is currentApiSessionDetail.
+type APISessionView struct {
+	ID                   string       `json:"id"`
+	Token                string       `json:"token"`
+	IdentityID           string       `json:"identityId"`
+	Identity             EntityRef    `json:"identity"`
+	AuthenticatorID      string       `json:"authenticatorId"`
+	IPAddress            string       `json:"ipAddress"`
+	ConfigTypes          []string     `json:"configTypes"`
+	IsMFARequired        bool         `json:"isMfaRequired"`
+	IsMFAComplete        bool         `json:"isMfaComplete"`
+	IsCertExtendable     bool         `json:"isCertExtendable"`
+	LastActivityAt       Time         `json:"lastActivityAt"`
+	CachedLastActivityAt Time         `json:"cachedLastActivityAt"`
+	ExpiresAt            Time         `json:"expiresAt"`
+	ExpirationSeconds    int64        `json:"expirationSeconds"`
+	AuthQueries          []AuthQuery  `json:"authQueries"`
+	CreatedAt            Time         `json:"createdAt"`
+	UpdatedAt            Time         `json:"updatedAt"`
+	Tags                 posture.Tags `json:"tags"`
+	Links                Links        `json:"_links"`
+}
+
+// MFAAuthQuery is the authQueries entry of an API session waiting for a TOTP.
+var MFAAuthQuery = AuthQuery{
+	TypeID: "MFA", Provider: "ziti", Format: "alphaNumeric", HTTPMethod: "POST",
+	HTTPURL: "./authenticate/mfa", MinLength: 4, MaxLength: 6,
+}
+
+// SessionView renders the caller's API session.
+func SessionView(p *Principal, timeout time.Duration) APISessionView {
+	s := p.Session
+	queries := []AuthQuery{}
+	if s.MFARequired && !s.MFAComplete {
+		queries = append(queries, MFAAuthQuery)
+	}
+	return APISessionView{
+		ID:                   s.ID,
+		Token:                p.Token,
+		IdentityID:           s.IdentityID,
+		Identity:             Ref("identities", p.Identity.ID, p.Identity.Name),
+		AuthenticatorID:      s.AuthenticatorID,
+		IPAddress:            s.IPAddress,
+		ConfigTypes:          s.ConfigTypes,
+		IsMFARequired:        s.MFARequired,
+		IsMFAComplete:        s.MFAComplete,
+		IsCertExtendable:     s.AuthMethod == AuthCert,
+		LastActivityAt:       Time(s.LastActivityAt),
+		CachedLastActivityAt: Time(s.LastActivityAt),
+		ExpiresAt:            Time(s.LastActivityAt.Add(timeout)),
+		ExpirationSeconds:    int64(timeout.Seconds()),
+		AuthQueries:          queries,
+		CreatedAt:            Time(s.CreatedAt),
+		UpdatedAt:            Time(s.LastActivityAt),
+		Tags:                 posture.Tags{},
+		Links:                Links{"self": {Href: "./current-api-session"}},
+	}
+}

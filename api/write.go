@@ -1,0 +1,128 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Writer is the write path of handlers: validate, append, wait until the
+// local projection has applied the event, then answer from the projection.
+type Writer struct {
+	Log     Log
+	Barrier Barrier
+	Now     Clock
+}
+
+// Stamp is who caused an event: the actor (an identity id, or "postured"
+// for the controller itself) and the request id.
+type Stamp struct {
+	Actor     string
+	RequestID string
+}
+
+// StampOf is the stamp of a request.
+func StampOf(c echo.Context) Stamp {
+	s := Stamp{RequestID: c.Response().Header().Get(echo.HeaderXRequestID)}
+	if p := PrincipalOf(c); p != nil {
+		s.Actor = p.Identity.ID
+	}
+	return s
+}
+
+// maxConflicts bounds the retries of a model change that keeps losing the
+// race for the model subject.
+const maxConflicts = 20
+
+// Event wraps a payload in an event with the writer's time and the stamp.
+func (w *Writer) Event(st Stamp, p posture.Payload) (posture.Event, error) {
+	e, err := posture.NewEvent(p, w.Now())
+	if err != nil {
+		return e, err
+	}
+	e.Actor, e.RequestID = st.Actor, st.RequestID
+	return e, nil
+}
+
+// Append appends the payload's event for a request and waits until the
+// projection has applied it. It returns the event's sequence.
+func (w *Writer) Append(c echo.Context, p posture.Payload) (uint64, error) {
+	return w.AppendContext(c.Request().Context(), StampOf(c), p)
+}
+
+// AppendContext is Append outside a request.
+func (w *Writer) AppendContext(ctx context.Context, st Stamp, p posture.Payload) (uint64, error) {
+	e, err := w.Event(st, p)
+	if err != nil {
+		return 0, err
+	}
+	seq, err := w.Log.Append(ctx, e)
+	if err != nil {
+		return 0, err
+	}
+	return seq, w.Barrier.WaitFor(ctx, seq)
+}
+
+// Model makes a change of the model (identities, services, policies,
+// checks...) under optimistic concurrency. decide reads the projection,
+// validates and returns the events of the change; they are appended only if
+// no other model change was appended since the state decide saw. On a lost
+// race decide runs again on the newer state, so checks such as "this name is
+// free" hold across requests and across nodes. Model returns once the
+// projection has applied the change. A change of several events is appended
+// in order, each expecting the one before it.
+func (w *Writer) Model(c echo.Context, decide func() ([]posture.Payload, error)) error {
+	return w.ModelContext(c.Request().Context(), StampOf(c), decide)
+}
+
+// ModelContext is Model outside a request.
+func (w *Writer) ModelContext(ctx context.Context, st Stamp, decide func() ([]posture.Payload, error)) error {
+	for range maxConflicts {
+		expect := w.Barrier.LastModelSeq()
+		payloads, err := decide()
+		if err != nil {
+			return err
+		}
+		if len(payloads) == 0 {
+			return nil
+		}
+		seq, err := w.appendChain(ctx, st, payloads, expect)
+		if posture.CodeOf(err) == posture.CodeConflict {
+			// Catch up with the change that won, then decide again.
+			last, lerr := w.Log.LastSubjectSeq(ctx, posture.SubjectModel)
+			if lerr != nil {
+				return lerr
+			}
+			if err := w.Barrier.WaitFor(ctx, last); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return w.Barrier.WaitFor(ctx, seq)
+	}
+	return &posture.Error{Code: posture.CodeConflict, Message: fmt.Sprintf("the change lost %d races for the model; retry", maxConflicts)}
+}
+
+func (w *Writer) appendChain(ctx context.Context, st Stamp, payloads []posture.Payload, expect uint64) (uint64, error) {
+	var seq uint64
+	for _, p := range payloads {
+		if p.Subject() != posture.SubjectModel {
+			return 0, fmt.Errorf("a model change cannot carry %s (subject %s)", p.EventType(), p.Subject())
+		}
+		e, err := w.Event(st, p)
+		if err != nil {
+			return 0, err
+		}
+		if seq, err = w.Log.AppendIfLast(ctx, e, expect); err != nil {
+			return 0, err
+		}
+		expect = seq
+	}
+	return seq, nil
+}

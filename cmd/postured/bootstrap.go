@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/projections"
+)
+
+// bootstrap records the evaluation settings when they differ from the ones
+// in the log, and creates the default admin on a log that has none. Both
+// are model changes under optimistic concurrency, so nodes that start
+// together create one admin.
+func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *serveCmd, log *slog.Logger) error {
+	cfg, err := store.Config()
+	if err != nil {
+		return err
+	}
+	want := posture.ConfigChanged{
+		MFAGraceSeconds:          int64(s.MFAGrace.Seconds()),
+		APISessionTimeoutSeconds: int64(s.APISessionTimeout.Seconds()),
+	}
+	if store.Cursor() == 0 || int64(cfg.MFAGrace.Seconds()) != want.MFAGraceSeconds ||
+		int64(cfg.APISessionTimeout.Seconds()) != want.APISessionTimeoutSeconds {
+		if err := modelChange(ctx, w, func() ([]posture.Payload, error) { return []posture.Payload{want}, nil }); err != nil {
+			return fmt.Errorf("recording settings: %w", err)
+		}
+		log.Info("settings recorded in the log", "mfaGrace", s.MFAGrace, "apiSessionTimeout", s.APISessionTimeout)
+	}
+
+	var password string
+	err = modelChange(ctx, w, func() ([]posture.Payload, error) {
+		ids, err := store.Identities()
+		if err != nil {
+			return nil, err
+		}
+		var admin *posture.Identity
+		for i := range ids {
+			if ids[i].IsDefaultAdmin {
+				admin = &ids[i]
+			}
+		}
+		var out []posture.Payload
+		now := w.Now()
+		if admin == nil {
+			if _, err := store.IdentityByName(s.AdminUsername); err == nil {
+				return nil, fmt.Errorf("an identity named %q exists but is not the default admin", s.AdminUsername)
+			}
+			admin = &posture.Identity{
+				ID: posture.NewID(), Name: s.AdminUsername, Type: posture.IdentityUser,
+				IsAdmin: true, IsDefaultAdmin: true, RoleAttributes: []string{}, Tags: posture.Tags{},
+				CreatedAt: now, UpdatedAt: now,
+			}
+			out = append(out, posture.IdentityCreated{Identity: *admin})
+		}
+		auths, err := store.IdentityAuthenticators(admin.ID)
+		if err != nil {
+			return nil, err
+		}
+		if len(auths) > 0 {
+			return out, nil
+		}
+		if _, err := store.AuthenticatorByUsername(s.AdminUsername); err == nil {
+			return nil, fmt.Errorf("the username %q is taken by another identity", s.AdminUsername)
+		} else if !errors.Is(err, posture.ErrNotFound) {
+			return nil, err
+		}
+		password = s.AdminPassword
+		if password == "" {
+			password = rand.Text()
+		}
+		out = append(out, posture.AuthenticatorCreated{Authenticator: posture.Authenticator{
+			ID: posture.NewID(), IdentityID: admin.ID, Method: posture.MethodPassword,
+			Username: s.AdminUsername, PasswordHash: api.HashPassword(password),
+			Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now,
+		}})
+		return out, nil
+	})
+	if err != nil {
+		return fmt.Errorf("creating the default admin: %w", err)
+	}
+	if password != "" {
+		log.Info("default admin created", "username", s.AdminUsername)
+		if s.AdminPassword == "" {
+			fmt.Fprintf(os.Stderr, "postured: default admin %q created with password %s (shown once; set POSTURED_ADMIN_PASSWORD to choose it)\n", s.AdminUsername, password)
+		}
+	}
+	return nil
+}
+
+// modelChange is Writer.Model outside a request.
+func modelChange(ctx context.Context, w *api.Writer, decide func() ([]posture.Payload, error)) error {
+	return w.ModelContext(ctx, api.Stamp{Actor: "postured"}, decide)
+}

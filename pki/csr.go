@@ -1,0 +1,136 @@
+package pki
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultValidity is the lifetime of a certificate signed from a CSR when the
+// SignRequest gives no NotAfter.
+const DefaultValidity = 365 * 24 * time.Hour
+
+// SignRequest says how SignCSR issues a certificate.
+type SignRequest struct {
+	// CommonName replaces the CSR's common name; empty keeps the CSR's. The
+	// rest of the CSR's subject is kept as requested.
+	CommonName string
+	// NotAfter ends the validity; zero means now + DefaultValidity. It is
+	// capped at the CA certificate's NotAfter and must be after now.
+	NotAfter time.Time
+	// Usage selects the extended key usage: UsageClient (ClientAuth, the
+	// default) or UsageServer (ServerAuth, for a router's server CSR).
+	Usage Usage
+}
+
+// ParseCSR decodes and checks a PKCS#10 certificate signing request given as
+// PEM ("CERTIFICATE REQUEST" or "NEW CERTIFICATE REQUEST"), DER, or base64 of
+// DER without PEM headers. Errors wrap ErrMissingCSR (empty input),
+// ErrInvalidCSR (not a CSR, or a key type other than ECDSA, RSA, Ed25519), or
+// ErrCSRSignature (the self-signature does not verify).
+func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
+	der, err := csrDER(data)
+	if err != nil {
+		return nil, err
+	}
+	csr, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCSR, err)
+	}
+	switch csr.PublicKey.(type) {
+	case *ecdsa.PublicKey, *rsa.PublicKey, ed25519.PublicKey:
+	default:
+		return nil, fmt.Errorf("%w: unsupported public key algorithm %v", ErrInvalidCSR, csr.PublicKeyAlgorithm)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCSRSignature, err)
+	}
+	return csr, nil
+}
+
+func csrDER(data []byte) ([]byte, error) {
+	// DER first: trimming "spaces" would damage binary input.
+	if len(data) > 0 && data[0] == 0x30 {
+		return data, nil
+	}
+	text := bytes.TrimSpace(data)
+	if len(text) == 0 {
+		return nil, ErrMissingCSR
+	}
+	if bytes.Contains(text, []byte("-----BEGIN")) {
+		for rest := text; ; {
+			var block *pem.Block
+			block, rest = pem.Decode(rest)
+			if block == nil {
+				return nil, fmt.Errorf("%w: no PEM CERTIFICATE REQUEST block", ErrInvalidCSR)
+			}
+			if block.Type == "CERTIFICATE REQUEST" || block.Type == "NEW CERTIFICATE REQUEST" {
+				return block.Bytes, nil
+			}
+		}
+	}
+	compact := strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '\t', '\r', '\n':
+			return -1
+		}
+		return r
+	}, string(text))
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if der, err := enc.DecodeString(compact); err == nil && len(der) > 0 && der[0] == 0x30 {
+			return der, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: neither PEM, DER nor base64", ErrInvalidCSR)
+}
+
+// SignCSR checks a CSR (see ParseCSR) and issues a certificate for its key:
+// a random 128-bit serial, NotBefore one minute before now, the CSR's subject
+// (common name per req.CommonName) and the CSR's DNS, IP, e-mail and URI
+// names, the extended key usage of req.Usage, KeyUsage DigitalSignature (and
+// KeyEncipherment for RSA keys). It returns the certificate and its PEM (the
+// leaf only; append PEM() for a chain).
+func (ca *CA) SignCSR(csrData []byte, req SignRequest) (*x509.Certificate, []byte, error) {
+	csr, err := ParseCSR(csrData)
+	if err != nil {
+		return nil, nil, err
+	}
+	eku, err := req.Usage.extKeyUsage()
+	if err != nil {
+		return nil, nil, err
+	}
+	now := ca.opts.Now()
+	notAfter := req.NotAfter
+	if notAfter.IsZero() {
+		notAfter = now.Add(DefaultValidity)
+	}
+	if !notAfter.After(now) {
+		return nil, nil, fmt.Errorf("pki: NotAfter %s is not after now", notAfter.UTC().Format(time.RFC3339))
+	}
+	subject := csr.Subject
+	subject.ExtraNames = nil
+	if req.CommonName != "" {
+		subject.CommonName = req.CommonName
+	}
+	cert, err := ca.issue(&x509.Certificate{
+		Subject:        subject,
+		NotBefore:      now.Add(-backdate),
+		NotAfter:       notAfter,
+		ExtKeyUsage:    []x509.ExtKeyUsage{eku},
+		DNSNames:       csr.DNSNames,
+		IPAddresses:    csr.IPAddresses,
+		EmailAddresses: csr.EmailAddresses,
+		URIs:           csr.URIs,
+	}, csr.PublicKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, EncodePEM(cert), nil
+}
