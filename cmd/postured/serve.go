@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seed-0809debe/posture"
@@ -68,15 +69,6 @@ func (s *serveCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := s.logger()
-	if s.APISessionTimeout < time.Second {
-		return fmt.Errorf("--api-session-timeout must be at least 1s")
-	}
-	if s.MFAGrace < time.Second {
-		return fmt.Errorf("--mfa-grace must be at least 1s")
-	}
-	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
-		return err
-	}
 
 	// The listener comes first so that --listen :0 knows its port before
 	// the server certificate is issued for it.
@@ -85,72 +77,16 @@ func (s *serveCmd) Run() error {
 		return err
 	}
 	defer ln.Close()
-	advertise := s.advertise(ln.Addr())
-
-	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelOpen()
-	elog, err := eventlog.Open(openCtx, eventlog.Options{
-		URLs:       s.NatsURL,
-		Dir:        filepath.Join(s.DataDir, "nats"),
-		Listen:     s.NatsListen,
-		Replicas:   s.StreamReplicas,
-		SyncAlways: s.Sync == "always",
-		Logger:     log,
-	})
+	n, err := openNode(ctx, s, s.advertise(ln.Addr()), log)
 	if err != nil {
 		return err
 	}
-	defer elog.Close()
-	store, err := projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
-	ca, err := pki.Open(filepath.Join(s.DataDir, "pki"), pki.Options{})
-	if err != nil {
-		return err
-	}
-	host, _, _ := net.SplitHostPort(advertise)
-	serverCert, err := ca.ServerCertificate(uniq(host, "localhost", "127.0.0.1"))
-	if err != nil {
-		return err
-	}
+	defer n.Close()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return store.Run(gctx, elog) })
-
-	// Catch up with the log before answering anything: reads come from the
-	// projection, and the bootstrap decides on its state.
-	last, err := elog.LastSeq(openCtx)
-	if err != nil {
-		return err
-	}
-	log.Info("projection catching up with the log", "cursor", store.Cursor(), "last", last)
-	if err := store.WaitFor(openCtx, last); err != nil {
-		return err
-	}
-	w := &api.Writer{Log: elog, Barrier: store, Now: time.Now}
-	if err := bootstrap(openCtx, w, store, s, log); err != nil {
-		return err
-	}
-
-	auth := &api.Auth{Sessions: store, Log: elog, Now: time.Now, Timeout: s.APISessionTimeout, Logger: log}
-	info := &api.Info{
-		Version: version, Revision: revision, BuildDate: buildDate, Advertise: advertise,
-		Specs: []api.Spec{
-			{ID: "edge-client", Name: "edge-client", Document: client.Spec},
-			{ID: "edge-management", Name: "edge-management", Document: management.Spec},
-		},
-	}
-	login := &api.Login{Store: store, Writer: w, Auth: auth}
-	e := api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version})
-	(&client.API{Info: info, Login: login, Auth: auth}).Register(e)
-	(&management.API{Info: info, Login: login, Auth: auth}).Register(e)
-
 	srv := &http.Server{
-		Handler:           e,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{serverCert}, MinVersion: tls.VersionTLS12},
+		Handler:           n.handler,
+		TLSConfig:         n.tlsConfig(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -161,8 +97,8 @@ func (s *serveCmd) Run() error {
 		}
 		return err
 	})
-	g.Go(func() error { return auth.SweepIdle(gctx, store, min(s.APISessionTimeout/4, 30*time.Second)) })
-	fmt.Fprintf(os.Stderr, "postured listening on https://%s (advertised as https://%s)\n", ln.Addr(), advertise)
+	g.Go(func() error { return n.Run(gctx) })
+	fmt.Fprintf(os.Stderr, "postured listening on https://%s (advertised as https://%s)\n", ln.Addr(), n.advertise)
 
 	<-gctx.Done()
 	log.Info("shutting down")
@@ -175,6 +111,145 @@ func (s *serveCmd) Run() error {
 	return nil
 }
 
+// node is one running controller: the log, the projection and the APIs,
+// wired together. serve runs it behind an HTTPS server; tests run it behind
+// httptest.
+type node struct {
+	log        *slog.Logger
+	elog       *eventlog.Log
+	store      *projections.Store
+	ca         *pki.CA
+	serverCert tls.Certificate
+	advertise  string
+	auth       *api.Auth
+	handler    *echo.Echo
+	client     *client.API
+	management *management.API
+	timeout    time.Duration
+	cancelRun  context.CancelFunc
+	runDone    chan struct{} // closed when the projection consumer returns
+	runErr     error
+}
+
+// openNode opens the log and the projection, catches the projection up with
+// the log, bootstraps an empty log and builds the APIs. The projection
+// consumer is already running when it returns; Run adds the background
+// loops.
+func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logger) (_ *node, err error) {
+	if s.APISessionTimeout < time.Second {
+		return nil, fmt.Errorf("--api-session-timeout must be at least 1s")
+	}
+	if s.MFAGrace < time.Second {
+		return nil, fmt.Errorf("--mfa-grace must be at least 1s")
+	}
+	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelOpen()
+	n.elog, err = eventlog.Open(openCtx, eventlog.Options{
+		URLs:       s.NatsURL,
+		Dir:        filepath.Join(s.DataDir, "nats"),
+		Listen:     s.NatsListen,
+		Replicas:   s.StreamReplicas,
+		SyncAlways: s.Sync == "always",
+		Logger:     log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
+		return nil, err
+	}
+	if n.ca, err = pki.Open(filepath.Join(s.DataDir, "pki"), pki.Options{}); err != nil {
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(advertise)
+	if n.serverCert, err = n.ca.ServerCertificate(uniq(host, "localhost", "127.0.0.1")); err != nil {
+		return nil, err
+	}
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.cancelRun = cancel
+	go func() {
+		defer close(n.runDone)
+		n.runErr = n.store.Run(runCtx, n.elog)
+	}()
+
+	// Catch up with the log before answering anything: reads come from the
+	// projection, and the bootstrap decides on its state.
+	last, err := n.elog.LastSeq(openCtx)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("projection catching up with the log", "cursor", n.store.Cursor(), "last", last)
+	if err := n.store.WaitFor(openCtx, last); err != nil {
+		return nil, err
+	}
+	w := &api.Writer{Log: n.elog, Barrier: n.store, Now: time.Now}
+	if err := bootstrap(openCtx, w, n.store, s, log); err != nil {
+		return nil, err
+	}
+
+	n.auth = &api.Auth{Sessions: n.store, Log: n.elog, Now: time.Now, Timeout: s.APISessionTimeout, Logger: log}
+	info := &api.Info{
+		Version: version, Revision: revision, BuildDate: buildDate, Advertise: advertise,
+		Specs: []api.Spec{
+			{ID: "edge-client", Name: "edge-client", Document: client.Spec},
+			{ID: "edge-management", Name: "edge-management", Document: management.Spec},
+		},
+	}
+	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth}
+	n.handler = api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version})
+	n.client = &client.API{Info: info, Login: login, Auth: n.auth}
+	n.management = &management.API{Info: info, Login: login, Auth: n.auth}
+	n.client.Register(n.handler)
+	n.management.Register(n.handler)
+	return n, nil
+}
+
+func (n *node) tlsConfig() *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12}
+}
+
+// Run runs the background loops until ctx ends or the projection stops.
+func (n *node) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		select {
+		case <-n.runDone:
+			if n.runErr == nil {
+				return errors.New("projection consumer stopped")
+			}
+			return fmt.Errorf("projection: %w", n.runErr)
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	g.Go(func() error { return n.auth.SweepIdle(gctx, n.store, min(n.timeout/4, 30*time.Second)) })
+	return g.Wait()
+}
+
+// Close stops the projection consumer and closes the store and the log.
+func (n *node) Close() error {
+	if n.cancelRun != nil {
+		n.cancelRun()
+		<-n.runDone
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+	if n.elog != nil {
+		n.elog.Close()
+	}
+	return nil
+}
 func uniq(vals ...string) []string {
 	seen := map[string]bool{}
 	var out []string

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture/api"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds postured once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "postured-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "postured")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// process is a running postured binary.
+type process struct {
+	cmd    *exec.Cmd
+	base   string // https://127.0.0.1:port
+	http   *http.Client
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	exited chan error
+}
+
+var listening = regexp.MustCompile(`postured listening on https://(\S+)`)
+
+func startBinary(t *testing.T, dataDir string, env ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary(t), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), env...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, exited: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.stderr.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				addr <- m[1]
+			}
+		}
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { p.kill() })
+	select {
+	case a := <-addr:
+		p.base = "https://" + a
+	case err := <-p.exited:
+		t.Fatalf("postured exited before listening: %v\n%s", err, p.log())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("postured did not listen within 90s:\n%s", p.log())
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dataDir, "pki", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	p.http = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 32,
+	}}
+	return p
+}
+
+func (p *process) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+func (p *process) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("postured exited with %v after SIGTERM:\n%s", err, p.log())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("postured did not stop within 30s of SIGTERM:\n%s", p.log())
+	}
+}
+
+func (p *process) request(method, path, token string, body any) (int, http.Header, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, p.base+path, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if token != "" {
+		req.Header.Set(api.HeaderSession, token)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, data, err
+}
+
+func (p *process) login(username, password string) (string, error) {
+	status, h, body, err := p.request(http.MethodPost, api.ClientBase+"/authenticate?method=password", "",
+		map[string]string{"username": username, "password": password})
+	if err != nil {
+		return "", err
+	}
+	if status != http.StatusOK {
+		return "", fmt.Errorf("login: %d %s", status, body)
+	}
+	return h.Get(api.HeaderSession), nil
+}
+
+func TestBinaryServesAndRestarts(t *testing.T) {
+	dir := t.TempDir()
+	p := startBinary(t, dir)
+	m := regexp.MustCompile(`default admin "admin" created with password (\S+)`).FindStringSubmatch(p.log())
+	if m == nil {
+		t.Fatalf("no generated admin password on stderr:\n%s", p.log())
+	}
+	password := m[1]
+	tok, err := p.login("admin", password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, body, err := p.request(http.MethodGet, "/version", "", nil)
+	if err != nil || status != http.StatusOK || !strings.Contains(string(body), `"edge-management"`) {
+		t.Fatalf("version: %d %s %v", status, body, err)
+	}
+	p.stop(t)
+
+	// A restart reuses the CA, the log and the admin; the API session
+	// survives because it is in the log.
+	p = startBinary(t, dir)
+	if strings.Contains(p.log(), "created with password") {
+		t.Fatalf("the admin was created again:\n%s", p.log())
+	}
+	if status, _, body, _ := p.request(http.MethodGet, api.ManagementBase+"/current-api-session", tok, nil); status != http.StatusOK {
+		t.Fatalf("API session lost on restart: %d %s", status, body)
+	}
+	if _, err := p.login("admin", password); err != nil {
+		t.Fatal(err)
+	}
+	p.stop(t)
+}
+
+// TestCrashLosesNoAcknowledgedWrite kills the binary with SIGKILL while
+// clients write (logins append API sessions) and checks, after a restart,
+// that every write answered 2xx is there.
+func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
+	dir := t.TempDir()
+	env := "POSTURED_ADMIN_PASSWORD=" + testAdminPassword
+	p := startBinary(t, dir, env)
+
+	var (
+		mu     sync.Mutex
+		acked  []string
+		wg     sync.WaitGroup
+		stopCh = make(chan struct{})
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stopCh:
+					return
+				default:
+				}
+				tok, err := p.login("admin", testAdminPassword)
+				if err != nil {
+					return // the process is gone
+				}
+				mu.Lock()
+				acked = append(acked, tok)
+				mu.Unlock()
+			}
+		}()
+	}
+	// Kill once a good number of writes were acknowledged, mid-stream.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 200 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	close(stopCh)
+	wg.Wait()
+	if len(acked) < 50 {
+		t.Fatalf("only %d writes before the kill", len(acked))
+	}
+
+	p = startBinary(t, dir, env)
+	for _, tok := range acked {
+		status, _, body, err := p.request(http.MethodGet, api.ClientBase+"/current-api-session", tok, nil)
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("acknowledged API session lost after SIGKILL: %d %s %v", status, body, err)
+		}
+	}
+	t.Logf("%d acknowledged writes survived SIGKILL", len(acked))
+	p.stop(t)
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+func TestPasswordLogin(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+
+	for _, base := range []string{api.ClientBase, api.ManagementBase, "/edge/v1", ""} {
+		r := n.do(t, http.MethodPost, base+"/authenticate?method=password", "", map[string]string{"username": "admin", "password": testAdminPassword})
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: login %d %s", base, r.Status, r.Body)
+		}
+		data, _ := r.envelope(t)
+		var s api.APISessionView
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		tok := r.Header.Get(api.HeaderSession)
+		if s.Token != tok || !posture.IsToken(tok) || s.Identity.Name != "admin" {
+			t.Fatalf("%s: session %+v, header token %q", base, s, tok)
+		}
+		if r.Header.Get("expiration-seconds") != "1800" || r.Header.Get("expires-at") == "" {
+			t.Fatalf("%s: expiry headers %v", base, r.Header)
+		}
+		cur := n.do(t, http.MethodGet, base+"/current-api-session", tok, nil)
+		if cur.Status != http.StatusOK {
+			t.Fatalf("%s: current-api-session %d %s", base, cur.Status, cur.Body)
+		}
+	}
+
+	cases := []struct {
+		name, query string
+		body        any
+		status      int
+		code, field string
+	}{
+		{"wrong password", "password", map[string]string{"username": "admin", "password": "wrong-password"}, 401, posture.CodeInvalidAuth, ""},
+		{"unknown user", "password", map[string]string{"username": "nobody", "password": "wrong-password"}, 401, posture.CodeInvalidAuth, ""},
+		{"short username", "password", map[string]string{"username": "adm", "password": "wrong-password"}, 400, posture.CodeCouldNotValidate, "username"},
+		{"long username", "password", map[string]string{"username": strings.Repeat("a", 101), "password": "wrong-password"}, 400, posture.CodeCouldNotValidate, "username"},
+		{"short password", "password", map[string]string{"username": "admin", "password": "1234"}, 400, posture.CodeCouldNotValidate, "password"},
+		{"long password", "password", map[string]string{"username": "admin", "password": strings.Repeat("p", 101)}, 400, posture.CodeCouldNotValidate, "password"},
+		{"no body", "password", nil, 400, posture.CodeCouldNotValidate, "username"},
+		{"bad json", "password", "{", 400, posture.CodeCouldNotParseBody, ""},
+		{"wrong types", "password", `{"username": 12}`, 400, posture.CodeCouldNotParseBody, ""},
+		{"unknown method", "magic", map[string]string{"username": "admin", "password": testAdminPassword}, 400, posture.CodeCouldNotValidate, "method"},
+		{"no method", "", map[string]string{"username": "admin", "password": testAdminPassword}, 400, posture.CodeCouldNotValidate, "method"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := n.do(t, http.MethodPost, api.ClientBase+"/authenticate?method="+c.query, "", c.body)
+			_, e := r.envelope(t)
+			if r.Status != c.status || e.Code != c.code || e.RequestID == "" {
+				t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, c.status, c.code)
+			}
+			if c.field != "" {
+				cause, _ := json.Marshal(e.Cause)
+				if !strings.Contains(string(cause), `"field":"`+c.field+`"`) {
+					t.Fatalf("cause %s does not name %s", cause, c.field)
+				}
+			}
+			if strings.Contains(string(r.Body), testAdminPassword) {
+				t.Fatal("the error echoes the password")
+			}
+		})
+	}
+}
+
+func TestLogoutEndsTheAPISession(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	tok := n.login(t, api.ClientBase, "admin", testAdminPassword)
+	if r := n.do(t, http.MethodDelete, api.ClientBase+"/current-api-session", tok, nil); r.Status != http.StatusOK {
+		t.Fatalf("logout: %d %s", r.Status, r.Body)
+	}
+	r := n.do(t, http.MethodGet, api.ClientBase+"/current-api-session", tok, nil)
+	if _, e := r.envelope(t); r.Status != http.StatusUnauthorized || e.Code != posture.CodeUnauthorized {
+		t.Fatalf("after logout: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestIdleAPISessionExpires(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.APISessionTimeout = 2 * time.Second
+	n := startTestNode(t, cfg)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	n.auth.Now = clock
+	tok := n.login(t, api.ClientBase, "admin", testAdminPassword)
+
+	now = now.Add(1500 * time.Millisecond)
+	if r := n.do(t, http.MethodGet, api.ClientBase+"/current-api-session", tok, nil); r.Status != http.StatusOK {
+		t.Fatalf("within the timeout: %d", r.Status)
+	}
+	now = now.Add(2 * time.Second)
+	r := n.do(t, http.MethodGet, api.ClientBase+"/current-api-session", tok, nil)
+	if r.Status != http.StatusUnauthorized {
+		t.Fatalf("after the idle timeout: %d %s", r.Status, r.Body)
+	}
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/api/client"
+	"github.com/seed-0809debe/posture/api/management"
+)
+
+type apiRoutes struct {
+	base   string
+	spec   []byte
+	routes []api.Route
+}
+
+func (n *testNode) apis() []apiRoutes {
+	return []apiRoutes{
+		{api.ClientBase, client.Spec, n.client.Routes()},
+		{api.ManagementBase, management.Spec, n.management.Routes()},
+	}
+}
+
+var echoParam = regexp.MustCompile(`:([A-Za-z]+)`)
+
+// TestEveryRouteIsDeclared proves that the route tables are the whole truth:
+// echo serves exactly the routes they list.
+func TestEveryRouteIsDeclared(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	var declared, served []string
+	for _, a := range n.apis() {
+		for _, r := range a.routes {
+			declared = append(declared, r.Method+" "+a.base+r.Path)
+		}
+	}
+	for _, r := range n.handler.Routes() {
+		served = append(served, r.Method+" "+r.Path)
+	}
+	sort.Strings(declared)
+	sort.Strings(served)
+	if diff := cmp.Diff(declared, served); diff != "" {
+		t.Fatalf("served routes differ from the route tables (-declared +served):\n%s", diff)
+	}
+}
+
+// TestRoutesRequireAuthentication walks every registered route: each
+// non-public one answers 401 without a session (and with a malformed or
+// unknown token), and each admin one answers 401 to a non-admin session.
+func TestRoutesRequireAuthentication(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	userToken := n.createUser(t, "plain-user", "user-password", false)
+
+	for _, a := range n.apis() {
+		for _, r := range a.routes {
+			path := a.base + echoParam.ReplaceAllString(r.Path, "x0000000x")
+			name := r.Method + " " + path
+			if r.Access == api.Public {
+				continue
+			}
+			for _, tok := range []string{"", "not-a-uuid", posture.NewToken()} {
+				resp := n.do(t, r.Method, path, tok, nil)
+				if _, e := resp.envelope(t); resp.Status != http.StatusUnauthorized || e.Code != posture.CodeUnauthorized {
+					t.Errorf("%s with token %q: %d %s, want 401 UNAUTHORIZED", name, tok, resp.Status, resp.Body)
+				}
+			}
+			if r.Access == api.Admin {
+				resp := n.do(t, r.Method, path, userToken, nil)
+				if _, e := resp.envelope(t); resp.Status != http.StatusUnauthorized || e.Code != posture.CodeUnauthorized {
+					t.Errorf("%s as a non-admin: %d %s, want 401 UNAUTHORIZED", name, resp.Status, resp.Body)
+				}
+			}
+		}
+	}
+}
+
+// TestOpenAPIDocumentsMatchRoutes checks each API's OpenAPI document against
+// its route table: the same operations, with the same access level.
+func TestOpenAPIDocumentsMatchRoutes(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	for _, a := range n.apis() {
+		var doc struct {
+			Paths map[string]map[string]struct {
+				OperationID string `json:"operationId"`
+				Access      string `json:"x-access"`
+			} `json:"paths"`
+		}
+		if err := json.Unmarshal(a.spec, &doc); err != nil {
+			t.Fatalf("%s: %v", a.base, err)
+		}
+		var inSpec, inRoutes []string
+		ops := map[string]bool{}
+		for path, methods := range doc.Paths {
+			for method, op := range methods {
+				inSpec = append(inSpec, strings.ToUpper(method)+" "+path+" "+op.Access)
+				if op.OperationID == "" || ops[op.OperationID] {
+					t.Errorf("%s: %s %s: missing or duplicate operationId %q", a.base, method, path, op.OperationID)
+				}
+				ops[op.OperationID] = true
+			}
+		}
+		for _, r := range a.routes {
+			inRoutes = append(inRoutes, r.Method+" "+echoParam.ReplaceAllString(r.Path, "{$1}")+" "+r.Access.String())
+		}
+		sort.Strings(inSpec)
+		sort.Strings(inRoutes)
+		if diff := cmp.Diff(inSpec, inRoutes); diff != "" {
+			t.Errorf("%s: the OpenAPI document differs from the routes (-spec +routes):\n%s", a.base, diff)
+		}
+	}
+}
+
+// createUser makes an identity with a password authenticator directly
+// through the log and returns a client API token for it.
+func (n *testNode) createUser(t testing.TB, name, password string, admin bool) string {
+	t.Helper()
+	w := &api.Writer{Log: n.elog, Barrier: n.store, Now: time.Now}
+	now := time.Now()
+	id := posture.Identity{ID: posture.NewID(), Name: name, Type: posture.IdentityUser, IsAdmin: admin, RoleAttributes: []string{}, CreatedAt: now, UpdatedAt: now}
+	err := w.ModelContext(t.Context(), api.Stamp{Actor: "test"}, func() ([]posture.Payload, error) {
+		return []posture.Payload{
+			posture.IdentityCreated{Identity: id},
+			posture.AuthenticatorCreated{Authenticator: posture.Authenticator{ID: posture.NewID(), IdentityID: id.ID, Method: posture.MethodPassword, Username: name, PasswordHash: api.HashPassword(password), CreatedAt: now, UpdatedAt: now}},
+		}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.login(t, api.ClientBase, name, password)
+}
