@@ -76,6 +76,20 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + tt.UTC().Format(TimeFormat) + `"`), nil
 }
 
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = Time{}
+		return nil
+	}
+	var tt time.Time
+	if err := tt.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*t = Time(tt)
+	return nil
+}
+
 // TimePtr converts an optional time.
 func TimePtr(t *time.Time) *Time {
 	if t == nil {

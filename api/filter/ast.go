@@ -26,9 +26,9 @@ const (
 	precPrimary
 )
 
-// writeOperand writes n, in parentheses when it binds less tightly than min.
-func writeOperand(b *strings.Builder, n node, min int) {
-	if n.prec() < min {
+// writeOperand writes n, in parentheses when it binds less tightly than minPrec.
+func writeOperand(b *strings.Builder, n node, minPrec int) {
+	if n.prec() < minPrec {
 		b.WriteByte('(')
 		n.write(b)
 		b.WriteByte(')')

@@ -288,7 +288,7 @@ func lexNumber(src string, i int) (token, int, *syntaxError) {
 	if i < len(src) && src[i] == '.' {
 		i++
 		if !digits() {
-			return token{}, 0, errAt(start, "invalid number %q: a digit must follow the decimal point", src[start:i])
+			return token{}, 0, errAt(start, "invalid number %q: a digit must follow the decimal point", short(src[start:i]))
 		}
 	}
 	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
@@ -297,7 +297,7 @@ func lexNumber(src string, i int) (token, int, *syntaxError) {
 			i++
 		}
 		if !digits() {
-			return token{}, 0, errAt(start, "invalid number %q: the exponent needs digits", src[start:i])
+			return token{}, 0, errAt(start, "invalid number %q: the exponent needs digits", short(src[start:i]))
 		}
 	}
 	if i < len(src) && (isNameChar(src[i]) || src[i] == '.') {
@@ -305,11 +305,11 @@ func lexNumber(src string, i int) (token, int, *syntaxError) {
 		for j < len(src) && (isNameChar(src[j]) || src[j] == '.') {
 			j++
 		}
-		return token{}, 0, errAt(start, "invalid number %q", src[start:j])
+		return token{}, 0, errAt(start, "invalid number %q", short(src[start:j]))
 	}
 	f, err := strconv.ParseFloat(src[start:i], 64)
 	if err != nil {
-		return token{}, 0, errAt(start, "number %s is out of range", src[start:i])
+		return token{}, 0, errAt(start, "number %s is out of range", short(src[start:i]))
 	}
 	return token{kind: tNumber, num: f}, i, nil
 }
@@ -329,7 +329,7 @@ func lexWord(src string, i int) (token, int, *syntaxError) {
 		dotted = true
 		i++
 		if i >= len(src) || !isNameStart(src[i]) {
-			return token{}, 0, errAt(i, "expected a name after %q in field name", src[start:i])
+			return token{}, 0, errAt(i, "expected a name after %q in field name", short(src[start:i]))
 		}
 	}
 	if dotted {
@@ -366,7 +366,7 @@ func lexDatetime(src string, start, i int) (token, int, *syntaxError) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, arg)
 	if err != nil {
-		return token{}, 0, errAt(open+1, "invalid datetime %q: expected an RFC 3339 date-time such as 2024-01-02T03:04:05Z", arg)
+		return token{}, 0, errAt(open+1, "invalid datetime %q: expected an RFC 3339 date-time such as 2024-01-02T03:04:05Z", short(arg))
 	}
 	return token{kind: tDatetime, time: t}, end + 1, nil
 }
@@ -376,9 +376,14 @@ func (t token) describe(what string) string {
 	if t.kind == tEOF {
 		return "end of " + what
 	}
-	s := t.text
-	if utf8.RuneCountInString(s) > 32 {
-		s = string([]rune(s)[:32]) + "..."
+	return strconv.Quote(short(t.text))
+}
+
+// short truncates user text quoted in an error message.
+func short(s string) string {
+	const maxRunes = 32
+	if utf8.RuneCountInString(s) <= maxRunes {
+		return s
 	}
-	return strconv.Quote(s)
+	return string([]rune(s)[:maxRunes]) + "..."
 }

@@ -124,7 +124,7 @@ func (p *parser) enter(t token) *syntaxError {
 // field checks the field name t against the options.
 func (p *parser) field(t token) (path, *syntaxError) {
 	if !p.opts.allows(t.text) {
-		msg := fmt.Sprintf("unknown field %q", t.text)
+		msg := fmt.Sprintf("unknown field %q", short(t.text))
 		if n := len(p.opts.Fields); n > 0 && n <= 40 {
 			valid := slices.Clone(p.opts.Fields)
 			slices.Sort(valid)
@@ -214,7 +214,7 @@ func (p *parser) count(kw token, want string) (int64, *syntaxError) {
 	}
 	n, err := strconv.ParseInt(t.text, 10, 64)
 	if err != nil {
-		return 0, errAt(t.pos, "%s %s is out of range", strings.ToLower(kw.text), t.text)
+		return 0, errAt(t.pos, "%s %s is out of range", strings.ToLower(kw.text), short(t.text))
 	}
 	return n, nil
 }
@@ -353,13 +353,13 @@ func (p *parser) primary() (node, *syntaxError) {
 		if t.kind == tAllOf {
 			set = setAll
 		}
-		return p.condition(f, set, fmt.Sprintf("%s(%s)", t.text, f.name))
+		return p.condition(f, set, fmt.Sprintf("%s(%s)", t.text, short(f.name)))
 	case tIdent:
 		f, err := p.field(t)
 		if err != nil {
 			return nil, err
 		}
-		return p.condition(f, setNone, strconv.Quote(t.text))
+		return p.condition(f, setNone, strconv.Quote(short(t.text)))
 	}
 	return nil, p.unexpected(t, `a condition (a field such as name = "x", anyOf(...), allOf(...), isEmpty(...)), "(", "not", "true" or "false"`)
 }
@@ -378,7 +378,7 @@ func (p *parser) funcArg(fn token) (path, *syntaxError) {
 		return path{}, err
 	}
 	if c := p.next(); c.kind != tRParen {
-		return path{}, p.unexpected(c, fmt.Sprintf(`")" after %s(%s`, fn.text, t.text))
+		return path{}, p.unexpected(c, fmt.Sprintf(`")" after %s(%s`, fn.text, short(t.text)))
 	}
 	return f, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -129,6 +130,7 @@ type node struct {
 	cancelRun  context.CancelFunc
 	runDone    chan struct{} // closed when the projection consumer returns
 	runErr     error
+	closeOnce  sync.Once
 }
 
 // openNode opens the log and the projection, catches the projection up with
@@ -236,18 +238,21 @@ func (n *node) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// Close stops the projection consumer and closes the store and the log.
+// Close stops the projection consumer and closes the store and the log. It
+// may be called more than once.
 func (n *node) Close() error {
-	if n.cancelRun != nil {
-		n.cancelRun()
-		<-n.runDone
-	}
-	if n.store != nil {
-		n.store.Close()
-	}
-	if n.elog != nil {
-		n.elog.Close()
-	}
+	n.closeOnce.Do(func() {
+		if n.cancelRun != nil {
+			n.cancelRun()
+			<-n.runDone
+		}
+		if n.store != nil {
+			n.store.Close()
+		}
+		if n.elog != nil {
+			n.elog.Close()
+		}
+	})
 	return nil
 }
 func uniq(vals ...string) []string {

@@ -1,0 +1,146 @@
+package api_test
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata")
+
+// TestErrorEnvelopes checks the error bodies against golden JSON files.
+func TestErrorEnvelopes(t *testing.T) {
+	cases := map[string]error{
+		"validation":   posture.Invalid("username", "must be between 4 and 100 characters", "ab"),
+		"not_found":    posture.NotFound("identity", "abc"),
+		"unauthorized": &posture.Error{Code: posture.CodeUnauthorized},
+		"posture": &posture.Error{Code: posture.CodeInvalidPosture, Cause: map[string]any{
+			"message": "Failed to pass posture checks for service policies: [p1]",
+			"data":    map[string]any{"p1": []any{map[string]any{"id": "c1", "typeId": "OS", "isPassing": false}}},
+		}},
+		"internal":           errors.New("pebble: disk on fire"),
+		"echo_404":           echo.ErrNotFound,
+		"echo_405":           echo.ErrMethodNotAllowed,
+		"not_found_sentinel": posture.ErrNotFound,
+	}
+	e := api.New(api.Options{})
+	for name, err := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			c := e.NewContext(httptest.NewRequest(http.MethodGet, "/x", nil), rec)
+			c.Response().Header().Set(echo.HeaderXRequestID, "req-1")
+			e.HTTPErrorHandler(err, c)
+			var pretty map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &pretty); err != nil {
+				t.Fatalf("not JSON: %s", rec.Body)
+			}
+			got, _ := json.MarshalIndent(map[string]any{"status": rec.Code, "body": pretty}, "", "  ")
+			got = append(got, '\n')
+			golden := filepath.Join("testdata", "error_"+name+".json")
+			if *rewrite {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+			if name == "internal" && regexp.MustCompile(`disk on fire`).Match(rec.Body.Bytes()) {
+				t.Fatal("an internal error leaked to the caller")
+			}
+		})
+	}
+}
+
+func TestParseList(t *testing.T) {
+	cases := []struct {
+		query         string
+		limit, offset int64
+		code          string
+	}{
+		{"", 10, 0, ""},
+		{"limit=25&offset=5", 25, 5, ""},
+		{"limit=501", 500, 0, ""},
+		{"limit=0", 10, 0, ""},
+		{"limit=-2", 10, 0, ""},
+		{"limit=-1", -1, 0, ""},
+		{"offset=100001", 10, 100000, ""},
+		{"limit=ten", 0, 0, posture.CodeInvalidPagination},
+		{"offset=-1", 0, 0, posture.CodeInvalidPagination},
+		{"offset=x", 0, 0, posture.CodeInvalidPagination},
+	}
+	e := echo.New()
+	for _, c := range cases {
+		ctx := e.NewContext(httptest.NewRequest(http.MethodGet, "/x?"+c.query, nil), httptest.NewRecorder())
+		p, err := api.ParseList(ctx)
+		if c.code != "" {
+			if posture.CodeOf(err) != c.code {
+				t.Errorf("%q: error %v, want %s", c.query, err, c.code)
+			}
+			continue
+		}
+		if err != nil || p.Limit != c.limit || p.Offset != c.offset {
+			t.Errorf("%q: %+v %v, want limit %d offset %d", c.query, p, err, c.limit, c.offset)
+		}
+	}
+}
+
+func TestPaginate(t *testing.T) {
+	e := echo.New()
+	items := []int{1, 2, 3, 4, 5}
+	for _, c := range []struct {
+		p    api.ListParams
+		want []int
+	}{
+		{api.ListParams{Limit: 2, Offset: 0}, []int{1, 2}},
+		{api.ListParams{Limit: 2, Offset: 4}, []int{5}},
+		{api.ListParams{Limit: 2, Offset: 9}, []int{}},
+		{api.ListParams{Limit: -1, Offset: 1}, []int{2, 3, 4, 5}},
+	} {
+		rec := httptest.NewRecorder()
+		if err := api.Paginate(e.NewContext(httptest.NewRequest(http.MethodGet, "/", nil), rec), c.p, items); err != nil {
+			t.Fatal(err)
+		}
+		var env struct {
+			Data []int
+			Meta api.Meta
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
+			t.Fatal(err)
+		}
+		if !cmp.Equal(env.Data, c.want) || env.Meta.Pagination.TotalCount != 5 || env.Meta.Pagination.Limit != c.p.Limit {
+			t.Errorf("%+v: got %v %+v", c.p, env.Data, env.Meta.Pagination)
+		}
+	}
+}
+
+func TestPasswordHash(t *testing.T) {
+	h := api.HashPassword("correct horse")
+	if !api.CheckPassword(h, "correct horse") || api.CheckPassword(h, "wrong horse") {
+		t.Fatal("argon2id hash does not verify")
+	}
+	if h == api.HashPassword("correct horse") {
+		t.Fatal("hashes are not salted")
+	}
+	for _, bad := range []string{"", "plain", "$argon2id$v=19$m=1,t=1,p=1$$"} {
+		if api.CheckPassword(bad, "x") {
+			t.Fatalf("malformed hash %q verified", bad)
+		}
+	}
+}
