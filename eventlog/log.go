@@ -145,23 +145,22 @@ func (l *Log) Conn() *nats.Conn { return l.nc }
 // JetStream is the JetStream context of the connection.
 func (l *Log) JetStream() jetstream.JetStream { return l.js }
 
-// AppendOption qualifies an append.
-type AppendOption func(*[]jetstream.PublishOpt)
-
-// ExpectLastSubjectSeq makes the append fail with a CONFLICT error unless the
-// last event on the event's subject has sequence seq (0: no event yet). It is
-// the optimistic-concurrency check of the log.
-func ExpectLastSubjectSeq(seq uint64) AppendOption {
-	return func(o *[]jetstream.PublishOpt) {
-		*o = append(*o, jetstream.WithExpectLastSequencePerSubject(seq))
-	}
-}
-
 // Append writes e and returns its sequence once the stream has acknowledged
 // it. A retry of the same event ID within the deduplication window returns
 // the original sequence. Transient failures (no quorum, reconnects) are
 // retried with the same ID until ctx ends.
-func (l *Log) Append(ctx context.Context, e posture.Event, opts ...AppendOption) (uint64, error) {
+func (l *Log) Append(ctx context.Context, e posture.Event) (uint64, error) {
+	return l.append(ctx, e)
+}
+
+// AppendIfLast is Append with optimistic concurrency: it fails with a
+// CONFLICT error unless the last event on the event's subject has sequence
+// last (0: no event on the subject yet).
+func (l *Log) AppendIfLast(ctx context.Context, e posture.Event, last uint64) (uint64, error) {
+	return l.append(ctx, e, jetstream.WithExpectLastSequencePerSubject(last))
+}
+
+func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.PublishOpt) (uint64, error) {
 	if e.ID == "" || e.Type == "" || e.Subject == "" {
 		return 0, errors.New("eventlog: event needs an ID, a Type and a Subject")
 	}
@@ -169,10 +168,7 @@ func (l *Log) Append(ctx context.Context, e posture.Event, opts ...AppendOption)
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: encode: %w", err)
 	}
-	pub := []jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}
-	for _, o := range opts {
-		o(&pub)
-	}
+	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}, opts...)
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
 	var seq uint64
 	err = retry(ctx, func() error {

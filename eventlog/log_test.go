@@ -103,7 +103,7 @@ func TestAppendConflict(t *testing.T) {
 	defer l.Close()
 
 	// The first event on a subject expects "nothing yet" (0).
-	seq, err := l.Append(ctx, event("model", 1), eventlog.ExpectLastSubjectSeq(0))
+	seq, err := l.AppendIfLast(ctx, event("model", 1), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestAppendConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Expecting 0 again loses the race.
-	_, err = l.Append(ctx, event("model", 3), eventlog.ExpectLastSubjectSeq(0))
+	_, err = l.AppendIfLast(ctx, event("model", 3), 0)
 	if posture.CodeOf(err) != posture.CodeConflict {
 		t.Fatalf("want CONFLICT, got %v", err)
 	}
@@ -120,7 +120,7 @@ func TestAppendConflict(t *testing.T) {
 	if err != nil || last != seq {
 		t.Fatalf("last on model: %d %v", last, err)
 	}
-	if _, err := l.Append(ctx, event("model", 4), eventlog.ExpectLastSubjectSeq(last)); err != nil {
+	if _, err := l.AppendIfLast(ctx, event("model", 4), last); err != nil {
 		t.Fatalf("append with the right expectation: %v", err)
 	}
 	if n, _ := l.LastSeq(ctx); n != 3 {

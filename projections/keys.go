@@ -5,12 +5,16 @@ import "strings"
 // Key layout. Every key starts with a one-letter space:
 //
 //	c                                cursor: big-endian sequence of the last applied event
+//	m                                sequence of the last applied event on the model subject
 //	e/<kind>/<id>                    entity record (JSON)
 //	u/<kind>/<index>/<value>         unique index: value -> id
 //	r/<kind>/<id>/<child>/<childId>  relation: child entities of an entity
 const sep = "/"
 
-var cursorKey = []byte("c")
+var (
+	cursorKey = []byte("c")
+	modelKey  = []byte("m")
+)
 
 // Kinds of entities. They double as the collection names of the API.
 const (

@@ -39,6 +39,7 @@ type Store struct {
 
 	mu        sync.Mutex
 	applied   uint64
+	modelSeq  uint64        // sequence of the last applied event on the model subject
 	appliedAt time.Time     // event time of the last applied event
 	changed   chan struct{} // closed and replaced on every advance
 	failed    error         // set when apply stopped for good
@@ -63,6 +64,10 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("projections: read cursor: %w", err)
 	default:
 		s.applied = binary.BigEndian.Uint64(data)
+		closer.Close()
+	}
+	if data, closer, err := db.Get(modelKey); err == nil {
+		s.modelSeq = binary.BigEndian.Uint64(data)
 		closer.Close()
 	}
 	return s, nil
@@ -93,6 +98,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	defer b.Close()
 	tx := &Tx{b: b}
 	var last posture.Event
+	modelSeq := uint64(0)
 	for _, e := range events {
 		if e.Seq <= cursor {
 			continue
@@ -106,24 +112,54 @@ func (s *Store) Apply(events []posture.Event) error {
 			return s.fail(err)
 		}
 		cursor, last = e.Seq, e
+		if e.Subject == posture.SubjectModel {
+			modelSeq = e.Seq
+		}
 	}
 	if last.Seq == 0 {
 		return nil
 	}
-	var buf [8]byte
-	binary.BigEndian.PutUint64(buf[:], cursor)
-	if err := b.Set(cursorKey, buf[:], nil); err != nil {
+	if err := putSeq(b, cursorKey, cursor); err != nil {
 		return s.fail(err)
+	}
+	if modelSeq != 0 {
+		if err := putSeq(b, modelKey, modelSeq); err != nil {
+			return s.fail(err)
+		}
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return s.fail(fmt.Errorf("projections: commit: %w", err))
 	}
 	s.mu.Lock()
 	s.applied, s.appliedAt = cursor, last.At
+	if modelSeq != 0 {
+		s.modelSeq = modelSeq
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	return nil
+}
+
+func putSeq(b *pebble.Batch, key []byte, seq uint64) error {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], seq)
+	return b.Set(key, buf[:], nil)
+}
+
+// LastModelSeq is the sequence of the last applied event on the model
+// subject: the expectation for the next optimistic model change.
+func (s *Store) LastModelSeq() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.modelSeq
+}
+
+// AppliedAt is the event time of the last applied event.
+func (s *Store) AppliedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appliedAt
 }
 
 func (s *Store) fail(err error) error {
