@@ -2,25 +2,18 @@ package posture
 
 import "time"
 
-// Event types, one per payload struct below. Types are past-tense facts.
+// Event types, one per payload struct below (entity events are in
+// entity.go). Types are past-tense facts.
 const (
-	TypeConfigChanged        = "config.changed"
-	TypeIdentityCreated      = "identity.created"
-	TypeIdentityUpdated      = "identity.updated"
-	TypeIdentityDeleted      = "identity.deleted"
-	TypeAuthenticatorCreated = "authenticator.created"
-	TypeAuthenticatorUpdated = "authenticator.updated"
-	TypeAuthenticatorDeleted = "authenticator.deleted"
-	TypeAPISessionCreated    = "apisession.created"
-	TypeAPISessionTouched    = "apisession.touched"
-	TypeAPISessionDeleted    = "apisession.deleted"
+	TypeConfigChanged     = "config.changed"
+	TypeAPISessionCreated = "apisession.created"
+	TypeAPISessionTouched = "apisession.touched"
+	TypeAPISessionDeleted = "apisession.deleted"
 )
 
 func init() {
 	register(
 		ConfigChanged{},
-		IdentityCreated{}, IdentityUpdated{}, IdentityDeleted{},
-		AuthenticatorCreated{}, AuthenticatorUpdated{}, AuthenticatorDeleted{},
 		APISessionCreated{}, APISessionTouched{}, APISessionDeleted{},
 	)
 }
@@ -34,55 +27,6 @@ type ConfigChanged struct {
 
 func (ConfigChanged) EventType() string { return TypeConfigChanged }
 func (ConfigChanged) Subject() string   { return SubjectModel }
-
-// IdentityCreated records a new identity.
-type IdentityCreated struct {
-	Identity Identity `json:"identity"`
-}
-
-func (IdentityCreated) EventType() string { return TypeIdentityCreated }
-func (IdentityCreated) Subject() string   { return SubjectModel }
-
-// IdentityUpdated records the whole new state of an identity.
-type IdentityUpdated struct {
-	Identity Identity `json:"identity"`
-}
-
-func (IdentityUpdated) EventType() string { return TypeIdentityUpdated }
-func (IdentityUpdated) Subject() string   { return SubjectModel }
-
-// IdentityDeleted records the removal of an identity, with its
-// authenticators, API sessions, sessions and posture data.
-type IdentityDeleted struct {
-	ID string `json:"id"`
-}
-
-func (IdentityDeleted) EventType() string { return TypeIdentityDeleted }
-func (IdentityDeleted) Subject() string   { return SubjectModel }
-
-// AuthenticatorCreated records a new credential.
-type AuthenticatorCreated struct {
-	Authenticator Authenticator `json:"authenticator"`
-}
-
-func (AuthenticatorCreated) EventType() string { return TypeAuthenticatorCreated }
-func (AuthenticatorCreated) Subject() string   { return SubjectModel }
-
-// AuthenticatorUpdated records the whole new state of a credential.
-type AuthenticatorUpdated struct {
-	Authenticator Authenticator `json:"authenticator"`
-}
-
-func (AuthenticatorUpdated) EventType() string { return TypeAuthenticatorUpdated }
-func (AuthenticatorUpdated) Subject() string   { return SubjectModel }
-
-// AuthenticatorDeleted records the removal of a credential.
-type AuthenticatorDeleted struct {
-	ID string `json:"id"`
-}
-
-func (AuthenticatorDeleted) EventType() string { return TypeAuthenticatorDeleted }
-func (AuthenticatorDeleted) Subject() string   { return SubjectModel }
 
 // APISessionCreated records a successful authentication.
 type APISessionCreated struct {

@@ -12,7 +12,7 @@ func init() {
 		if err := tx.putRaw(uniqueKey(KindAPISession, "token", s.TokenHash), []byte(s.ID)); err != nil {
 			return err
 		}
-		if err := tx.putRaw(relationKey(KindIdentity, s.IdentityID, KindAPISession, s.ID), nil); err != nil {
+		if err := tx.putRaw(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, s.ID), nil); err != nil {
 			return err
 		}
 		return tx.put(entityKey(KindAPISession, s.ID), s)
@@ -40,7 +40,7 @@ func deleteAPISession(tx *Tx, id string) error {
 	if err := tx.del(uniqueKey(KindAPISession, "token", s.TokenHash)); err != nil {
 		return err
 	}
-	if err := tx.del(relationKey(KindIdentity, s.IdentityID, KindAPISession, id)); err != nil {
+	if err := tx.del(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, id)); err != nil {
 		return err
 	}
 	return tx.del(entityKey(KindAPISession, id))

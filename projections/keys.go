@@ -1,6 +1,10 @@
 package projections
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/seed-0809debe/posture"
+)
 
 // Key layout. Every key starts with a one-letter space:
 //
@@ -16,27 +20,24 @@ var (
 	modelKey  = []byte("m")
 )
 
-// Kinds of entities. They double as the collection names of the API.
-const (
-	KindIdentity      = "identities"
-	KindAuthenticator = "authenticators"
-	KindAPISession    = "apiSessions"
-)
+// KindAPISession is the kind of API sessions: not part of the model, but
+// stored like its entities.
+const KindAPISession = posture.Kind("api-sessions")
 
-func entityKey(kind, id string) []byte { return []byte("e/" + kind + sep + id) }
+func entityKey(kind posture.Kind, id string) []byte { return []byte("e/" + string(kind) + sep + id) }
 
-func entityPrefix(kind string) []byte { return []byte("e/" + kind + sep) }
+func entityPrefix(kind posture.Kind) []byte { return []byte("e/" + string(kind) + sep) }
 
-func uniqueKey(kind, index, value string) []byte {
-	return []byte("u/" + kind + sep + index + sep + value)
+func uniqueKey(kind posture.Kind, index, value string) []byte {
+	return []byte("u/" + string(kind) + sep + index + sep + value)
 }
 
-func relationKey(kind, id, child, childID string) []byte {
-	return []byte(strings.Join([]string{"r", kind, id, child, childID}, sep))
+func relationKey(kind posture.Kind, id string, child posture.Kind, childID string) []byte {
+	return []byte(strings.Join([]string{"r", string(kind), id, string(child), childID}, sep))
 }
 
-func relationPrefix(kind, id, child string) []byte {
-	return []byte(strings.Join([]string{"r", kind, id, child, ""}, sep))
+func relationPrefix(kind posture.Kind, id string, child posture.Kind) []byte {
+	return []byte(strings.Join([]string{"r", string(kind), id, string(child), ""}, sep))
 }
 
 // prefixEnd is the smallest key greater than every key with the prefix.

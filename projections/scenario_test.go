@@ -55,21 +55,21 @@ func TestGenerateFoundationEvents(t *testing.T) {
 	at := func() time.Time { return s.t }
 	s.add(posture.ConfigChanged{MFAGraceSeconds: 300, APISessionTimeoutSeconds: 1800}, 0)
 	admin := posture.Identity{ID: "admin00001", Name: "admin", Type: posture.IdentityUser, IsAdmin: true, IsDefaultAdmin: true, RoleAttributes: []string{}, CreatedAt: at(), UpdatedAt: at()}
-	s.add(posture.IdentityCreated{Identity: admin}, 0)
-	s.add(posture.AuthenticatorCreated{Authenticator: posture.Authenticator{ID: "auth000001", IdentityID: admin.ID, Method: posture.MethodPassword, Username: "admin", PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2g", CreatedAt: at(), UpdatedAt: at()}}, 0)
+	s.add(posture.Created[posture.Identity]{Entity: admin}, 0)
+	s.add(posture.Created[posture.Authenticator]{Entity: posture.Authenticator{ID: "auth000001", IdentityID: admin.ID, Method: posture.MethodPassword, Username: "admin", PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2g", CreatedAt: at(), UpdatedAt: at()}}, 0)
 	for i := 1; i <= 5; i++ {
 		id := posture.Identity{ID: fmt.Sprintf("ident%05d", i), Name: fmt.Sprintf("laptop-%d", i), Type: posture.IdentityDevice, RoleAttributes: []string{"laptops", fmt.Sprintf("team-%d", i%2)}, Tags: posture.Tags{"owner": fmt.Sprintf("user%d", i)}, CreatedAt: s.t, UpdatedAt: s.t}
-		s.add(posture.IdentityCreated{Identity: id}, time.Second)
-		s.add(posture.AuthenticatorCreated{Authenticator: posture.Authenticator{ID: fmt.Sprintf("auth%06d", i+1), IdentityID: id.ID, Method: posture.MethodPassword, Username: fmt.Sprintf("user%d", i), PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA", CreatedAt: s.t, UpdatedAt: s.t}}, 0)
+		s.add(posture.Created[posture.Identity]{Entity: id}, time.Second)
+		s.add(posture.Created[posture.Authenticator]{Entity: posture.Authenticator{ID: fmt.Sprintf("auth%06d", i+1), IdentityID: id.ID, Method: posture.MethodPassword, Username: fmt.Sprintf("user%d", i), PasswordHash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA", CreatedAt: s.t, UpdatedAt: s.t}}, 0)
 		sess := posture.APISession{ID: fmt.Sprintf("apis%06d", i), TokenHash: fmt.Sprintf("%064d", i), IdentityID: id.ID, AuthenticatorID: fmt.Sprintf("auth%06d", i+1), AuthMethod: "password", IPAddress: "127.0.0.1", ConfigTypes: []string{}, CreatedAt: s.t, LastActivityAt: s.t}
 		s.add(posture.APISessionCreated{APISession: sess}, time.Second)
 	}
 	s.add(posture.APISessionTouched{ID: "apis000002", IdentityID: "ident00002", At: s.t.Add(time.Minute)}, time.Minute)
 	renamed := posture.Identity{ID: "ident00003", Name: "laptop-3-renamed", Type: posture.IdentityDevice, RoleAttributes: []string{"laptops"}, CreatedAt: time.Date(2026, 1, 2, 10, 0, 5, 0, time.UTC), UpdatedAt: s.t.Add(time.Second)}
-	s.add(posture.IdentityUpdated{Identity: renamed}, time.Second)
+	s.add(posture.Updated[posture.Identity]{Entity: renamed}, time.Second)
 	s.add(posture.APISessionDeleted{ID: "apis000001", IdentityID: "ident00001", Reason: posture.EndLogout}, time.Second)
-	s.add(posture.IdentityDeleted{ID: "ident00004"}, time.Second)
-	s.add(posture.AuthenticatorDeleted{ID: "auth000006"}, time.Second)
+	s.add(posture.Deleted[posture.Identity]{ID: "ident00004"}, time.Second)
+	s.add(posture.Deleted[posture.Authenticator]{ID: "auth000006"}, time.Second)
 	s.add(posture.APISessionDeleted{ID: "apis000005", IdentityID: "ident00005", Reason: posture.EndExpired}, time.Second)
 	s.write(t, "foundation.events.jsonl")
 }

@@ -34,8 +34,9 @@ type Source interface {
 // Store is the projection database. Apply is called by one goroutine (Run);
 // queries may run concurrently with it.
 type Store struct {
-	db  *pebble.DB
-	log *slog.Logger
+	db    *pebble.DB
+	log   *slog.Logger
+	graph *graph
 
 	mu        sync.Mutex
 	applied   uint64
@@ -55,7 +56,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, log: opts.Logger, changed: make(chan struct{})}
+	s := &Store{db: db, log: opts.Logger, graph: newGraph(), changed: make(chan struct{})}
 	data, closer, err := db.Get(cursorKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -69,6 +70,10 @@ func Open(opts Options) (*Store, error) {
 	if data, closer, err := db.Get(modelKey); err == nil {
 		s.modelSeq = binary.BigEndian.Uint64(data)
 		closer.Close()
+	}
+	if err := s.graph.load(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("projections: load the role graph: %w", err)
 	}
 	return s, nil
 }
@@ -96,7 +101,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	tx := &Tx{b: b}
+	tx := &Tx{b: b, graph: s.graph}
 	var last posture.Event
 	modelSeq := uint64(0)
 	for _, e := range events {

@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/seed-0809debe/posture"
 )
 
 // reader is what queries need: the DB, a snapshot or an indexed batch.
@@ -17,7 +19,8 @@ type reader interface {
 
 // Tx is the write side of one apply batch. Reads see the batch's own writes.
 type Tx struct {
-	b *pebble.Batch
+	b     *pebble.Batch
+	graph *graph
 }
 
 func (tx *Tx) put(key []byte, v any) error {
@@ -98,7 +101,7 @@ func scanJSON[T any](r reader, prefix []byte, fn func(T) bool) error {
 }
 
 // childIDs lists the ids of an entity's children of one kind.
-func childIDs(r reader, kind, id, child string) ([]string, error) {
+func childIDs(r reader, kind posture.Kind, id string, child posture.Kind) ([]string, error) {
 	prefix := relationPrefix(kind, id, child)
 	var ids []string
 	err := scan(r, prefix, func(key, _ []byte) (bool, error) {

@@ -57,7 +57,7 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *
 				IsAdmin: true, IsDefaultAdmin: true, RoleAttributes: []string{}, Tags: posture.Tags{},
 				CreatedAt: now, UpdatedAt: now,
 			}
-			out = append(out, posture.IdentityCreated{Identity: *admin})
+			out = append(out, posture.Created[posture.Identity]{Entity: *admin})
 		}
 		auths, err := store.IdentityAuthenticators(admin.ID)
 		if err != nil {
@@ -75,7 +75,7 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *
 		if password == "" {
 			password = rand.Text()
 		}
-		out = append(out, posture.AuthenticatorCreated{Authenticator: posture.Authenticator{
+		out = append(out, posture.Created[posture.Authenticator]{Entity: posture.Authenticator{
 			ID: posture.NewID(), IdentityID: admin.ID, Method: posture.MethodPassword,
 			Username: s.AdminUsername, PasswordHash: api.HashPassword(password),
 			Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now,

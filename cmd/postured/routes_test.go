@@ -127,8 +127,8 @@ func (n *testNode) createUser(t testing.TB, name, password string, admin bool) s
 	id := posture.Identity{ID: posture.NewID(), Name: name, Type: posture.IdentityUser, IsAdmin: admin, RoleAttributes: []string{}, CreatedAt: now, UpdatedAt: now}
 	err := w.ModelContext(t.Context(), api.Stamp{Actor: "test"}, func() ([]posture.Payload, error) {
 		return []posture.Payload{
-			posture.IdentityCreated{Identity: id},
-			posture.AuthenticatorCreated{Authenticator: posture.Authenticator{ID: posture.NewID(), IdentityID: id.ID, Method: posture.MethodPassword, Username: name, PasswordHash: api.HashPassword(password), CreatedAt: now, UpdatedAt: now}},
+			posture.Created[posture.Identity]{Entity: id},
+			posture.Created[posture.Authenticator]{Entity: posture.Authenticator{ID: posture.NewID(), IdentityID: id.ID, Method: posture.MethodPassword, Username: name, PasswordHash: api.HashPassword(password), CreatedAt: now, UpdatedAt: now}},
 		}, nil
 	})
 	if err != nil {

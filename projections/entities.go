@@ -1,0 +1,329 @@
+package projections
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// kv is a secondary key of an entity and its value.
+type kv struct {
+	key   []byte
+	value []byte
+}
+
+// secondaryKeys lists the index and relation keys an entity owns: unique
+// indexes (name, username, fingerprint) point to its id; relations link it
+// to its parent.
+func secondaryKeys(e posture.Entity) []kv {
+	id := []byte(e.EntityID())
+	kind := e.EntityKind()
+	var out []kv
+	unique := func(index, value string) {
+		if value != "" {
+			out = append(out, kv{uniqueKey(kind, index, value), id})
+		}
+	}
+	switch v := e.(type) {
+	case posture.Identity:
+		unique("name", v.Name)
+		unique("externalId", v.ExternalID)
+	case posture.Authenticator:
+		unique("username", v.Username)
+		unique("fingerprint", v.Fingerprint)
+		out = append(out, kv{relationKey(posture.KindIdentity, v.IdentityID, kind, v.ID), nil})
+	case posture.Check:
+		unique("name", v.Name)
+	case posture.Service:
+		unique("name", v.Name)
+	case posture.Config:
+		unique("name", v.Name)
+		out = append(out, kv{relationKey(posture.KindConfigType, v.ConfigTypeID, kind, v.ID), nil})
+	case posture.ConfigType:
+		unique("name", v.Name)
+	case posture.ServicePolicy:
+		unique("name", v.Name)
+	case posture.EdgeRouter:
+		unique("name", v.Name)
+	case posture.EdgeRouterPolicy:
+		unique("name", v.Name)
+	case posture.ServiceEdgeRouterPolicy:
+		unique("name", v.Name)
+	}
+	return out
+}
+
+// entityHooks are a kind's side effects beyond storing the record.
+type entityHooks[T posture.Entity] struct {
+	// beforeDelete runs with the old record before it is removed.
+	beforeDelete func(tx *Tx, old T) error
+}
+
+// onEntity registers the created, updated and deleted handlers of a kind.
+// An update or delete of a missing entity changes nothing.
+func onEntity[T posture.Entity](h entityHooks[T]) {
+	on(func(tx *Tx, e posture.Event, p posture.Created[T]) error {
+		return putEntity(tx, p.Entity)
+	})
+	on(func(tx *Tx, e posture.Event, p posture.Updated[T]) error {
+		if _, found, err := getOld[T](tx, p.Entity.EntityKind(), p.Entity.EntityID()); err != nil || !found {
+			return err
+		}
+		return putEntity(tx, p.Entity)
+	})
+	on(func(tx *Tx, e posture.Event, p posture.Deleted[T]) error {
+		var zero T
+		old, found, err := getOld[T](tx, zero.EntityKind(), p.ID)
+		if err != nil || !found {
+			return err
+		}
+		if h.beforeDelete != nil {
+			if err := h.beforeDelete(tx, old); err != nil {
+				return err
+			}
+		}
+		return deleteEntity(tx, old)
+	})
+}
+
+func getOld[T posture.Entity](tx *Tx, kind posture.Kind, id string) (T, bool, error) {
+	var old T
+	found, err := getJSON(tx.b, entityKey(kind, id), &old)
+	return old, found, err
+}
+
+// putEntity stores a record, replacing its secondary keys, and updates the
+// role graph.
+func putEntity[T posture.Entity](tx *Tx, e T) error {
+	kind, id := e.EntityKind(), e.EntityID()
+	old, found, err := getOld[T](tx, kind, id)
+	if err != nil {
+		return err
+	}
+	if found {
+		for _, k := range secondaryKeys(old) {
+			if err := tx.del(k.key); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range secondaryKeys(e) {
+		if err := tx.putRaw(k.key, k.value); err != nil {
+			return err
+		}
+	}
+	tx.graph.put(e)
+	return tx.put(entityKey(kind, id), e)
+}
+
+// deleteEntity removes a record, its secondary keys and its place in the
+// role graph, and strips "@id" from the policies that named it.
+func deleteEntity[T posture.Entity](tx *Tx, old T) error {
+	for _, k := range secondaryKeys(old) {
+		if err := tx.del(k.key); err != nil {
+			return err
+		}
+	}
+	kind, id := old.EntityKind(), old.EntityID()
+	tx.graph.remove(kind, id)
+	if err := tx.del(entityKey(kind, id)); err != nil {
+		return err
+	}
+	return stripReferences(tx, kind, id)
+}
+
+// stripReferences removes "@id" of a deleted entity from every policy's role
+// lists that select its kind.
+func stripReferences(tx *Tx, kind posture.Kind, id string) error {
+	for _, ref := range tx.graph.referencing(kind, id) {
+		if err := stripFrom(tx, ref.policyKind, ref.policyID, "@"+id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stripFrom(tx *Tx, policyKind posture.Kind, policyID, role string) error {
+	drop := func(roles []string) []string {
+		return slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return r == role })
+	}
+	switch policyKind {
+	case posture.KindServicePolicy:
+		p, found, err := getOld[posture.ServicePolicy](tx, policyKind, policyID)
+		if err != nil || !found {
+			return err
+		}
+		p.IdentityRoles, p.ServiceRoles, p.PostureCheckRoles = drop(p.IdentityRoles), drop(p.ServiceRoles), drop(p.PostureCheckRoles)
+		return putEntity(tx, p)
+	case posture.KindEdgeRouterPolicy:
+		p, found, err := getOld[posture.EdgeRouterPolicy](tx, policyKind, policyID)
+		if err != nil || !found {
+			return err
+		}
+		p.IdentityRoles, p.EdgeRouterRoles = drop(p.IdentityRoles), drop(p.EdgeRouterRoles)
+		return putEntity(tx, p)
+	case posture.KindServiceEdgeRouterPolicy:
+		p, found, err := getOld[posture.ServiceEdgeRouterPolicy](tx, policyKind, policyID)
+		if err != nil || !found {
+			return err
+		}
+		p.ServiceRoles, p.EdgeRouterRoles = drop(p.ServiceRoles), drop(p.EdgeRouterRoles)
+		return putEntity(tx, p)
+	}
+	return nil
+}
+
+func init() {
+	onEntity(entityHooks[posture.Identity]{beforeDelete: func(tx *Tx, old posture.Identity) error {
+		auths, err := childIDs(tx.b, posture.KindIdentity, old.ID, posture.KindAuthenticator)
+		if err != nil {
+			return err
+		}
+		for _, id := range auths {
+			a, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, id)
+			if err != nil {
+				return err
+			}
+			if found {
+				if err := deleteEntity(tx, a); err != nil {
+					return err
+				}
+			}
+		}
+		sessions, err := childIDs(tx.b, posture.KindIdentity, old.ID, KindAPISession)
+		if err != nil {
+			return err
+		}
+		for _, id := range sessions {
+			if err := deleteAPISession(tx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	onEntity(entityHooks[posture.Authenticator]{})
+	onEntity(entityHooks[posture.Check]{})
+	onEntity(entityHooks[posture.Service]{})
+	onEntity(entityHooks[posture.Config]{})
+	onEntity(entityHooks[posture.ConfigType]{})
+	onEntity(entityHooks[posture.ServicePolicy]{})
+	onEntity(entityHooks[posture.EdgeRouter]{})
+	onEntity(entityHooks[posture.EdgeRouterPolicy]{})
+	onEntity(entityHooks[posture.ServiceEdgeRouterPolicy]{})
+}
+
+// Get reads one entity of a kind, or returns posture.ErrNotFound.
+func Get[T posture.Entity](s *Store, id string) (T, error) {
+	var zero T
+	return getEntity[T](s.db, zero.EntityKind(), id)
+}
+
+// ByName reads the entity of a kind with the name, or posture.ErrNotFound.
+func ByName[T posture.Entity](s *Store, name string) (T, error) {
+	var zero T
+	return byUnique[T](s.db, zero.EntityKind(), "name", name)
+}
+
+// List reads every entity of a kind, in id order.
+func List[T posture.Entity](s *Store) ([]T, error) {
+	var zero T
+	return listEntities[T](s.db, zero.EntityKind())
+}
+
+// Raw reads every entity of a kind as its stored JSON, in id order.
+func (s *Store) Raw(kind posture.Kind) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	err := scan(s.db, entityPrefix(kind), func(_, value []byte) (bool, error) {
+		out = append(out, append(json.RawMessage(nil), value...))
+		return true, nil
+	})
+	return out, err
+}
+
+// Identity returns the identity with the id.
+func (s *Store) Identity(id string) (posture.Identity, error) { return Get[posture.Identity](s, id) }
+
+// IdentityByName returns the identity with the name.
+func (s *Store) IdentityByName(name string) (posture.Identity, error) {
+	return ByName[posture.Identity](s, name)
+}
+
+// IdentityByExternalID returns the identity with the external id.
+func (s *Store) IdentityByExternalID(externalID string) (posture.Identity, error) {
+	return byUnique[posture.Identity](s.db, posture.KindIdentity, "externalId", externalID)
+}
+
+// Identities lists every identity in id order.
+func (s *Store) Identities() ([]posture.Identity, error) { return List[posture.Identity](s) }
+
+// Authenticator returns the authenticator with the id.
+func (s *Store) Authenticator(id string) (posture.Authenticator, error) {
+	return Get[posture.Authenticator](s, id)
+}
+
+// AuthenticatorByUsername returns the password authenticator of a username.
+func (s *Store) AuthenticatorByUsername(username string) (posture.Authenticator, error) {
+	return byUnique[posture.Authenticator](s.db, posture.KindAuthenticator, "username", username)
+}
+
+// AuthenticatorByFingerprint returns the certificate authenticator of a
+// certificate fingerprint.
+func (s *Store) AuthenticatorByFingerprint(fp string) (posture.Authenticator, error) {
+	return byUnique[posture.Authenticator](s.db, posture.KindAuthenticator, "fingerprint", fp)
+}
+
+// IdentityAuthenticators lists the authenticators of one identity.
+func (s *Store) IdentityAuthenticators(identityID string) ([]posture.Authenticator, error) {
+	ids, err := childIDs(s.db, posture.KindIdentity, identityID, posture.KindAuthenticator)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]posture.Authenticator, 0, len(ids))
+	for _, id := range ids {
+		a, err := s.Authenticator(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// ConfigsOfType lists the ids of the configs of a config type.
+func (s *Store) ConfigsOfType(configTypeID string) ([]string, error) {
+	return childIDs(s.db, posture.KindConfigType, configTypeID, posture.KindConfig)
+}
+
+// getEntity reads an entity or returns posture.ErrNotFound.
+func getEntity[T any](r reader, kind posture.Kind, id string) (T, error) {
+	var v T
+	found, err := getJSON(r, entityKey(kind, id), &v)
+	if err == nil && !found {
+		err = posture.ErrNotFound
+	}
+	return v, err
+}
+
+// byUnique reads the entity that a unique index points to.
+func byUnique[T any](r reader, kind posture.Kind, index, value string) (T, error) {
+	id, found, err := getString(r, uniqueKey(kind, index, value))
+	if err != nil || !found {
+		var zero T
+		if err == nil {
+			err = posture.ErrNotFound
+		}
+		return zero, err
+	}
+	return getEntity[T](r, kind, id)
+}
+
+// listEntities lists every entity of a kind in id order.
+func listEntities[T any](r reader, kind posture.Kind) ([]T, error) {
+	var out []T
+	err := scanJSON(r, entityPrefix(kind), func(v T) bool {
+		out = append(out, v)
+		return true
+	})
+	return out, err
+}

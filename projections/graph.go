@@ -1,0 +1,387 @@
+package projections
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// roleField is one role list of a policy kind and the kind it selects.
+type roleField struct {
+	policy posture.Kind
+	field  string
+	target posture.Kind
+}
+
+// Role fields of the policy kinds.
+const (
+	FieldIdentityRoles     = "identityRoles"
+	FieldServiceRoles      = "serviceRoles"
+	FieldPostureCheckRoles = "postureCheckRoles"
+	FieldEdgeRouterRoles   = "edgeRouterRoles"
+)
+
+var roleFields = []roleField{
+	{posture.KindServicePolicy, FieldIdentityRoles, posture.KindIdentity},
+	{posture.KindServicePolicy, FieldServiceRoles, posture.KindService},
+	{posture.KindServicePolicy, FieldPostureCheckRoles, posture.KindCheck},
+	{posture.KindEdgeRouterPolicy, FieldIdentityRoles, posture.KindIdentity},
+	{posture.KindEdgeRouterPolicy, FieldEdgeRouterRoles, posture.KindEdgeRouter},
+	{posture.KindServiceEdgeRouterPolicy, FieldServiceRoles, posture.KindService},
+	{posture.KindServiceEdgeRouterPolicy, FieldEdgeRouterRoles, posture.KindEdgeRouter},
+}
+
+func targetOf(policy posture.Kind, field string) (posture.Kind, bool) {
+	for _, f := range roleFields {
+		if f.policy == policy && f.field == field {
+			return f.target, true
+		}
+	}
+	return "", false
+}
+
+// policyNode is a policy as the graph keeps it.
+type policyNode struct {
+	kind     posture.Kind
+	id       string
+	typ      string // Dial or Bind for service policies
+	semantic string
+	roles    map[string][]string // field -> roles
+}
+
+type roleKey struct {
+	policy posture.Kind
+	field  string
+	role   string
+}
+
+type policyRef struct {
+	policyKind posture.Kind
+	policyID   string
+}
+
+// graph is the in-memory index of who selects what: the role attributes of
+// identities, services, checks and edge routers, and the role lists of
+// policies, indexed by role. It answers "which policies select this
+// entity" and "which entities does this policy select" without scanning
+// every entity. It is rebuilt from the store on open and kept current by
+// apply.
+type graph struct {
+	mu       sync.RWMutex
+	attrs    map[posture.Kind]map[string][]string
+	byAttr   map[posture.Kind]map[string]map[string]struct{}
+	policies map[posture.Kind]map[string]*policyNode
+	roleIdx  map[roleKey]map[string]struct{}
+}
+
+func newGraph() *graph {
+	return &graph{
+		attrs:    map[posture.Kind]map[string][]string{},
+		byAttr:   map[posture.Kind]map[string]map[string]struct{}{},
+		policies: map[posture.Kind]map[string]*policyNode{},
+		roleIdx:  map[roleKey]map[string]struct{}{},
+	}
+}
+
+func addTo[K comparable](m map[K]map[string]struct{}, k K, id string) {
+	set := m[k]
+	if set == nil {
+		set = map[string]struct{}{}
+		m[k] = set
+	}
+	set[id] = struct{}{}
+}
+
+func removeFrom[K comparable](m map[K]map[string]struct{}, k K, id string) {
+	if set := m[k]; set != nil {
+		delete(set, id)
+		if len(set) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// put records an entity's attributes or a policy's roles.
+func (g *graph) put(e posture.Entity) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch v := e.(type) {
+	case posture.Identity:
+		g.setAttrs(posture.KindIdentity, v.ID, v.RoleAttributes)
+	case posture.Service:
+		g.setAttrs(posture.KindService, v.ID, v.RoleAttributes)
+	case posture.Check:
+		g.setAttrs(posture.KindCheck, v.ID, v.RoleAttributes)
+	case posture.EdgeRouter:
+		g.setAttrs(posture.KindEdgeRouter, v.ID, v.RoleAttributes)
+	case posture.ServicePolicy:
+		g.setPolicy(&policyNode{kind: posture.KindServicePolicy, id: v.ID, typ: v.Type, semantic: v.Semantic, roles: map[string][]string{
+			FieldIdentityRoles: v.IdentityRoles, FieldServiceRoles: v.ServiceRoles, FieldPostureCheckRoles: v.PostureCheckRoles,
+		}})
+	case posture.EdgeRouterPolicy:
+		g.setPolicy(&policyNode{kind: posture.KindEdgeRouterPolicy, id: v.ID, semantic: v.Semantic, roles: map[string][]string{
+			FieldIdentityRoles: v.IdentityRoles, FieldEdgeRouterRoles: v.EdgeRouterRoles,
+		}})
+	case posture.ServiceEdgeRouterPolicy:
+		g.setPolicy(&policyNode{kind: posture.KindServiceEdgeRouterPolicy, id: v.ID, semantic: v.Semantic, roles: map[string][]string{
+			FieldServiceRoles: v.ServiceRoles, FieldEdgeRouterRoles: v.EdgeRouterRoles,
+		}})
+	}
+}
+
+// remove forgets an entity or a policy.
+func (g *graph) remove(kind posture.Kind, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropAttrs(kind, id)
+	g.dropPolicy(kind, id)
+}
+
+func (g *graph) setAttrs(kind posture.Kind, id string, attrs []string) {
+	g.dropAttrs(kind, id)
+	m := g.attrs[kind]
+	if m == nil {
+		m = map[string][]string{}
+		g.attrs[kind] = m
+	}
+	m[id] = slices.Clone(attrs)
+	idx := g.byAttr[kind]
+	if idx == nil {
+		idx = map[string]map[string]struct{}{}
+		g.byAttr[kind] = idx
+	}
+	for _, a := range attrs {
+		addTo(idx, a, id)
+	}
+}
+
+func (g *graph) dropAttrs(kind posture.Kind, id string) {
+	old, ok := g.attrs[kind][id]
+	if !ok {
+		return
+	}
+	for _, a := range old {
+		removeFrom(g.byAttr[kind], a, id)
+	}
+	delete(g.attrs[kind], id)
+}
+
+func (g *graph) setPolicy(p *policyNode) {
+	g.dropPolicy(p.kind, p.id)
+	m := g.policies[p.kind]
+	if m == nil {
+		m = map[string]*policyNode{}
+		g.policies[p.kind] = m
+	}
+	m[p.id] = p
+	for field, roles := range p.roles {
+		for _, r := range roles {
+			addTo(g.roleIdx, roleKey{p.kind, field, r}, p.id)
+		}
+	}
+}
+
+func (g *graph) dropPolicy(kind posture.Kind, id string) {
+	old, ok := g.policies[kind][id]
+	if !ok {
+		return
+	}
+	for field, roles := range old.roles {
+		for _, r := range roles {
+			removeFrom(g.roleIdx, roleKey{kind, field, r}, id)
+		}
+	}
+	delete(g.policies[kind], id)
+}
+
+// referencing lists the policies whose role lists name "@id" of an entity
+// of the kind.
+func (g *graph) referencing(kind posture.Kind, id string) []policyRef {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	seen := map[policyRef]bool{}
+	var out []policyRef
+	for _, f := range roleFields {
+		if f.target != kind {
+			continue
+		}
+		for pid := range g.roleIdx[roleKey{f.policy, f.field, "@" + id}] {
+			ref := policyRef{f.policy, pid}
+			if !seen[ref] {
+				seen[ref] = true
+				out = append(out, ref)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].policyKind != out[j].policyKind {
+			return out[i].policyKind < out[j].policyKind
+		}
+		return out[i].policyID < out[j].policyID
+	})
+	return out
+}
+
+// selecting lists, sorted, the policies of a kind whose role field selects
+// the entity.
+func (g *graph) selecting(policy posture.Kind, field string, id string) []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	target, ok := targetOf(policy, field)
+	if !ok {
+		return nil
+	}
+	attrs, exists := g.attrs[target][id]
+	if !exists {
+		return nil
+	}
+	cand := map[string]struct{}{}
+	for pid := range g.roleIdx[roleKey{policy, field, posture.RoleAll}] {
+		cand[pid] = struct{}{}
+	}
+	for pid := range g.roleIdx[roleKey{policy, field, "@" + id}] {
+		cand[pid] = struct{}{}
+	}
+	for _, a := range attrs {
+		for pid := range g.roleIdx[roleKey{policy, field, "#" + a}] {
+			cand[pid] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(cand))
+	for pid := range cand {
+		p := g.policies[policy][pid]
+		if p != nil && posture.MatchRoles(p.roles[field], p.semantic, id, attrs) {
+			out = append(out, pid)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// selected lists, sorted, the entities a policy's role field selects.
+func (g *graph) selected(policy posture.Kind, policyID, field string) []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	p := g.policies[policy][policyID]
+	target, ok := targetOf(policy, field)
+	if p == nil || !ok {
+		return nil
+	}
+	return g.selectedBy(p.roles[field], p.semantic, target)
+}
+
+// selectedBy lists, sorted, the entities of a kind a role list selects.
+// The caller holds the read lock.
+func (g *graph) selectedBy(roles []string, semantic string, target posture.Kind) []string {
+	all := g.attrs[target]
+	out := map[string]struct{}{}
+	var wanted []string
+	for _, r := range roles {
+		switch {
+		case r == posture.RoleAll:
+			ids := make([]string, 0, len(all))
+			for id := range all {
+				ids = append(ids, id)
+			}
+			sort.Strings(ids)
+			return ids
+		case strings.HasPrefix(r, "@"):
+			if _, ok := all[r[1:]]; ok {
+				out[r[1:]] = struct{}{}
+			}
+		case strings.HasPrefix(r, "#"):
+			wanted = append(wanted, r[1:])
+		}
+	}
+	if len(wanted) > 0 {
+		idx := g.byAttr[target]
+		if semantic == posture.AnyOf {
+			for _, a := range wanted {
+				for id := range idx[a] {
+					out[id] = struct{}{}
+				}
+			}
+		} else {
+			// AllOf: walk the smallest attribute set, keep those in all.
+			smallest := idx[wanted[0]]
+			for _, a := range wanted[1:] {
+				if len(idx[a]) < len(smallest) {
+					smallest = idx[a]
+				}
+			}
+		next:
+			for id := range smallest {
+				for _, a := range wanted {
+					if _, ok := idx[a][id]; !ok {
+						continue next
+					}
+				}
+				out[id] = struct{}{}
+			}
+		}
+	}
+	ids := make([]string, 0, len(out))
+	for id := range out {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// policy returns the graph's copy of a policy's type and semantic.
+func (g *graph) policy(kind posture.Kind, id string) (typ, semantic string, ok bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	p := g.policies[kind][id]
+	if p == nil {
+		return "", "", false
+	}
+	return p.typ, p.semantic, true
+}
+
+// attributes lists, sorted and distinct, the role attributes in use by the
+// entities of a kind.
+func (g *graph) attributes(kind posture.Kind) []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]string, 0, len(g.byAttr[kind]))
+	for a := range g.byAttr[kind] {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// load fills the graph from the store.
+func (g *graph) load(r reader) error {
+	if err := loadKind[posture.Identity](g, r); err != nil {
+		return err
+	}
+	if err := loadKind[posture.Service](g, r); err != nil {
+		return err
+	}
+	if err := loadKind[posture.Check](g, r); err != nil {
+		return err
+	}
+	if err := loadKind[posture.EdgeRouter](g, r); err != nil {
+		return err
+	}
+	if err := loadKind[posture.ServicePolicy](g, r); err != nil {
+		return err
+	}
+	if err := loadKind[posture.EdgeRouterPolicy](g, r); err != nil {
+		return err
+	}
+	return loadKind[posture.ServiceEdgeRouterPolicy](g, r)
+}
+
+func loadKind[T posture.Entity](g *graph, r reader) error {
+	var zero T
+	return scanJSON(r, entityPrefix(zero.EntityKind()), func(v T) bool {
+		g.put(v)
+		return true
+	})
+}
