@@ -113,6 +113,14 @@ var parseTests = []struct {
 	{`(a = 1 or b = 2) limit 007`, `(or {a = 1} {b = 2})`, "a = 1 or b = 2 limit 7"},
 	// Strings are quoted canonically.
 	{`s = "tab\there \u0001 \"q\" \\ \/ é"`, `{s = "tab\there \u0001 \"q\" \\ / é"}`, `s = "tab\there \u0001 \"q\" \\ / é"`},
+	// Literals are normalized.
+	{`d = datetime(2024-01-02T03:04:05,5+00:00)`, `{d = datetime(2024-01-02T03:04:05.5Z)}`, `d = datetime(2024-01-02T03:04:05.5Z)`},
+	{`d = datetime(9999-12-31T23:59:59.999999999-23:59)`, `{d = datetime(9999-12-31T23:59:59.999999999-23:59)}`, ""},
+	{`n = 00012`, `{n = 12}`, `n = 12`},
+	{`n = -0.0`, `{n = -0}`, `n = -0`},
+	{`n = 1e21`, `{n = 1e+21}`, `n = 1e+21`},
+	{`n = 123456789012345678901234567890`, `{n = 1.2345678901234568e+29}`, `n = 1.2345678901234568e+29`},
+	{`_ = 1`, `{_ = 1}`, ""},
 	// A dotted path may contain keywords.
 	{`tags.sort = "x" and not.in = 1`, `(and {tags.sort = "x"} {not.in = 1})`, ""},
 }
@@ -236,6 +244,9 @@ var parseErrorTests = []struct {
 	{`a = "x`, `invalid filter at position 5: unterminated string: missing closing "`},
 	{`name = "héllo" and é`, `invalid filter at position 20: unexpected character 'é'`},
 	{`a = datetime(yesterday)`, `invalid filter at position 14: invalid datetime "yesterday": expected an RFC 3339 date-time such as 2024-01-02T03:04:05Z`},
+	{`d = datetime(2024-02-30T00:00:00Z)`, `invalid filter at position 14: invalid datetime "2024-02-30T00:00:00Z": expected an RFC 3339 date-time such as 2024-01-02T03:04:05Z`},
+	{`d = datetime(2024-01-02t03:04:05z)`, `invalid filter at position 14: invalid datetime "2024-01-02t03:04:05z": expected an RFC 3339 date-time such as 2024-01-02T03:04:05Z`},
+	{`n = 1` + strings.Repeat("0", 400), `invalid filter at position 5: number 10000000000000000000000000000000... is out of range`},
 	{`a = 1 and b = "` + strings.Repeat("x", 40) + `" c`, `invalid filter at position 58: expected "and", "or", "sort by", "skip", "limit" or the end of the filter, found "c"`},
 	{`a = ` + strings.Repeat("x", 40), `invalid filter at position 5: expected a value (a "string", number, true, false, null or datetime(...)) after "=", found "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."`},
 	{strings.Repeat("(", 101) + "a = 1" + strings.Repeat(")", 101), `invalid filter at position 101: the expression is nested more than 100 levels deep`},
