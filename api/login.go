@@ -55,10 +55,10 @@ func (l *Login) Authenticate(c echo.Context) error {
 	if err := Decode(c, &req); err != nil {
 		return err
 	}
-	if err := checkLength("username", req.Username, 4, 100); err != nil {
+	if err := CheckLength("username", req.Username, 4, 100); err != nil {
 		return err
 	}
-	if err := checkLength("password", req.Password, 5, 100); err != nil {
+	if err := CheckLength("password", req.Password, 5, 100); err != nil {
 		return err
 	}
 	auth, err := l.Store.AuthenticatorByUsername(req.Username)
@@ -128,8 +128,8 @@ func (l *Login) Logout(c echo.Context) error {
 	return Empty(c)
 }
 
-// checkLength validates a string's length in characters.
-func checkLength(field, v string, lo, hi int) error {
+// CheckLength validates a string's length in characters.
+func CheckLength(field, v string, lo, hi int) error {
 	n := utf8.RuneCountInString(v)
 	if n < lo || n > hi {
 		return posture.Invalid(field, fmt.Sprintf("must be between %d and %d characters", lo, hi), redact(field, v))

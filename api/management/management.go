@@ -2,14 +2,16 @@
 // administrators use to manage identities, services, policies and posture
 // checks and to read posture data and failed service requests. Every route
 // but authentication and the informational ones needs an admin's API
-// session.
+// session. Every change is an event; reads come from the projections.
 package management
 
 import (
 	_ "embed"
+	"encoding/json"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 )
 
@@ -18,11 +20,27 @@ import (
 //go:embed openapi.json
 var Spec []byte
 
+// Store is what the management API reads (projections.Store implements it).
+type Store interface {
+	Raw(kind posture.Kind) ([]json.RawMessage, error)
+	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+	IDByName(kind posture.Kind, name string) (string, error)
+	Selecting(policyKind posture.Kind, field, id string) []string
+	Selected(policyKind posture.Kind, policyID, field string) []string
+	RoleAttributes(kind posture.Kind) []string
+	IdentityByExternalID(externalID string) (posture.Identity, error)
+	AuthenticatorByUsername(username string) (posture.Authenticator, error)
+	IdentityAuthenticators(identityID string) ([]posture.Authenticator, error)
+	ConfigsOfType(configTypeID string) ([]string, error)
+}
+
 // API is the management API's handlers and their dependencies.
 type API struct {
-	Info  *api.Info
-	Login *api.Login
-	Auth  *api.Auth
+	Info   *api.Info
+	Login  *api.Login
+	Auth   *api.Auth
+	Store  Store
+	Writer *api.Writer
 }
 
 // Routes lists every operation of the management API.
@@ -30,6 +48,19 @@ func (a *API) Routes() []api.Route {
 	var routes []api.Route
 	routes = append(routes, a.Info.Routes()...)
 	routes = append(routes, a.Login.Routes(api.Admin)...)
+	routes = append(routes, a.checks().routes()...)
+	routes = append(routes, a.checkRoutes()...)
+	routes = append(routes, a.identities().routes()...)
+	routes = append(routes, a.identityRoutes()...)
+	routes = append(routes, a.authenticatorRoutes()...)
+	routes = append(routes, a.services().routes()...)
+	routes = append(routes, a.configTypes().routes()...)
+	routes = append(routes, a.configs().routes()...)
+	routes = append(routes, a.servicePolicies().routes()...)
+	routes = append(routes, a.edgeRouters().routes()...)
+	routes = append(routes, a.edgeRouterPolicies().routes()...)
+	routes = append(routes, a.serviceEdgeRouterPolicies().routes()...)
+	routes = append(routes, a.relationRoutes()...)
 	return routes
 }
 

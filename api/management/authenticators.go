@@ -1,0 +1,164 @@
+package management
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+type authenticatorInput struct {
+	Method     string       `json:"method"`
+	IdentityID string       `json:"identityId"`
+	Username   string       `json:"username"`
+	Password   string       `json:"password"`
+	Tags       posture.Tags `json:"tags"`
+}
+
+// AuthenticatorView is an authenticator as the API shows it; never with the
+// password hash.
+type AuthenticatorView struct {
+	ID                string        `json:"id"`
+	Method            string        `json:"method"`
+	IdentityID        string        `json:"identityId"`
+	Identity          api.EntityRef `json:"identity"`
+	Username          string        `json:"username,omitempty"`
+	CertPEM           string        `json:"certPem,omitempty"`
+	Fingerprint       string        `json:"fingerprint,omitempty"`
+	IsIssuedByNetwork bool          `json:"isIssuedByNetwork"`
+	Tags              posture.Tags  `json:"tags"`
+	CreatedAt         api.Time      `json:"createdAt"`
+	UpdatedAt         api.Time      `json:"updatedAt"`
+	Links             api.Links     `json:"_links"`
+}
+
+func (a *API) authenticatorView(au posture.Authenticator) AuthenticatorView {
+	name := ""
+	if i, err := get[posture.Identity](a.Store, "identity", au.IdentityID); err == nil {
+		name = i.Name
+	}
+	t := au.Tags
+	if t == nil {
+		t = posture.Tags{}
+	}
+	return AuthenticatorView{
+		ID: au.ID, Method: au.Method, IdentityID: au.IdentityID, Identity: api.Ref("identities", au.IdentityID, name),
+		Username: au.Username, CertPEM: au.CertPEM, Fingerprint: au.Fingerprint, IsIssuedByNetwork: au.IsIssuedByNetwork,
+		Tags: t, CreatedAt: api.Time(au.CreatedAt), UpdatedAt: api.Time(au.UpdatedAt),
+		Links: api.SelfLink(string(posture.KindAuthenticator), au.ID),
+	}
+}
+
+func (a *API) listAuthenticators(c echo.Context) error {
+	all, err := list[posture.Authenticator](a.Store)
+	if err != nil {
+		return err
+	}
+	views := make([]AuthenticatorView, len(all))
+	for i, au := range all {
+		views[i] = a.authenticatorView(au)
+	}
+	return api.List(c, views)
+}
+
+func (a *API) identityAuthenticators(c echo.Context) error {
+	if _, err := get[posture.Identity](a.Store, "identity", c.Param("id")); err != nil {
+		return err
+	}
+	all, err := a.Store.IdentityAuthenticators(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	views := make([]AuthenticatorView, len(all))
+	for i, au := range all {
+		views[i] = a.authenticatorView(au)
+	}
+	return api.List(c, views)
+}
+
+func (a *API) detailAuthenticator(c echo.Context) error {
+	au, err := get[posture.Authenticator](a.Store, "authenticator", c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return api.OK(c, a.authenticatorView(au))
+}
+
+// createAuthenticator is POST /authenticators: give an identity a password
+// authenticator. The password is hashed here; the log holds the hash.
+func (a *API) createAuthenticator(c echo.Context) error {
+	var in authenticatorInput
+	if err := decodeObject(c, &in); err != nil {
+		return err
+	}
+	if in.Method != posture.MethodPassword {
+		return posture.Invalid("method", `must be "updb" (certificate authenticators come from enrollment)`, in.Method)
+	}
+	if err := api.CheckLength("username", in.Username, 4, 100); err != nil {
+		return err
+	}
+	if err := api.CheckLength("password", in.Password, 5, 100); err != nil {
+		return err
+	}
+	t, err := tags(in.Tags)
+	if err != nil {
+		return err
+	}
+	hash := api.HashPassword(in.Password)
+	var id string
+	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+		if _, err := get[posture.Identity](a.Store, "identity", in.IdentityID); err != nil {
+			return nil, posture.Invalid("identityId", "no identity with this id", in.IdentityID)
+		}
+		if _, err := a.Store.AuthenticatorByUsername(in.Username); err == nil {
+			return nil, posture.Invalid("username", "username is already in use", in.Username)
+		} else if !errors.Is(err, posture.ErrNotFound) {
+			return nil, err
+		}
+		existing, err := a.Store.IdentityAuthenticators(in.IdentityID)
+		if err != nil {
+			return nil, err
+		}
+		for _, au := range existing {
+			if au.Method == posture.MethodPassword {
+				return nil, posture.Invalid("method", "the identity already has a updb authenticator", in.Method)
+			}
+		}
+		now := a.Writer.Now().UTC()
+		id = posture.NewID()
+		return []posture.Payload{posture.Created[posture.Authenticator]{Entity: posture.Authenticator{
+			ID: id, IdentityID: in.IdentityID, Method: posture.MethodPassword, Username: in.Username,
+			PasswordHash: hash, Tags: t, CreatedAt: now, UpdatedAt: now,
+		}}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.CreatedAt(c, string(posture.KindAuthenticator), id)
+}
+
+func (a *API) deleteAuthenticator(c echo.Context) error {
+	id := c.Param("id")
+	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
+		if _, err := get[posture.Authenticator](a.Store, "authenticator", id); err != nil {
+			return nil, err
+		}
+		return []posture.Payload{posture.Deleted[posture.Authenticator]{ID: id}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}
+
+func (a *API) authenticatorRoutes() []api.Route {
+	return []api.Route{
+		{Method: http.MethodGet, Path: "/authenticators", Access: api.Admin, Handler: a.listAuthenticators},
+		{Method: http.MethodPost, Path: "/authenticators", Access: api.Admin, Handler: a.createAuthenticator},
+		{Method: http.MethodGet, Path: "/authenticators/:id", Access: api.Admin, Handler: a.detailAuthenticator},
+		{Method: http.MethodDelete, Path: "/authenticators/:id", Access: api.Admin, Handler: a.deleteAuthenticator},
+	}
+}

@@ -1,0 +1,149 @@
+package management
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+type identityInput struct {
+	Name           *string      `json:"name,omitempty"`
+	Type           string       `json:"type,omitempty"`
+	IsAdmin        *bool        `json:"isAdmin,omitempty"`
+	RoleAttributes *[]string    `json:"roleAttributes,omitempty"`
+	Attributes     *[]string    `json:"attributes,omitempty"`
+	ExternalID     *string      `json:"externalId,omitempty"`
+	Disabled       *bool        `json:"disabled,omitempty"`
+	Tags           posture.Tags `json:"tags,omitempty"`
+}
+
+func (a *API) identities() *resource[posture.Identity, identityInput] {
+	return &resource[posture.Identity, identityInput]{
+		a: a, kind: posture.KindIdentity, noun: "identity",
+		input: func(i posture.Identity) identityInput {
+			return identityInput{Name: &i.Name, Type: i.Type, IsAdmin: &i.IsAdmin, RoleAttributes: &i.RoleAttributes,
+				ExternalID: &i.ExternalID, Disabled: &i.Disabled, Tags: i.Tags}
+		},
+		build:   a.buildIdentity,
+		view:    a.identityView,
+		aliases: [][]string{{"roleAttributes", "attributes"}},
+		canDelete: func(i posture.Identity) error {
+			if i.IsDefaultAdmin {
+				return posture.Invalid("id", "the default admin cannot be deleted", i.ID)
+			}
+			return nil
+		},
+	}
+}
+
+func identityType(s string) (string, bool) {
+	if s == "" {
+		return posture.IdentityDefault, true
+	}
+	for _, t := range posture.IdentityTypes {
+		if strings.EqualFold(t, s) {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Time) (posture.Identity, error) {
+	var i posture.Identity
+	var err error
+	if old != nil {
+		i.ID, i.CreatedAt, i.IsDefaultAdmin = old.ID, old.CreatedAt, old.IsDefaultAdmin
+	} else {
+		i.ID, i.CreatedAt = posture.NewID(), now
+	}
+	i.UpdatedAt = now
+	if i.Name, err = name("name", in.Name); err != nil {
+		return i, err
+	}
+	if err := a.unique(posture.KindIdentity, i.Name, i.ID); err != nil {
+		return i, err
+	}
+	var ok bool
+	if i.Type, ok = identityType(in.Type); !ok {
+		return i, posture.Invalid("type", "must be one of "+strings.Join(posture.IdentityTypes, ", "), in.Type)
+	}
+	i.IsAdmin = deref(in.IsAdmin, false)
+	i.Disabled = deref(in.Disabled, false)
+	if i.IsDefaultAdmin && (!i.IsAdmin || i.Disabled) {
+		return i, posture.Invalid("isAdmin", "the default admin stays an enabled admin", in.IsAdmin)
+	}
+	if i.RoleAttributes, err = attributes("roleAttributes", in.RoleAttributes, in.Attributes); err != nil {
+		return i, err
+	}
+	if i.Tags, err = tags(in.Tags); err != nil {
+		return i, err
+	}
+	i.ExternalID = strings.TrimSpace(deref(in.ExternalID, ""))
+	if i.ExternalID != "" {
+		other, err := a.Store.IdentityByExternalID(i.ExternalID)
+		if err == nil && other.ID != i.ID {
+			return i, posture.Invalid("externalId", "externalId is already in use", i.ExternalID)
+		}
+		if err != nil && !errors.Is(err, posture.ErrNotFound) {
+			return i, err
+		}
+	}
+	return i, nil
+}
+
+type authenticatorSummary struct {
+	ID          string `json:"id"`
+	Username    string `json:"username,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+func (a *API) identityView(i posture.Identity) any {
+	auths := map[string]authenticatorSummary{}
+	if list, err := a.Store.IdentityAuthenticators(i.ID); err == nil {
+		for _, au := range list {
+			auths[au.Method] = authenticatorSummary{ID: au.ID, Username: au.Username, Fingerprint: au.Fingerprint}
+		}
+	}
+	links := api.SelfLink(string(posture.KindIdentity), i.ID)
+	for _, sub := range []string{"service-policies", "services", "edge-routers", "posture-data", "failed-service-requests", "authenticators"} {
+		links[sub] = api.Link{Href: "./identities/" + i.ID + "/" + sub}
+	}
+	return map[string]any{
+		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": api.Ref("identity-types", i.Type, i.Type),
+		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
+		"externalId": nilIfEmpty(i.ExternalID), "disabled": i.Disabled, "tags": i.Tags,
+		"authenticators": auths, "isMfaEnabled": false, "hasApiSession": false,
+		"createdAt": api.Time(i.CreatedAt), "updatedAt": api.Time(i.UpdatedAt), "_links": links,
+	}
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// deleteIdentityMFA is DELETE /identities/:id/mfa: an administrator removes
+// an identity's MFA enrollment.
+func (a *API) deleteIdentityMFA(c echo.Context) error {
+	if _, err := get[posture.Identity](a.Store, "identity", c.Param("id")); err != nil {
+		return err
+	}
+	// No MFA enrollment exists in this version: removing none is a success,
+	// as it is for an identity that never enrolled.
+	return api.Empty(c)
+}
+
+func (a *API) identityRoutes() []api.Route {
+	return []api.Route{
+		{Method: http.MethodDelete, Path: "/identities/:id/mfa", Access: api.Admin, Handler: a.deleteIdentityMFA},
+		{Method: http.MethodGet, Path: "/identities/:id/authenticators", Access: api.Admin, Handler: a.identityAuthenticators},
+	}
+}

@@ -1,0 +1,230 @@
+package management
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// resource is the create, read, update, patch and delete of one kind of
+// entity, all as events. Create, update and patch share one validation
+// path: the body is decoded into the kind's input form (for a patch, over
+// the current state's input form) and build turns it into a record or a
+// field error.
+type resource[T posture.Entity, In any] struct {
+	a    *API
+	kind posture.Kind
+	noun string // for messages: "posture check"
+	// input is an entity's current state in input form (for PATCH).
+	input func(T) In
+	// build validates an input and returns the new record. old is nil on
+	// create. It runs inside the model change, so it sees the latest state.
+	build func(in In, old *T, now time.Time) (T, error)
+	// view is the entity as the API shows it.
+	view func(T) any
+	// aliases are groups of input keys that spell the same field; a patch
+	// that sets one clears the others from the current state.
+	aliases [][]string
+	// canDelete refuses the deletion of an entity still in use.
+	canDelete func(T) error
+}
+
+// get reads an entity or answers NOT_FOUND.
+func get[T posture.Entity](s Store, noun, id string) (T, error) {
+	var v T
+	raw, err := s.RawEntity(v.EntityKind(), id)
+	if errors.Is(err, posture.ErrNotFound) {
+		return v, posture.NotFound(noun, id)
+	}
+	if err != nil {
+		return v, err
+	}
+	return v, json.Unmarshal(raw, &v)
+}
+
+// list reads every entity of a kind.
+func list[T posture.Entity](s Store) ([]T, error) {
+	var zero T
+	raws, err := s.Raw(zero.EntityKind())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(raws))
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (r *resource[T, In]) routes() []api.Route {
+	base := "/" + string(r.kind)
+	return []api.Route{
+		{Method: http.MethodGet, Path: base, Access: api.Admin, Handler: r.list},
+		{Method: http.MethodPost, Path: base, Access: api.Admin, Handler: r.create},
+		{Method: http.MethodGet, Path: base + "/:id", Access: api.Admin, Handler: r.detail},
+		{Method: http.MethodPut, Path: base + "/:id", Access: api.Admin, Handler: r.update},
+		{Method: http.MethodPatch, Path: base + "/:id", Access: api.Admin, Handler: r.patch},
+		{Method: http.MethodDelete, Path: base + "/:id", Access: api.Admin, Handler: r.delete},
+	}
+}
+
+func (r *resource[T, In]) views(items []T) []any {
+	out := make([]any, len(items))
+	for i, it := range items {
+		out[i] = r.view(it)
+	}
+	return out
+}
+
+func (r *resource[T, In]) list(c echo.Context) error {
+	items, err := list[T](r.a.Store)
+	if err != nil {
+		return err
+	}
+	return api.List(c, r.views(items))
+}
+
+func (r *resource[T, In]) detail(c echo.Context) error {
+	e, err := get[T](r.a.Store, r.noun, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return api.OK(c, r.view(e))
+}
+
+func (r *resource[T, In]) create(c echo.Context) error {
+	var in In
+	if err := decodeObject(c, &in); err != nil {
+		return err
+	}
+	var id string
+	err := r.a.Writer.Model(c, func() ([]posture.Payload, error) {
+		e, err := r.build(in, nil, r.a.Writer.Now().UTC())
+		if err != nil {
+			return nil, err
+		}
+		id = e.EntityID()
+		return []posture.Payload{posture.Created[T]{Entity: e}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.CreatedAt(c, string(r.kind), id)
+}
+
+func (r *resource[T, In]) update(c echo.Context) error {
+	var in In
+	if err := decodeObject(c, &in); err != nil {
+		return err
+	}
+	return r.change(c, func(T) (In, error) { return in, nil })
+}
+
+func (r *resource[T, In]) patch(c echo.Context) error {
+	body, err := api.ReadBody(c)
+	if err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := api.DecodeBytes(body, &fields); err != nil {
+		return err
+	}
+	return r.change(c, func(old T) (In, error) { return r.merge(old, fields) })
+}
+
+// merge applies a patch's top-level fields over the current state's input
+// form: a field present in the patch replaces the current value whole.
+func (r *resource[T, In]) merge(old T, fields map[string]json.RawMessage) (In, error) {
+	var in In
+	cur, err := json.Marshal(r.input(old))
+	if err != nil {
+		return in, err
+	}
+	var merged map[string]json.RawMessage
+	if err := json.Unmarshal(cur, &merged); err != nil {
+		return in, err
+	}
+	for _, group := range r.aliases {
+		for _, k := range group {
+			if _, ok := fields[k]; ok {
+				for _, other := range group {
+					delete(merged, other)
+				}
+			}
+		}
+	}
+	for k, v := range fields {
+		merged[k] = v
+	}
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return in, err
+	}
+	return in, api.DecodeBytes(data, &in)
+}
+
+// change runs an update or a patch as a model change.
+func (r *resource[T, In]) change(c echo.Context, input func(old T) (In, error)) error {
+	id := c.Param("id")
+	err := r.a.Writer.Model(c, func() ([]posture.Payload, error) {
+		old, err := get[T](r.a.Store, r.noun, id)
+		if err != nil {
+			return nil, err
+		}
+		in, err := input(old)
+		if err != nil {
+			return nil, err
+		}
+		e, err := r.build(in, &old, r.a.Writer.Now().UTC())
+		if err != nil {
+			return nil, err
+		}
+		return []posture.Payload{posture.Updated[T]{Entity: e}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}
+
+func (r *resource[T, In]) delete(c echo.Context) error {
+	id := c.Param("id")
+	err := r.a.Writer.Model(c, func() ([]posture.Payload, error) {
+		old, err := get[T](r.a.Store, r.noun, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.canDelete != nil {
+			if err := r.canDelete(old); err != nil {
+				return nil, err
+			}
+		}
+		return []posture.Payload{posture.Deleted[T]{ID: id}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}
+
+// decodeObject decodes a JSON object body; anything else is
+// COULD_NOT_PARSE_BODY.
+func decodeObject(c echo.Context, v any) error {
+	body, err := api.ReadBody(c)
+	if err != nil {
+		return err
+	}
+	var probe map[string]json.RawMessage
+	if err := api.DecodeBytes(body, &probe); err != nil {
+		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object"}
+	}
+	return api.DecodeBytes(body, v)
+}

@@ -1,0 +1,249 @@
+package management
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+type serviceInput struct {
+	Name               *string      `json:"name,omitempty"`
+	RoleAttributes     *[]string    `json:"roleAttributes,omitempty"`
+	Attributes         *[]string    `json:"attributes,omitempty"`
+	Configs            []string     `json:"configs,omitempty"`
+	EncryptionRequired *bool        `json:"encryptionRequired,omitempty"`
+	MaxIdleTimeMillis  *int64       `json:"maxIdleTimeMillis,omitempty"`
+	TerminatorStrategy string       `json:"terminatorStrategy,omitempty"`
+	Tags               posture.Tags `json:"tags,omitempty"`
+}
+
+// DefaultTerminatorStrategy is the strategy of services that name none.
+const DefaultTerminatorStrategy = "smartrouting"
+
+func (a *API) services() *resource[posture.Service, serviceInput] {
+	return &resource[posture.Service, serviceInput]{
+		a: a, kind: posture.KindService, noun: "service",
+		input: func(s posture.Service) serviceInput {
+			return serviceInput{Name: &s.Name, RoleAttributes: &s.RoleAttributes, Configs: s.Configs,
+				MaxIdleTimeMillis: &s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy, Tags: s.Tags}
+		},
+		build:   a.buildService,
+		view:    a.serviceView,
+		aliases: [][]string{{"roleAttributes", "attributes"}},
+	}
+}
+
+func (a *API) buildService(in serviceInput, old *posture.Service, now time.Time) (posture.Service, error) {
+	var s posture.Service
+	var err error
+	if old != nil {
+		// encryptionRequired is set at create only.
+		s.ID, s.CreatedAt, s.EncryptionRequired = old.ID, old.CreatedAt, old.EncryptionRequired
+	} else {
+		s.ID, s.CreatedAt = posture.NewID(), now
+		s.EncryptionRequired = deref(in.EncryptionRequired, true)
+	}
+	s.UpdatedAt = now
+	if s.Name, err = name("name", in.Name); err != nil {
+		return s, err
+	}
+	if err := a.unique(posture.KindService, s.Name, s.ID); err != nil {
+		return s, err
+	}
+	if s.RoleAttributes, err = attributes("roleAttributes", in.RoleAttributes, in.Attributes); err != nil {
+		return s, err
+	}
+	if s.Tags, err = tags(in.Tags); err != nil {
+		return s, err
+	}
+	if s.MaxIdleTimeMillis = deref(in.MaxIdleTimeMillis, 0); s.MaxIdleTimeMillis < 0 {
+		return s, posture.Invalid("maxIdleTimeMillis", "must not be negative", s.MaxIdleTimeMillis)
+	}
+	if s.TerminatorStrategy = strings.TrimSpace(in.TerminatorStrategy); s.TerminatorStrategy == "" {
+		s.TerminatorStrategy = DefaultTerminatorStrategy
+	}
+	s.Configs = []string{}
+	byType := map[string]string{}
+	for i, ref := range in.Configs {
+		cfg, err := a.config(ref)
+		if err != nil {
+			return s, posture.Invalid(fmt.Sprintf("configs[%d]", i), "no config with this id or name", ref)
+		}
+		if other, dup := byType[cfg.ConfigTypeID]; dup && other != cfg.ID {
+			return s, posture.Invalid(fmt.Sprintf("configs[%d]", i), "a service has at most one config of each config type", ref)
+		}
+		if _, dup := byType[cfg.ConfigTypeID]; !dup {
+			byType[cfg.ConfigTypeID] = cfg.ID
+			s.Configs = append(s.Configs, cfg.ID)
+		}
+	}
+	return s, nil
+}
+
+// config resolves a config by id or name.
+func (a *API) config(ref string) (posture.Config, error) {
+	cfg, err := get[posture.Config](a.Store, "config", ref)
+	if err == nil {
+		return cfg, nil
+	}
+	id, nerr := a.Store.IDByName(posture.KindConfig, ref)
+	if nerr != nil {
+		if errors.Is(nerr, posture.ErrNotFound) {
+			return cfg, err
+		}
+		return cfg, nerr
+	}
+	return get[posture.Config](a.Store, "config", id)
+}
+
+func (a *API) serviceView(s posture.Service) any {
+	links := api.SelfLink(string(posture.KindService), s.ID)
+	for _, sub := range []string{"service-policies", "configs", "edge-routers"} {
+		links[sub] = api.Link{Href: "./services/" + s.ID + "/" + sub}
+	}
+	return map[string]any{
+		"id": s.ID, "name": s.Name, "roleAttributes": s.RoleAttributes, "configs": s.Configs,
+		"encryptionRequired": s.EncryptionRequired, "maxIdleTimeMillis": s.MaxIdleTimeMillis,
+		"terminatorStrategy": s.TerminatorStrategy, "tags": s.Tags,
+		"createdAt": api.Time(s.CreatedAt), "updatedAt": api.Time(s.UpdatedAt), "_links": links,
+	}
+}
+
+type configTypeInput struct {
+	Name   *string        `json:"name,omitempty"`
+	Schema map[string]any `json:"schema,omitempty"`
+	Tags   posture.Tags   `json:"tags,omitempty"`
+}
+
+func (a *API) configTypes() *resource[posture.ConfigType, configTypeInput] {
+	return &resource[posture.ConfigType, configTypeInput]{
+		a: a, kind: posture.KindConfigType, noun: "config type",
+		input: func(t posture.ConfigType) configTypeInput {
+			return configTypeInput{Name: &t.Name, Schema: t.Schema, Tags: t.Tags}
+		},
+		build: func(in configTypeInput, old *posture.ConfigType, now time.Time) (posture.ConfigType, error) {
+			var t posture.ConfigType
+			var err error
+			if old != nil {
+				t.ID, t.CreatedAt = old.ID, old.CreatedAt
+			} else {
+				t.ID, t.CreatedAt = posture.NewID(), now
+			}
+			t.UpdatedAt = now
+			if t.Name, err = name("name", in.Name); err != nil {
+				return t, err
+			}
+			if err := a.unique(posture.KindConfigType, t.Name, t.ID); err != nil {
+				return t, err
+			}
+			if t.Schema = in.Schema; t.Schema == nil {
+				t.Schema = map[string]any{}
+			}
+			t.Tags, err = tags(in.Tags)
+			return t, err
+		},
+		view: func(t posture.ConfigType) any {
+			return map[string]any{"id": t.ID, "name": t.Name, "schema": t.Schema, "tags": t.Tags,
+				"createdAt": api.Time(t.CreatedAt), "updatedAt": api.Time(t.UpdatedAt),
+				"_links": api.SelfLink(string(posture.KindConfigType), t.ID)}
+		},
+		canDelete: func(t posture.ConfigType) error {
+			ids, err := a.Store.ConfigsOfType(t.ID)
+			if err != nil {
+				return err
+			}
+			if len(ids) > 0 {
+				return posture.Errorf(posture.CodeReferenced, "config type %q is used by %d config(s)", t.Name, len(ids))
+			}
+			return nil
+		},
+	}
+}
+
+type configInput struct {
+	Name         *string        `json:"name,omitempty"`
+	ConfigTypeID string         `json:"configTypeId,omitempty"`
+	Data         map[string]any `json:"data,omitempty"`
+	Tags         posture.Tags   `json:"tags,omitempty"`
+}
+
+func (a *API) configs() *resource[posture.Config, configInput] {
+	return &resource[posture.Config, configInput]{
+		a: a, kind: posture.KindConfig, noun: "config",
+		input: func(c posture.Config) configInput {
+			return configInput{Name: &c.Name, ConfigTypeID: c.ConfigTypeID, Data: c.Data, Tags: c.Tags}
+		},
+		build: func(in configInput, old *posture.Config, now time.Time) (posture.Config, error) {
+			var c posture.Config
+			var err error
+			if old != nil {
+				c.ID, c.CreatedAt = old.ID, old.CreatedAt
+			} else {
+				c.ID, c.CreatedAt = posture.NewID(), now
+			}
+			c.UpdatedAt = now
+			if c.Name, err = name("name", in.Name); err != nil {
+				return c, err
+			}
+			if err := a.unique(posture.KindConfig, c.Name, c.ID); err != nil {
+				return c, err
+			}
+			ct, err := a.configType(in.ConfigTypeID)
+			if err != nil {
+				return c, posture.Invalid("configTypeId", "no config type with this id or name", in.ConfigTypeID)
+			}
+			if old != nil && ct.ID != old.ConfigTypeID {
+				return c, posture.Invalid("configTypeId", "the config type of a config cannot change", in.ConfigTypeID)
+			}
+			c.ConfigTypeID = ct.ID
+			if in.Data == nil {
+				return c, posture.Invalid("data", "is required: a JSON object", nil)
+			}
+			c.Data = in.Data
+			c.Tags, err = tags(in.Tags)
+			return c, err
+		},
+		view: a.configView,
+		canDelete: func(cfg posture.Config) error {
+			services, err := list[posture.Service](a.Store)
+			if err != nil {
+				return err
+			}
+			for _, s := range services {
+				for _, id := range s.Configs {
+					if id == cfg.ID {
+						return posture.Errorf(posture.CodeReferenced, "config %q is used by service %q", cfg.Name, s.Name)
+					}
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func (a *API) configType(ref string) (posture.ConfigType, error) {
+	t, err := get[posture.ConfigType](a.Store, "config type", ref)
+	if err == nil {
+		return t, nil
+	}
+	id, nerr := a.Store.IDByName(posture.KindConfigType, ref)
+	if nerr != nil {
+		return t, err
+	}
+	return get[posture.ConfigType](a.Store, "config type", id)
+}
+
+func (a *API) configView(c posture.Config) any {
+	typeName := ""
+	if t, err := get[posture.ConfigType](a.Store, "config type", c.ConfigTypeID); err == nil {
+		typeName = t.Name
+	}
+	return map[string]any{"id": c.ID, "name": c.Name, "configTypeId": c.ConfigTypeID,
+		"configType": api.Ref(string(posture.KindConfigType), c.ConfigTypeID, typeName),
+		"data":       c.Data, "tags": c.Tags, "createdAt": api.Time(c.CreatedAt), "updatedAt": api.Time(c.UpdatedAt),
+		"_links": api.SelfLink(string(posture.KindConfig), c.ID)}
+}

@@ -1,0 +1,127 @@
+package management
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// maxName bounds entity names.
+const maxName = 255
+
+// name validates a required name.
+func name(field string, v *string) (string, error) {
+	if v == nil {
+		return "", posture.Invalid(field, "is required", nil)
+	}
+	s := strings.TrimSpace(*v)
+	if s == "" {
+		return "", posture.Invalid(field, "must not be empty", *v)
+	}
+	if utf8.RuneCountInString(s) > maxName {
+		return "", posture.Invalid(field, fmt.Sprintf("must be at most %d characters", maxName), *v)
+	}
+	return s, nil
+}
+
+// unique checks that no other entity of the kind has the name.
+func (a *API) unique(kind posture.Kind, n, selfID string) error {
+	id, err := a.Store.IDByName(kind, n)
+	if errors.Is(err, posture.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if id != selfID {
+		return posture.Invalid("name", "name is already in use", n)
+	}
+	return nil
+}
+
+// tags validates a tag map: values are null, strings or booleans.
+func tags(t posture.Tags) (posture.Tags, error) {
+	if t == nil {
+		return posture.Tags{}, nil
+	}
+	for k, v := range t {
+		switch v.(type) {
+		case nil, string, bool:
+		default:
+			return nil, posture.Invalid("tags."+k, "tag values must be null, a string or a boolean", v)
+		}
+	}
+	return t, nil
+}
+
+// attributes validates role attributes given under either spelling.
+func attributes(field string, lists ...*[]string) ([]string, error) {
+	var attrs []string
+	for _, l := range lists {
+		if l != nil {
+			attrs = *l
+			break
+		}
+	}
+	if attrs == nil {
+		return []string{}, nil
+	}
+	if msg := posture.CheckAttributes(attrs); msg != "" {
+		return nil, posture.Invalid(field, msg, attrs)
+	}
+	return dedupe(attrs), nil
+}
+
+// roles validates a policy role list.
+func roles(field string, r []string) ([]string, error) {
+	if r == nil {
+		return []string{}, nil
+	}
+	if msg := posture.CheckRoles(r); msg != "" {
+		return nil, posture.Invalid(field, msg, r)
+	}
+	return dedupe(r), nil
+}
+
+// semantic validates a policy semantic (default AllOf).
+func semantic(field, s string) (string, error) {
+	switch strings.ToLower(s) {
+	case "", "allof":
+		return posture.AllOf, nil
+	case "anyof":
+		return posture.AnyOf, nil
+	}
+	return "", posture.Invalid(field, "must be AllOf or AnyOf", s)
+}
+
+func dedupe(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// times returns the id and creation time of a record: the old one's on an
+// update, fresh ones on a create.
+func times(oldID string, oldCreated time.Time, isNew bool, now time.Time) (string, time.Time) {
+	if isNew {
+		return posture.NewID(), now
+	}
+	return oldID, oldCreated
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

@@ -1,0 +1,85 @@
+package projections
+
+import (
+	"encoding/json"
+	"errors"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// RawEntity reads one entity as its stored JSON, or posture.ErrNotFound.
+func (s *Store) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
+	data, closer, err := s.db.Get(entityKey(kind, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, posture.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append(json.RawMessage(nil), data...), nil
+}
+
+// IDByName returns the id of the entity of a kind with the name, or
+// posture.ErrNotFound.
+func (s *Store) IDByName(kind posture.Kind, name string) (string, error) {
+	id, found, err := getString(s.db, uniqueKey(kind, "name", name))
+	if err == nil && !found {
+		err = posture.ErrNotFound
+	}
+	return id, err
+}
+
+// Selecting lists, sorted, the policies of a kind whose role field (for
+// example FieldIdentityRoles) selects the entity with the id.
+func (s *Store) Selecting(policyKind posture.Kind, field, id string) []string {
+	return s.graph.selecting(policyKind, field, id)
+}
+
+// Selected lists, sorted, the ids of the entities a policy's role field
+// selects.
+func (s *Store) Selected(policyKind posture.Kind, policyID, field string) []string {
+	return s.graph.selected(policyKind, policyID, field)
+}
+
+// RoleAttributes lists, sorted and distinct, the role attributes used by the
+// entities of a kind.
+func (s *Store) RoleAttributes(kind posture.Kind) []string { return s.graph.attributes(kind) }
+
+// Grant is a service an identity may reach and the policies that grant it.
+type Grant struct {
+	ServiceID string
+	Policies  []string // sorted
+}
+
+// ServicesFor lists, sorted by service id, the services an identity may
+// reach with the type (Dial or Bind; "" for both) and, for each, the
+// service policies that grant it. It walks the role graph: the policies
+// that select the identity, then the services each selects.
+func (s *Store) ServicesFor(identityID, typ string) []Grant {
+	g := s.graph
+	policies := g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID)
+	byService := map[string][]string{}
+	var order []string
+	for _, pid := range policies {
+		ptype, _, ok := g.policy(posture.KindServicePolicy, pid)
+		if !ok || (typ != "" && ptype != typ) {
+			continue
+		}
+		for _, sid := range g.selected(posture.KindServicePolicy, pid, FieldServiceRoles) {
+			if _, seen := byService[sid]; !seen {
+				order = append(order, sid)
+			}
+			byService[sid] = append(byService[sid], pid)
+		}
+	}
+	sort.Strings(order)
+	out := make([]Grant, len(order))
+	for i, sid := range order {
+		out[i] = Grant{ServiceID: sid, Policies: byService[sid]}
+	}
+	return out
+}
