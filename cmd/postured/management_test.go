@@ -1,0 +1,341 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+const mgmt = api.ManagementBase
+
+// create posts a body and returns the new id, failing the test unless 201.
+func (n *testNode) create(t testing.TB, token, collection string, body any) string {
+	t.Helper()
+	r := n.do(t, http.MethodPost, mgmt+"/"+collection, token, body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create %s: %d %s", collection, r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var c api.Created
+	if err := json.Unmarshal(data, &c); err != nil || c.ID == "" || c.Links["self"].Href != "./"+collection+"/"+c.ID {
+		t.Fatalf("create %s: %s", collection, data)
+	}
+	return c.ID
+}
+
+// detail reads an entity as a map.
+func (n *testNode) detail(t testing.TB, token, collection, id string) map[string]any {
+	t.Helper()
+	r := n.do(t, http.MethodGet, mgmt+"/"+collection+"/"+id, token, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("get %s/%s: %d %s", collection, id, r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// listIDs lists a collection with a filter and returns the ids and total.
+func (n *testNode) listIDs(t testing.TB, token, path, filter string) ([]string, int) {
+	t.Helper()
+	r := n.do(t, http.MethodGet, mgmt+path+"?limit=500&filter="+url.QueryEscape(filter), token, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("list %s: %d %s", path, r.Status, r.Body)
+	}
+	var env struct {
+		Data []map[string]any `json:"data"`
+		Meta api.Meta         `json:"meta"`
+	}
+	if err := json.Unmarshal(r.Body, &env); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(env.Data))
+	for i, d := range env.Data {
+		ids[i], _ = d["id"].(string)
+	}
+	return ids, int(env.Meta.Pagination.TotalCount)
+}
+
+// expectError checks status, code and the field named in cause.
+func expectError(t testing.TB, r response, status int, code, field string) {
+	t.Helper()
+	_, e := r.envelope(t)
+	if r.Status != status || e.Code != code {
+		t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, status, code)
+	}
+	if field != "" {
+		cause, _ := json.Marshal(e.Cause)
+		if !strings.Contains(string(cause), `"field":"`+field+`"`) {
+			t.Fatalf("cause %s does not name field %q", cause, field)
+		}
+	}
+}
+
+const (
+	hashA = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	fpA   = "0123456789abcdef0123456789abcdef01234567"
+)
+
+// TestPostureCheckLifecycle creates, reads, lists with a filter, updates,
+// patches and deletes a posture check of every type over HTTPS.
+func TestPostureCheckLifecycle(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	tok := n.adminToken(t)
+	cases := []struct {
+		typ    string
+		create map[string]any
+		check  func(t *testing.T, m map[string]any)
+		put    map[string]any
+		patch  map[string]any
+		after  func(t *testing.T, m map[string]any)
+	}{
+		{
+			typ: "OS",
+			create: map[string]any{"typeId": "OS", "name": "os-check", "attributes": []string{"os"},
+				"operatingSystems": []any{map[string]any{"type": "WINDOWS", "versions": []string{">=10.0.19041 <11.0.0"}}, map[string]any{"type": "macos"}}},
+			check: func(t *testing.T, m map[string]any) {
+				oses := m["operatingSystems"].([]any)
+				if oses[0].(map[string]any)["type"] != "Windows" || oses[1].(map[string]any)["type"] != "macOS" {
+					t.Fatalf("OS types not canonical: %v", oses)
+				}
+			},
+			put:   map[string]any{"typeId": "OS", "name": "os-check-2", "operatingSystems": []any{map[string]any{"type": "Linux", "versions": []string{"5.x"}}}},
+			patch: map[string]any{"roleAttributes": []string{"patched"}},
+			after: func(t *testing.T, m map[string]any) {
+				if m["name"] != "os-check-2" || m["operatingSystems"].([]any)[0].(map[string]any)["type"] != "Linux" {
+					t.Fatalf("PUT not applied: %v", m)
+				}
+			},
+		},
+		{
+			typ:    "MAC",
+			create: map[string]any{"typeId": "MAC", "name": "mac-check", "macAddresses": []string{"AA:BB:CC:DD:EE:FF", "a1-b2-c3-d4-e5-f6", "001122334455"}},
+			check: func(t *testing.T, m map[string]any) {
+				if len(m["macAddresses"].([]any)) != 3 {
+					t.Fatalf("macAddresses: %v", m)
+				}
+			},
+			put:   map[string]any{"typeId": "MAC", "name": "mac-check-2", "macAddresses": []string{"00:00:00:00:00:01"}},
+			patch: map[string]any{"macAddresses": []string{"00:00:00:00:00:02"}},
+			after: func(t *testing.T, m map[string]any) {
+				if m["macAddresses"].([]any)[0] != "00:00:00:00:00:02" {
+					t.Fatalf("patch not applied: %v", m)
+				}
+			},
+		},
+		{
+			typ:    "DOMAIN",
+			create: map[string]any{"typeId": "DOMAIN", "name": "domain-check", "macAddresses": []string{"corp.example"}},
+			check: func(t *testing.T, m map[string]any) {
+				if m["domains"].([]any)[0] != "corp.example" {
+					t.Fatalf("the seed's macAddresses spelling was not taken as domains: %v", m)
+				}
+			},
+			put:   map[string]any{"typeId": "DOMAIN", "name": "domain-check-2", "domains": []string{"a.example"}},
+			patch: map[string]any{"domains": []string{"b.example", "c.example"}},
+			after: func(t *testing.T, m map[string]any) {
+				if len(m["domains"].([]any)) != 2 {
+					t.Fatalf("patch not applied: %v", m)
+				}
+			},
+		},
+		{
+			typ:    "MFA",
+			create: map[string]any{"typeId": "MFA", "timeoutSeconds": 0, "promptOnWake": true},
+			check: func(t *testing.T, m map[string]any) {
+				if !strings.HasPrefix(m["name"].(string), "MFA check ") || m["timeoutSeconds"].(float64) != -1 || m["promptOnWake"] != true {
+					t.Fatalf("MFA defaults: %v", m)
+				}
+			},
+			put:   map[string]any{"typeId": "MFA", "name": "mfa-2", "timeoutSeconds": 300, "promptOnUnlock": true},
+			patch: map[string]any{"timeoutSeconds": -1},
+			after: func(t *testing.T, m map[string]any) {
+				if m["name"] != "mfa-2" || m["promptOnUnlock"] != true || m["promptOnWake"] != false {
+					t.Fatalf("PUT not applied: %v", m)
+				}
+			},
+		},
+		{
+			typ: "PROCESS",
+			create: map[string]any{"typeId": "PROCESS", "name": "process-check",
+				"process": map[string]any{"osType": "Windows", "path": `C:\bin\av.exe`, "hashes": []string{strings.ToUpper(hashA)}, "signerFingerprint": fpA}},
+			check: func(t *testing.T, m map[string]any) {
+				p := m["process"].(map[string]any)
+				if p["hashes"].([]any)[0] != hashA || p["signerFingerprint"] != fpA {
+					t.Fatalf("process: %v", p)
+				}
+			},
+			put:   map[string]any{"typeId": "PROCESS", "name": "process-check-2", "process": map[string]any{"os": "LINUX", "path": "/usr/bin/av"}},
+			patch: map[string]any{"tags": map[string]any{"owner": "secops", "critical": true, "note": nil}},
+			after: func(t *testing.T, m map[string]any) {
+				if m["process"].(map[string]any)["osType"] != "Linux" || m["tags"].(map[string]any)["owner"] != "secops" {
+					t.Fatalf("update not applied: %v", m)
+				}
+			},
+		},
+		{
+			typ: "PROCESS_MULTI",
+			create: map[string]any{"typeId": "PROCESS_MULTI", "name": "multi-check", "semantic": "OneOf",
+				"processes": []any{map[string]any{"os": "WINDOWS", "path": `C:\a.exe`, "hashes": []string{hashA}, "signerFingerprints": []string{fpA}}, map[string]any{"osType": "Linux", "path": "/b"}}},
+			check: func(t *testing.T, m map[string]any) {
+				if m["semantic"] != "AnyOf" || len(m["processes"].([]any)) != 2 {
+					t.Fatalf("multi: %v", m)
+				}
+			},
+			put:   map[string]any{"typeId": "PROCESS_MULTI", "name": "multi-check-2", "semantic": "AllOf", "processes": []any{map[string]any{"osType": "macOS", "path": "/c"}}},
+			patch: map[string]any{"semantic": "AnyOf"},
+			after: func(t *testing.T, m map[string]any) {
+				if m["semantic"] != "AnyOf" || m["name"] != "multi-check-2" {
+					t.Fatalf("update not applied: %v", m)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.typ, func(t *testing.T) {
+			id := n.create(t, tok, "posture-checks", c.create)
+			m := n.detail(t, tok, "posture-checks", id)
+			if m["typeId"] != c.typ || m["id"] != id || m["createdAt"] == nil || m["_links"] == nil {
+				t.Fatalf("detail: %v", m)
+			}
+			c.check(t, m)
+			ids, total := n.listIDs(t, tok, "/posture-checks", fmt.Sprintf(`typeId = "%s" and id = "%s"`, c.typ, id))
+			if total != 1 || ids[0] != id {
+				t.Fatalf("filtered list: %v (%d)", ids, total)
+			}
+			if r := n.do(t, http.MethodPut, mgmt+"/posture-checks/"+id, tok, c.put); r.Status != http.StatusOK {
+				t.Fatalf("put: %d %s", r.Status, r.Body)
+			}
+			if r := n.do(t, http.MethodPatch, mgmt+"/posture-checks/"+id, tok, c.patch); r.Status != http.StatusOK {
+				t.Fatalf("patch: %d %s", r.Status, r.Body)
+			}
+			c.after(t, n.detail(t, tok, "posture-checks", id))
+			if r := n.do(t, http.MethodDelete, mgmt+"/posture-checks/"+id, tok, nil); r.Status != http.StatusOK {
+				t.Fatalf("delete: %d %s", r.Status, r.Body)
+			}
+			expectError(t, n.do(t, http.MethodGet, mgmt+"/posture-checks/"+id, tok, nil), 404, posture.CodeNotFound, "")
+			expectError(t, n.do(t, http.MethodDelete, mgmt+"/posture-checks/"+id, tok, nil), 404, posture.CodeNotFound, "")
+		})
+	}
+}
+
+// TestPostureCheckValidation proves each validation rule answers 400 with
+// the offending field and changes nothing.
+func TestPostureCheckValidation(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	tok := n.adminToken(t)
+	n.create(t, tok, "posture-checks", map[string]any{"typeId": "MAC", "name": "taken", "macAddresses": []string{"001122334455"}})
+	win := func(extra map[string]any) map[string]any {
+		p := map[string]any{"osType": "Windows", "path": `C:\x.exe`}
+		for k, v := range extra {
+			p[k] = v
+		}
+		return map[string]any{"typeId": "PROCESS", "name": "p", "process": p}
+	}
+	cases := []struct {
+		name  string
+		body  any
+		code  string
+		field string
+	}{
+		{"missing typeId", map[string]any{"name": "x"}, posture.CodeCouldNotValidate, "typeId"},
+		{"unknown typeId", map[string]any{"typeId": "FIREWALL", "name": "x"}, posture.CodeCouldNotValidate, "typeId"},
+		{"missing name", map[string]any{"typeId": "MAC", "macAddresses": []string{"001122334455"}}, posture.CodeCouldNotValidate, "name"},
+		{"blank name", map[string]any{"typeId": "MAC", "name": "  ", "macAddresses": []string{"001122334455"}}, posture.CodeCouldNotValidate, "name"},
+		{"duplicate name", map[string]any{"typeId": "MAC", "name": "taken", "macAddresses": []string{"001122334455"}}, posture.CodeCouldNotValidate, "name"},
+		{"bad attribute", map[string]any{"typeId": "MAC", "name": "x", "roleAttributes": []string{"#a"}, "macAddresses": []string{"001122334455"}}, posture.CodeCouldNotValidate, "roleAttributes"},
+		{"bad tag value", map[string]any{"typeId": "MAC", "name": "x", "tags": map[string]any{"n": 1}, "macAddresses": []string{"001122334455"}}, posture.CodeCouldNotValidate, "tags.n"},
+		{"no operating systems", map[string]any{"typeId": "OS", "name": "x"}, posture.CodeCouldNotValidate, "operatingSystems"},
+		{"unknown OS type", map[string]any{"typeId": "OS", "name": "x", "operatingSystems": []any{map[string]any{"type": "BeOS"}}}, posture.CodeCouldNotValidate, "operatingSystems[0].type"},
+		{"bad semver range", map[string]any{"typeId": "OS", "name": "x", "operatingSystems": []any{map[string]any{"type": "Linux", "versions": []string{">=1.0", "not-a-version"}}}}, posture.CodeCouldNotValidate, "operatingSystems[0].versions[1]"},
+		{"no MAC addresses", map[string]any{"typeId": "MAC", "name": "x"}, posture.CodeCouldNotValidate, "macAddresses"},
+		{"bad MAC address", map[string]any{"typeId": "MAC", "name": "x", "macAddresses": []string{"00:11:22:33:44"}}, posture.CodeCouldNotValidate, "macAddresses[0]"},
+		{"non-hex MAC address", map[string]any{"typeId": "MAC", "name": "x", "macAddresses": []string{"00:11:22:33:44:GG"}}, posture.CodeCouldNotValidate, "macAddresses[0]"},
+		{"no domains", map[string]any{"typeId": "DOMAIN", "name": "x"}, posture.CodeCouldNotValidate, "domains"},
+		{"blank domain", map[string]any{"typeId": "DOMAIN", "name": "x", "domains": []string{""}}, posture.CodeCouldNotValidate, "domains[0]"},
+		{"no process", map[string]any{"typeId": "PROCESS", "name": "x"}, posture.CodeCouldNotValidate, "process"},
+		{"process without path", win(map[string]any{"path": ""}), posture.CodeCouldNotValidate, "process.path"},
+		{"process bad OS", win(map[string]any{"osType": "Plan9"}), posture.CodeCouldNotValidate, "process.osType"},
+		{"short hash", win(map[string]any{"hashes": []string{hashA[:63]}}), posture.CodeCouldNotValidate, "process.hashes[0]"},
+		{"long hash", win(map[string]any{"hashes": []string{hashA + "0"}}), posture.CodeCouldNotValidate, "process.hashes[0]"},
+		{"non-hex hash", win(map[string]any{"hashes": []string{"z" + hashA[1:]}}), posture.CodeCouldNotValidate, "process.hashes[0]"},
+		{"bad fingerprint", win(map[string]any{"signerFingerprint": fpA[:39]}), posture.CodeCouldNotValidate, "process.signerFingerprints[0]"},
+		{"multi without semantic", map[string]any{"typeId": "PROCESS_MULTI", "name": "x", "processes": []any{map[string]any{"osType": "Linux", "path": "/a"}}}, posture.CodeCouldNotValidate, "semantic"},
+		{"multi bad semantic", map[string]any{"typeId": "PROCESS_MULTI", "name": "x", "semantic": "NoneOf", "processes": []any{map[string]any{"osType": "Linux", "path": "/a"}}}, posture.CodeCouldNotValidate, "semantic"},
+		{"multi without processes", map[string]any{"typeId": "PROCESS_MULTI", "name": "x", "semantic": "AllOf"}, posture.CodeCouldNotValidate, "processes"},
+		{"multi bad hash", map[string]any{"typeId": "PROCESS_MULTI", "name": "x", "semantic": "AllOf", "processes": []any{map[string]any{"osType": "Linux", "path": "/a", "hashes": []string{"abc"}}}}, posture.CodeCouldNotValidate, "processes[0].hashes[0]"},
+		{"not JSON", "{", posture.CodeCouldNotParseBody, ""},
+		{"not an object", "[1,2]", posture.CodeCouldNotParseBody, ""},
+		{"wrong field type", `{"typeId":"MFA","timeoutSeconds":"soon"}`, posture.CodeCouldNotParseBody, ""},
+	}
+	lastBefore, _ := n.elog.LastSeq(t.Context())
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			expectError(t, n.do(t, http.MethodPost, mgmt+"/posture-checks", tok, c.body), 400, c.code, c.field)
+		})
+	}
+	if last, _ := n.elog.LastSeq(t.Context()); last != lastBefore {
+		t.Fatalf("rejected requests appended %d events", last-lastBefore)
+	}
+	// An update may not change the type, and validates like a create.
+	id := n.create(t, tok, "posture-checks", map[string]any{"typeId": "DOMAIN", "name": "d", "domains": []string{"a"}})
+	expectError(t, n.do(t, http.MethodPut, mgmt+"/posture-checks/"+id, tok, map[string]any{"typeId": "MAC", "name": "d", "macAddresses": []string{"001122334455"}}), 400, posture.CodeCouldNotValidate, "typeId")
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/posture-checks/"+id, tok, map[string]any{"name": "taken"}), 400, posture.CodeCouldNotValidate, "name")
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/posture-checks/"+id, tok, map[string]any{"domains": []string{}}), 400, posture.CodeCouldNotValidate, "domains")
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/posture-checks/nope", tok, map[string]any{"name": "x"}), 404, posture.CodeNotFound, "")
+	// Lists: a bad filter and bad paging.
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/posture-checks?filter="+url.QueryEscape(`name = `), tok, nil), 400, posture.CodeInvalidFilter, "")
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/posture-checks?limit=x", tok, nil), 400, posture.CodeInvalidPagination, "")
+	// Types, including MFA.
+	types, total := n.listIDs(t, tok, "/posture-check-types", "")
+	if total != 6 || !strings.Contains(strings.Join(types, ","), "MFA") {
+		t.Fatalf("posture-check-types: %v", types)
+	}
+}
+
+// TestConcurrentCreatesOfOneName races creates of the same name: exactly
+// one wins, the others are told the name is taken.
+func TestConcurrentCreatesOfOneName(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	tok := n.adminToken(t)
+	for _, collection := range []string{"posture-checks", "identities", "services"} {
+		var wg sync.WaitGroup
+		statuses := make([]int, 8)
+		for i := range statuses {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := map[string]any{"name": "same-" + collection, "typeId": "DOMAIN", "domains": []string{"x"}, "type": "Device"}
+				statuses[i] = n.do(t, http.MethodPost, mgmt+"/"+collection, tok, body).Status
+			}()
+		}
+		wg.Wait()
+		created := 0
+		for _, s := range statuses {
+			switch s {
+			case http.StatusCreated:
+				created++
+			case http.StatusBadRequest:
+			default:
+				t.Fatalf("%s: unexpected status %d", collection, s)
+			}
+		}
+		if created != 1 {
+			t.Fatalf("%s: %d creates of one name succeeded: %v", collection, created, statuses)
+		}
+		_, total := n.listIDs(t, tok, "/"+collection, `name = "same-`+collection+`"`)
+		if total != 1 {
+			t.Fatalf("%s: %d entities with the name", collection, total)
+		}
+	}
+}
