@@ -230,6 +230,10 @@ func (g *graph) referencing(kind posture.Kind, id string) []policyRef {
 func (g *graph) selecting(policy posture.Kind, field string, id string) []string {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
+	return g.selectingLocked(policy, field, id)
+}
+
+func (g *graph) selectingLocked(policy posture.Kind, field string, id string) []string {
 	target, ok := targetOf(policy, field)
 	if !ok {
 		return nil
@@ -276,59 +280,98 @@ func (g *graph) selected(policy posture.Kind, policyID, field string) []string {
 // selectedBy lists, sorted, the entities of a kind a role list selects.
 // The caller holds the read lock.
 func (g *graph) selectedBy(roles []string, semantic string, target posture.Kind) []string {
+	set := map[string]struct{}{}
+	g.eachSelected(roles, semantic, target, func(id string) { set[id] = struct{}{} })
+	ids := make([]string, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// eachSelected calls fn for every entity of a kind a role list selects, in
+// no particular order and possibly more than once for an entity named both
+// by id and by attributes. The caller holds the read lock.
+func (g *graph) eachSelected(roles []string, semantic string, target posture.Kind, fn func(id string)) {
 	all := g.attrs[target]
-	out := map[string]struct{}{}
 	var wanted []string
 	for _, r := range roles {
 		switch {
 		case r == posture.RoleAll:
-			ids := make([]string, 0, len(all))
 			for id := range all {
-				ids = append(ids, id)
+				fn(id)
 			}
-			sort.Strings(ids)
-			return ids
+			return
 		case strings.HasPrefix(r, "@"):
 			if _, ok := all[r[1:]]; ok {
-				out[r[1:]] = struct{}{}
+				fn(r[1:])
 			}
 		case strings.HasPrefix(r, "#"):
 			wanted = append(wanted, r[1:])
 		}
 	}
-	if len(wanted) > 0 {
-		idx := g.byAttr[target]
-		if semantic == posture.AnyOf {
-			for _, a := range wanted {
-				for id := range idx[a] {
-					out[id] = struct{}{}
-				}
-			}
-		} else {
-			// AllOf: walk the smallest attribute set, keep those in all.
-			smallest := idx[wanted[0]]
-			for _, a := range wanted[1:] {
-				if len(idx[a]) < len(smallest) {
-					smallest = idx[a]
-				}
-			}
-		next:
-			for id := range smallest {
-				for _, a := range wanted {
-					if _, ok := idx[a][id]; !ok {
-						continue next
-					}
-				}
-				out[id] = struct{}{}
+	if len(wanted) == 0 {
+		return
+	}
+	idx := g.byAttr[target]
+	if semantic == posture.AnyOf {
+		for _, a := range wanted {
+			for id := range idx[a] {
+				fn(id)
 			}
 		}
+		return
 	}
-	ids := make([]string, 0, len(out))
-	for id := range out {
-		ids = append(ids, id)
+	// AllOf: walk the smallest attribute set, keep those in all.
+	smallest := idx[wanted[0]]
+	for _, a := range wanted[1:] {
+		if len(idx[a]) < len(smallest) {
+			smallest = idx[a]
+		}
 	}
-	sort.Strings(ids)
-	return ids
+next:
+	for id := range smallest {
+		for _, a := range wanted {
+			if _, ok := idx[a][id]; !ok {
+				continue next
+			}
+		}
+		fn(id)
+	}
+}
+
+// link is one policy granting one entity.
+type link struct{ target, policy string }
+
+// grants lists, sorted by target then policy and without repeats, the
+// entities that the policies selecting an entity select in turn (for
+// example the services of the service policies that select an identity),
+// each with the policy. typ, when set, keeps only policies of that type.
+func (g *graph) grants(policy posture.Kind, from, to, id, typ string) []link {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	target, ok := targetOf(policy, to)
+	if !ok {
+		return nil
+	}
+	var out []link
+	for _, pid := range g.selectingLocked(policy, from, id) {
+		p := g.policies[policy][pid]
+		if typ != "" && p.typ != typ {
+			continue
+		}
+		g.eachSelected(p.roles[to], p.semantic, target, func(sid string) {
+			out = append(out, link{sid, pid})
+		})
+	}
+	slices.SortFunc(out, func(a, b link) int {
+		if c := strings.Compare(a.target, b.target); c != 0 {
+			return c
+		}
+		return strings.Compare(a.policy, b.policy)
+	})
+	return slices.Compact(out)
 }
 
 // policy returns the graph's copy of a policy's type and semantic.

@@ -3,7 +3,6 @@ package projections
 import (
 	"encoding/json"
 	"errors"
-	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -60,26 +59,16 @@ type Grant struct {
 // service policies that grant it. It walks the role graph: the policies
 // that select the identity, then the services each selects.
 func (s *Store) ServicesFor(identityID, typ string) []Grant {
-	g := s.graph
-	policies := g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID)
-	byService := map[string][]string{}
-	var order []string
-	for _, pid := range policies {
-		ptype, _, ok := g.policy(posture.KindServicePolicy, pid)
-		if !ok || (typ != "" && ptype != typ) {
-			continue
+	links := s.graph.grants(posture.KindServicePolicy, FieldIdentityRoles, FieldServiceRoles, identityID, typ)
+	policies := make([]string, len(links))
+	var out []Grant
+	for i, l := range links {
+		policies[i] = l.policy
+		if len(out) == 0 || out[len(out)-1].ServiceID != l.target {
+			out = append(out, Grant{ServiceID: l.target})
 		}
-		for _, sid := range g.selected(posture.KindServicePolicy, pid, FieldServiceRoles) {
-			if _, seen := byService[sid]; !seen {
-				order = append(order, sid)
-			}
-			byService[sid] = append(byService[sid], pid)
-		}
-	}
-	sort.Strings(order)
-	out := make([]Grant, len(order))
-	for i, sid := range order {
-		out[i] = Grant{ServiceID: sid, Policies: byService[sid]}
+		g := &out[len(out)-1]
+		g.Policies = policies[i-len(g.Policies) : i+1 : i+1]
 	}
 	return out
 }

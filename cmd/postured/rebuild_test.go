@@ -42,6 +42,18 @@ func TestRebuildIsByteEqual(t *testing.T) {
 		}
 	}
 	n.createUser(t, "rebuild-user", "user-password", false)
+	// Management changes of every kind, including updates and deletes.
+	tok := n.adminToken(t)
+	id := n.create(t, tok, "identities", map[string]any{"name": "laptop", "type": "Device", "roleAttributes": []string{"laptops"}})
+	check := n.create(t, tok, "posture-checks", map[string]any{"typeId": "OS", "name": "win", "attributes": []string{"os"}, "operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.0"}}}})
+	mfa := n.create(t, tok, "posture-checks", map[string]any{"typeId": "MFA", "timeoutSeconds": 60})
+	svc := n.create(t, tok, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	n.create(t, tok, "service-policies", map[string]any{"name": "p", "type": "Dial", "identityRoles": []string{"#laptops", "@" + id}, "serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"@" + mfa, "#os"}})
+	n.create(t, tok, "edge-routers", map[string]any{"name": "er", "roleAttributes": []string{"public"}})
+	n.create(t, tok, "edge-router-policies", map[string]any{"name": "erp", "identityRoles": []string{"#all"}, "edgeRouterRoles": []string{"#public"}})
+	n.do(t, "PATCH", mgmt+"/posture-checks/"+check, tok, map[string]any{"attributes": []string{"os", "windows"}})
+	n.do(t, "DELETE", mgmt+"/posture-checks/"+mfa, tok, nil)
+	n.do(t, "PUT", mgmt+"/identities/"+id, tok, map[string]any{"name": "laptop-renamed", "type": "Device"})
 	before := n.dumpCaughtUp(t)
 	n.srv.Close()
 	n.Close()
