@@ -18,9 +18,12 @@ var Spec []byte
 
 // API is the client API's handlers and their dependencies.
 type API struct {
-	Info  *api.Info
-	Login *api.Login
-	Auth  *api.Auth
+	Info       *api.Info
+	Login      *api.Login
+	Auth       *api.Auth
+	Writer     *api.Writer
+	Store      Store
+	Identities IdentityStore
 }
 
 // Routes lists every operation of the client API.
@@ -30,6 +33,8 @@ func (a *API) Routes() []api.Route {
 	}
 	routes = append(routes, a.Info.Routes()...)
 	routes = append(routes, a.Login.Routes(api.Partial)...)
+	routes = append(routes, a.identityRoutes()...)
+	routes = append(routes, a.postureRoutes()...)
 	return routes
 }
 

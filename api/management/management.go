@@ -61,6 +61,8 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.edgeRouterPolicies().routes()...)
 	routes = append(routes, a.serviceEdgeRouterPolicies().routes()...)
 	routes = append(routes, a.relationRoutes()...)
+	routes = append(routes, a.extJWTRoutes()...)
+	routes = append(routes, a.postureRoutes()...)
 	return routes
 }
 

@@ -209,7 +209,7 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 	}
 	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth}
 	n.handler = api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version})
-	n.client = &client.API{Info: info, Login: login, Auth: n.auth}
+	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store}
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Writer: w}
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
