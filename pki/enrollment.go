@@ -91,17 +91,46 @@ func (s *Signer) SignEnrollment(c EnrollmentClaims) (string, error) {
 	if !c.ExpiresAt.IsZero() {
 		w.ExpiresAt = jwt.NewNumericDate(c.ExpiresAt)
 	}
-	tok := jwt.NewWithClaims(s.method, w)
+	tok, err := s.Sign(w)
+	if err != nil {
+		return "", fmt.Errorf("pki: enrollment JWT: %w", err)
+	}
+	return tok, nil
+}
+
+// Sign returns a compact JWT of any claims, signed with the signer's key,
+// with header {alg, kid, typ:"JWT"}.
+func (s *Signer) Sign(claims jwt.Claims) (string, error) {
+	tok := jwt.NewWithClaims(s.method, claims)
 	tok.Header["kid"] = s.kid
 	signing, err := tok.SigningString()
 	if err != nil {
-		return "", fmt.Errorf("pki: enrollment JWT: %w", err)
+		return "", err
 	}
 	sig, err := s.sign([]byte(signing))
 	if err != nil {
 		return "", err
 	}
 	return signing + "." + tok.EncodeSegment(sig), nil
+}
+
+// Parse verifies a JWT made by Sign into claims: the signer's algorithm and
+// key, and exp by the signer's clock. Errors wrap ErrTokenExpired or
+// ErrTokenInvalid.
+func (s *Signer) Parse(token string, claims jwt.Claims) error {
+	_, err := jwt.ParseWithClaims(strings.TrimSpace(token), claims, func(t *jwt.Token) (any, error) {
+		if kid, ok := t.Header["kid"]; ok && kid != s.kid {
+			return nil, fmt.Errorf("%w: %v", ErrUnknownKey, kid)
+		}
+		return s.leaf.PublicKey, nil
+	}, jwt.WithValidMethods([]string{s.alg}), jwt.WithTimeFunc(s.opts.Now))
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return fmt.Errorf("%w: %v", ErrTokenExpired, err)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrTokenInvalid, err)
+	}
+	return nil
 }
 
 // ParseEnrollment verifies a JWT made by SignEnrollment (or NetworkJWT): the
@@ -111,17 +140,8 @@ func (s *Signer) SignEnrollment(c EnrollmentClaims) (string, error) {
 // ErrTokenExpired or ErrTokenInvalid.
 func (s *Signer) ParseEnrollment(token string) (*EnrollmentClaims, error) {
 	var w wireClaims
-	_, err := jwt.ParseWithClaims(strings.TrimSpace(token), &w, func(t *jwt.Token) (any, error) {
-		if kid, ok := t.Header["kid"]; ok && kid != s.kid {
-			return nil, fmt.Errorf("%w: %v", ErrUnknownKey, kid)
-		}
-		return s.leaf.PublicKey, nil
-	}, jwt.WithValidMethods([]string{s.alg}), jwt.WithTimeFunc(s.opts.Now))
-	switch {
-	case errors.Is(err, jwt.ErrTokenExpired):
-		return nil, fmt.Errorf("%w: %v", ErrTokenExpired, err)
-	case err != nil:
-		return nil, fmt.Errorf("%w: %v", ErrTokenInvalid, err)
+	if err := s.Parse(token, &w); err != nil {
+		return nil, err
 	}
 	c := &EnrollmentClaims{
 		Method:      w.Method,

@@ -15,6 +15,9 @@ func init() {
 		if err := tx.putRaw(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, s.ID), nil); err != nil {
 			return err
 		}
+		if err := startSessionPosture(tx, s); err != nil {
+			return err
+		}
 		return tx.put(entityKey(KindAPISession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionTouched) error {
@@ -41,6 +44,9 @@ func deleteAPISession(tx *Tx, id string) error {
 		return err
 	}
 	if err := tx.del(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, id)); err != nil {
+		return err
+	}
+	if err := endSessionPosture(tx, id); err != nil {
 		return err
 	}
 	return tx.del(entityKey(KindAPISession, id))

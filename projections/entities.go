@@ -64,17 +64,26 @@ type entityHooks[T posture.Entity] struct {
 // An update or delete of a missing entity changes nothing.
 func onEntity[T posture.Entity](h entityHooks[T]) {
 	on(func(tx *Tx, e posture.Event, p posture.Created[T]) error {
-		return putEntity(tx, p.Entity)
+		before := tx.graph.identitySelectors(p.Entity.EntityKind(), p.Entity.EntityID())
+		if err := putEntity(tx, p.Entity); err != nil {
+			return err
+		}
+		return reevaluateChange(tx, p.Entity.EntityKind(), p.Entity.EntityID(), before)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.Updated[T]) error {
 		if _, found, err := getOld[T](tx, p.Entity.EntityKind(), p.Entity.EntityID()); err != nil || !found {
 			return err
 		}
-		return putEntity(tx, p.Entity)
+		before := tx.graph.identitySelectors(p.Entity.EntityKind(), p.Entity.EntityID())
+		if err := putEntity(tx, p.Entity); err != nil {
+			return err
+		}
+		return reevaluateChange(tx, p.Entity.EntityKind(), p.Entity.EntityID(), before)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.Deleted[T]) error {
 		var zero T
-		old, found, err := getOld[T](tx, zero.EntityKind(), p.ID)
+		kind := zero.EntityKind()
+		old, found, err := getOld[T](tx, kind, p.ID)
 		if err != nil || !found {
 			return err
 		}
@@ -83,8 +92,35 @@ func onEntity[T posture.Entity](h entityHooks[T]) {
 				return err
 			}
 		}
-		return deleteEntity(tx, old)
+		before := tx.graph.identitySelectors(kind, p.ID)
+		if err := deleteEntity(tx, old); err != nil {
+			return err
+		}
+		return reevaluateChange(tx, kind, p.ID, before)
 	})
+}
+
+// reevaluateChange re-evaluates the API sessions of the identities that a
+// change of a check, a policy or an identity may touch: those selected by
+// the policies involved before or after the change.
+func reevaluateChange(tx *Tx, kind posture.Kind, id string, before []selector) error {
+	switch kind {
+	case posture.KindIdentity:
+		sessions, err := childIDs(tx.b, posture.KindIdentity, id, KindAPISession)
+		if err != nil {
+			return err
+		}
+		return reevaluate(tx, id, sessions, tx.event.At, true)
+	case posture.KindCheck, posture.KindServicePolicy:
+		selectors := append(before, tx.graph.identitySelectors(kind, id)...)
+		if len(selectors) == 0 {
+			return nil
+		}
+		return reevaluateAll(tx, tx.event.At, func(identityID string) bool {
+			return tx.graph.selectedByAny(selectors, identityID)
+		})
+	}
+	return nil
 }
 
 func getOld[T posture.Entity](tx *Tx, kind posture.Kind, id string) (T, bool, error) {
@@ -200,7 +236,7 @@ func init() {
 				return err
 			}
 		}
-		return nil
+		return dropIdentityPosture(tx, old.ID)
 	}})
 	onEntity(entityHooks[posture.Authenticator]{})
 	onEntity(entityHooks[posture.Check]{})

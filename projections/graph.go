@@ -428,3 +428,46 @@ func loadKind[T posture.Entity](g *graph, r reader) error {
 		return true
 	})
 }
+
+// selector is an identity role list of a policy and its semantic.
+type selector struct {
+	roles    []string
+	semantic string
+}
+
+// identitySelectors lists the identity role lists of the service policies
+// that a change of the entity affects: the policy itself, or the policies
+// that select a posture check.
+func (g *graph) identitySelectors(kind posture.Kind, id string) []selector {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var pids []string
+	switch kind {
+	case posture.KindServicePolicy:
+		pids = []string{id}
+	case posture.KindCheck:
+		pids = g.selectingLocked(posture.KindServicePolicy, FieldPostureCheckRoles, id)
+	default:
+		return nil
+	}
+	var out []selector
+	for _, pid := range pids {
+		if p := g.policies[posture.KindServicePolicy][pid]; p != nil {
+			out = append(out, selector{slices.Clone(p.roles[FieldIdentityRoles]), p.semantic})
+		}
+	}
+	return out
+}
+
+// selectedByAny reports whether any of the role lists selects the identity.
+func (g *graph) selectedByAny(selectors []selector, identityID string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	attrs := g.attrs[posture.KindIdentity][identityID]
+	for _, s := range selectors {
+		if posture.MatchRoles(s.roles, s.semantic, identityID, attrs) {
+			return true
+		}
+	}
+	return false
+}

@@ -48,24 +48,18 @@ func (s *Store) Selected(policyKind posture.Kind, policyID, field string) []stri
 // entities of a kind.
 func (s *Store) RoleAttributes(kind posture.Kind) []string { return s.graph.attributes(kind) }
 
-// Grant is a service an identity may reach and the policies that grant it.
-type Grant struct {
-	ServiceID string
-	Policies  []string // sorted
-}
-
 // ServicesFor lists, sorted by service id, the services an identity may
 // reach with the type (Dial or Bind; "" for both) and, for each, the
 // service policies that grant it. It walks the role graph: the policies
 // that select the identity, then the services each selects.
-func (s *Store) ServicesFor(identityID, typ string) []Grant {
+func (s *Store) ServicesFor(identityID, typ string) []posture.Grant {
 	links := s.graph.grants(posture.KindServicePolicy, FieldIdentityRoles, FieldServiceRoles, identityID, typ)
 	policies := make([]string, len(links))
-	var out []Grant
+	var out []posture.Grant
 	for i, l := range links {
 		policies[i] = l.policy
 		if len(out) == 0 || out[len(out)-1].ServiceID != l.target {
-			out = append(out, Grant{ServiceID: l.target})
+			out = append(out, posture.Grant{ServiceID: l.target})
 		}
 		g := &out[len(out)-1]
 		g.Policies = policies[i-len(g.Policies) : i+1 : i+1]

@@ -21,6 +21,7 @@ type reader interface {
 type Tx struct {
 	b     *pebble.Batch
 	graph *graph
+	event posture.Event // the event being applied
 }
 
 func (tx *Tx) put(key []byte, v any) error {

@@ -5,6 +5,7 @@ package client
 import (
 	_ "embed"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,6 +25,14 @@ type API struct {
 	Writer     *api.Writer
 	Store      Store
 	Identities IdentityStore
+	// Tokens signs session tokens (JWTs).
+	Tokens SessionTokens
+	// ServiceAdmin serves the admin-only service operations.
+	ServiceAdmin ServiceAdmin
+	// MFAGrace is the wake/unlock grace reported to clients.
+	MFAGrace time.Duration
+	// Started is when this node started: the earliest service-update time.
+	Started time.Time
 }
 
 // Routes lists every operation of the client API.

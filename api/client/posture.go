@@ -1,10 +1,284 @@
 package client
 
-import "github.com/seed-0809debe/posture/api"
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
 
 // Store is what the posture, service and session operations read
 // (projections.Store implements it).
-type Store interface{}
+type Store interface {
+	Raw(kind posture.Kind) ([]json.RawMessage, error)
+	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+	Selecting(policyKind posture.Kind, field, id string) []string
+	Selected(policyKind posture.Kind, policyID, field string) []string
+	ServicesFor(identityID, typ string) []posture.Grant
+	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
+	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
+	LastChange(identityID string) (time.Time, error)
+	Session(id string) (posture.Session, error)
+	SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error)
+	APISessionSessions(apiSessionID string) ([]posture.Session, error)
+}
+
+// SessionTokens signs and verifies session tokens (pki.Signer implements
+// it).
+type SessionTokens interface {
+	Sign(claims jwt.Claims) (string, error)
+	Parse(token string, claims jwt.Claims) error
+}
+
+// ServiceAdmin is the admin-only service operations the client API offers
+// (management.API implements them).
+type ServiceAdmin interface {
+	UpdateService(c echo.Context) error
+	PatchService(c echo.Context) error
+	DeleteService(c echo.Context) error
+}
+
+// postureResponseInput is one posture response as submitted.
+type postureResponseInput struct {
+	ID                 *string  `json:"id"`
+	TypeID             string   `json:"typeId"`
+	Type               *string  `json:"type"`
+	Version            *string  `json:"version"`
+	Build              string   `json:"build"`
+	MACAddresses       []string `json:"macAddresses"`
+	Domain             *string  `json:"domain"`
+	Path               string   `json:"path"`
+	IsRunning          bool     `json:"isRunning"`
+	Hash               string   `json:"hash"`
+	SignerFingerprints []string `json:"signerFingerprints"`
+	Woken              bool     `json:"woken"`
+	Unlocked           bool     `json:"unlocked"`
+}
+
+// postureResponse validates one response. Unknown typeIds (MFA and
+// PROCESS_MULTI among them) cannot be parsed, as on the real controller.
+func postureResponse(field string, in postureResponseInput) (posture.PostureResponse, error) {
+	r := posture.PostureResponse{TypeID: strings.ToUpper(strings.TrimSpace(in.TypeID))}
+	if in.ID == nil || strings.TrimSpace(*in.ID) == "" {
+		return r, posture.Invalid(field+"id", "is required", nil)
+	}
+	r.ID = strings.TrimSpace(*in.ID)
+	req := func(name string, v *string) (string, error) {
+		if v == nil || strings.TrimSpace(*v) == "" {
+			return "", posture.Invalid(field+name, "is required", nil)
+		}
+		return strings.TrimSpace(*v), nil
+	}
+	var err error
+	switch r.TypeID {
+	case string(posture.CheckOS):
+		if r.Type, err = req("type", in.Type); err != nil {
+			return r, err
+		}
+		if r.Version, err = req("version", in.Version); err != nil {
+			return r, err
+		}
+		r.Build = strings.TrimSpace(in.Build)
+	case string(posture.CheckMAC):
+		if in.MACAddresses == nil {
+			return r, posture.Invalid(field+"macAddresses", "is required", nil)
+		}
+		r.MACAddresses = in.MACAddresses
+	case string(posture.CheckDomain):
+		if in.Domain == nil {
+			return r, posture.Invalid(field+"domain", "is required", nil)
+		}
+		r.Domain = strings.TrimSpace(*in.Domain)
+	case string(posture.CheckProcess):
+		if r.Path = strings.TrimSpace(in.Path); r.Path == "" {
+			return r, posture.Invalid(field+"path", "is required", in.Path)
+		}
+		r.IsRunning, r.Hash, r.SignerFingerprints = in.IsRunning, in.Hash, in.SignerFingerprints
+	case posture.ResponseEndpointState:
+		r.Woken, r.Unlocked = in.Woken, in.Unlocked
+	case "":
+		return r, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "typeId is required: OS, MAC, DOMAIN, PROCESS or ENDPOINT_STATE"}
+	default:
+		return r, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "unknown posture response typeId " + in.TypeID + ": expected OS, MAC, DOMAIN, PROCESS or ENDPOINT_STATE"}
+	}
+	return r, nil
+}
+
+// timeoutChange is a service whose MFA query a wake or unlock now affects.
+type timeoutChange struct {
+	ID               string `json:"id"`
+	Name             string `json:"name"`
+	PostureQueryType string `json:"postureQueryType"`
+	Timeout          int64  `json:"timeout"`
+	TimeoutRemaining int64  `json:"timeoutRemaining"`
+}
+
+type postureResponseResult struct {
+	Services []timeoutChange `json:"services"`
+}
+
+func (a *API) createPostureResponse(c echo.Context) error {
+	var in postureResponseInput
+	if err := api.Decode(c, &in); err != nil {
+		return err
+	}
+	r, err := postureResponse("", in)
+	if err != nil {
+		return err
+	}
+	return a.recordPosture(c, []posture.PostureResponse{r})
+}
+
+func (a *API) createPostureResponseBulk(c echo.Context) error {
+	var in []postureResponseInput
+	if err := api.Decode(c, &in); err != nil {
+		return err
+	}
+	if len(in) == 0 {
+		return posture.Invalid("", "at least one posture response is required", nil)
+	}
+	out := make([]posture.PostureResponse, 0, len(in))
+	for i, x := range in {
+		r, err := postureResponse("["+itoa(i)+"].", x)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+	}
+	return a.recordPosture(c, out)
+}
+
+// recordPosture appends the responses as one event, waits for the
+// projection, and answers the services whose MFA queries a wake or unlock
+// now affects.
+func (a *API) recordPosture(c echo.Context, responses []posture.PostureResponse) error {
+	p := api.PrincipalOf(c)
+	if _, err := a.Writer.Append(c, posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses}); err != nil {
+		return err
+	}
+	woken, unlocked := false, false
+	for _, r := range responses {
+		woken = woken || r.Woken
+		unlocked = unlocked || r.Unlocked
+	}
+	result := postureResponseResult{Services: []timeoutChange{}}
+	if woken || unlocked {
+		var err error
+		if result.Services, err = a.wakeAffected(p, woken, unlocked); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusCreated, api.Envelope{Data: result})
+}
+
+// wakeAffected lists the services reachable through a policy with an MFA
+// check that prompts on this wake or unlock, when the session has passed
+// MFA and the check's own timeout does not end sooner than the grace.
+func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutChange, error) {
+	_, sessions, err := a.Store.PostureData(p.Identity.ID)
+	if err != nil {
+		return nil, err
+	}
+	var passedAt *time.Time
+	for _, s := range sessions {
+		if s.APISessionID == p.Session.ID {
+			passedAt = s.MFAPassedAt
+		}
+	}
+	out := []timeoutChange{}
+	if passedAt == nil {
+		return out, nil
+	}
+	now := a.Writer.Now()
+	grace := int64(a.MFAGrace.Seconds())
+	grants := a.Store.ServicesFor(p.Identity.ID, "")
+	results, err := a.evaluateGrants(p, grants, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range grants {
+		best := int64(0)
+		found := false
+		for _, pid := range g.Policies {
+			for _, cr := range results[pid].Checks {
+				ch := cr.Check
+				if ch.TypeID != posture.CheckMFA || !((woken && ch.PromptOnWake) || (unlocked && ch.PromptOnUnlock)) {
+					continue
+				}
+				if ch.TimeoutSeconds > 0 && ch.TimeoutSeconds-int64(now.Sub(*passedAt).Seconds()) <= grace {
+					continue
+				}
+				if !found || (ch.TimeoutSeconds > 0 && (best <= 0 || ch.TimeoutSeconds < best)) {
+					best = ch.TimeoutSeconds
+				}
+				found = true
+			}
+		}
+		if found {
+			name := ""
+			if raw, err := a.Store.RawEntity(posture.KindService, g.ServiceID); err == nil {
+				var s posture.Service
+				_ = json.Unmarshal(raw, &s)
+				name = s.Name
+			}
+			if best <= 0 {
+				best = -1
+			}
+			out = append(out, timeoutChange{ID: g.ServiceID, Name: name, PostureQueryType: string(posture.CheckMFA), Timeout: best, TimeoutRemaining: grace})
+		}
+	}
+	return out, nil
+}
+
+// evaluateGrants evaluates, once each, the policies of a set of grants.
+func (a *API) evaluateGrants(p *api.Principal, grants []posture.Grant, now time.Time) (map[string]posture.PolicyResult, error) {
+	seen := map[string]bool{}
+	var pids []string
+	for _, g := range grants {
+		for _, pid := range g.Policies {
+			if !seen[pid] {
+				seen[pid] = true
+				pids = append(pids, pid)
+			}
+		}
+	}
+	results, err := a.Store.Evaluate(p.Identity.ID, p.Session.ID, pids, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]posture.PolicyResult, len(results))
+	for _, r := range results {
+		out[r.PolicyID] = r
+	}
+	return out, nil
+}
 
 // postureRoutes are posture responses, services and sessions.
-func (a *API) postureRoutes() []api.Route { return nil }
+func (a *API) postureRoutes() []api.Route {
+	return []api.Route{
+		{Method: http.MethodPost, Path: "/posture-response", Access: api.Session, Handler: a.createPostureResponse},
+		{Method: http.MethodPost, Path: "/posture-response-bulk", Access: api.Session, Handler: a.createPostureResponseBulk},
+		{Method: http.MethodGet, Path: "/services", Access: api.Session, Handler: a.listServices},
+		{Method: http.MethodGet, Path: "/services/:id", Access: api.Session, Handler: a.detailService},
+		{Method: http.MethodPut, Path: "/services/:id", Access: api.Admin, Handler: func(c echo.Context) error { return a.ServiceAdmin.UpdateService(c) }},
+		{Method: http.MethodPatch, Path: "/services/:id", Access: api.Admin, Handler: func(c echo.Context) error { return a.ServiceAdmin.PatchService(c) }},
+		{Method: http.MethodDelete, Path: "/services/:id", Access: api.Admin, Handler: func(c echo.Context) error { return a.ServiceAdmin.DeleteService(c) }},
+		{Method: http.MethodGet, Path: "/services/:id/edge-routers", Access: api.Session, Handler: a.serviceEdgeRouters},
+		{Method: http.MethodGet, Path: "/services/:id/terminators", Access: api.Session, Handler: a.serviceTerminators},
+		{Method: http.MethodGet, Path: "/current-api-session/service-updates", Access: api.Session, Handler: a.serviceUpdates},
+		{Method: http.MethodGet, Path: "/current-identity/edge-routers", Access: api.Session, Handler: a.currentIdentityEdgeRouters},
+		{Method: http.MethodGet, Path: "/sessions", Access: api.Session, Handler: a.listSessions},
+		{Method: http.MethodPost, Path: "/sessions", Access: api.Session, Handler: a.createSession},
+		{Method: http.MethodGet, Path: "/sessions/:id", Access: api.Session, Handler: a.detailSession},
+		{Method: http.MethodDelete, Path: "/sessions/:id", Access: api.Session, Handler: a.deleteSession},
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -36,11 +36,12 @@ type Store interface {
 
 // API is the management API's handlers and their dependencies.
 type API struct {
-	Info   *api.Info
-	Login  *api.Login
-	Auth   *api.Auth
-	Store  Store
-	Writer *api.Writer
+	Info    *api.Info
+	Login   *api.Login
+	Auth    *api.Auth
+	Store   Store
+	Posture PostureStore
+	Writer  *api.Writer
 }
 
 // Routes lists every operation of the management API.

@@ -1,7 +1,178 @@
 package management
 
-import "github.com/seed-0809debe/posture/api"
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// PostureStore is what the posture read models read (projections.Store
+// implements it).
+type PostureStore interface {
+	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
+	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
+}
+
+// The posture-data shape of the seed's section 2.2.
+type postureSlot struct {
+	LastUpdatedAt  *api.Time `json:"lastUpdatedAt"`
+	PostureCheckID string    `json:"postureCheckId"`
+	TimedOut       bool      `json:"timedOut"`
+}
+
+type domainData struct {
+	postureSlot
+	Domain string `json:"domain"`
+}
+
+type macData struct {
+	postureSlot
+	Addresses []string `json:"addresses"`
+}
+
+type osData struct {
+	postureSlot
+	Build   *string `json:"build"`
+	Type    string  `json:"type"`
+	Version string  `json:"version"`
+}
+
+type processData struct {
+	postureSlot
+	Path               string   `json:"path"`
+	IsRunning          bool     `json:"isRunning"`
+	BinaryHash         string   `json:"binaryHash,omitempty"`
+	SignerFingerprints []string `json:"signerFingerprints"`
+}
+
+type mfaData struct {
+	APISessionID   string    `json:"apiSessionId"`
+	PassedMFA      bool      `json:"passedMfa"`
+	PassedAt       *api.Time `json:"passedAt"`
+	PassedOnWake   *bool     `json:"passedOnWake"`
+	PassedOnUnlock *bool     `json:"passedOnUnlock"`
+}
+
+type endpointState struct {
+	WokenAt    *api.Time `json:"wokenAt"`
+	UnlockedAt *api.Time `json:"unlockedAt"`
+}
+
+type sessionData struct {
+	MFA           mfaData          `json:"mfa"`
+	EndpointState endpointState    `json:"endpointState"`
+	SDKInfo       *posture.SDKInfo `json:"sdkInfo,omitempty"`
+}
+
+type postureDataView struct {
+	APISessionPostureData map[string]sessionData `json:"apiSessionPostureData"`
+	Domain                domainData             `json:"domain"`
+	MAC                   macData                `json:"mac"`
+	OS                    osData                 `json:"os"`
+	Processes             []processData          `json:"processes"`
+}
+
+func slot(checkID string, at time.Time) postureSlot {
+	t := api.Time(at)
+	return postureSlot{LastUpdatedAt: &t, PostureCheckID: checkID}
+}
+
+// postureData is GET /identities/:id/posture-data. As on the real
+// controller, an identity without data (or an unknown one) answers an empty
+// structure.
+func (a *API) postureData(c echo.Context) error {
+	ip, sessions, err := a.Posture.PostureData(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	v := postureDataView{APISessionPostureData: map[string]sessionData{}, Processes: []processData{}}
+	if ip.Domain != nil {
+		v.Domain = domainData{slot(ip.Domain.CheckID, ip.Domain.At), ip.Domain.Domain}
+	}
+	if ip.MAC != nil {
+		v.MAC = macData{slot(ip.MAC.CheckID, ip.MAC.At), ip.MAC.Addresses}
+	}
+	if ip.OS != nil {
+		v.OS = osData{postureSlot: slot(ip.OS.CheckID, ip.OS.At), Type: strings.ToLower(ip.OS.Type), Version: ip.OS.Version}
+		if ip.OS.Build != "" {
+			v.OS.Build = &ip.OS.Build
+		}
+	}
+	for _, p := range ip.Processes {
+		v.Processes = append(v.Processes, processData{slot(p.CheckID, p.At), p.Path, p.IsRunning, p.Hash, p.SignerFingerprints})
+	}
+	for _, s := range sessions {
+		v.APISessionPostureData[s.APISessionID] = sessionData{
+			MFA:           mfaData{APISessionID: s.APISessionID, PassedMFA: s.MFAPassedAt != nil, PassedAt: api.TimePtr(s.MFAPassedAt)},
+			EndpointState: endpointState{WokenAt: api.TimePtr(s.WokenAt), UnlockedAt: api.TimePtr(s.UnlockedAt)},
+			SDKInfo:       s.SDKInfo,
+		}
+	}
+	return api.OK(c, v)
+}
+
+type failedRequestView struct {
+	APISessionID   string              `json:"apiSessionId"`
+	ServiceID      string              `json:"serviceId"`
+	ServiceName    string              `json:"serviceName"`
+	SessionType    string              `json:"sessionType"`
+	When           api.Time            `json:"when"`
+	PolicyFailures []policyFailureView `json:"policyFailures"`
+}
+
+type policyFailureView struct {
+	PolicyID   string                 `json:"policyId"`
+	PolicyName string                 `json:"policyName"`
+	Checks     []posture.CheckFailure `json:"checks"`
+}
+
+// failedRequests is GET /identities/:id/failed-service-requests: the last
+// 50, oldest first.
+func (a *API) failedRequests(c echo.Context) error {
+	id := c.Param("id")
+	if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
+		return err
+	}
+	list, err := a.Posture.FailedRequests(id)
+	if err != nil {
+		return err
+	}
+	out := make([]failedRequestView, len(list))
+	for i, f := range list {
+		v := failedRequestView{APISessionID: f.APISessionID, ServiceID: f.ServiceID, ServiceName: f.ServiceName,
+			SessionType: f.SessionType, When: api.Time(f.When), PolicyFailures: []policyFailureView{}}
+		for _, p := range f.PolicyFailures {
+			checks := p.Checks
+			if checks == nil {
+				checks = []posture.CheckFailure{}
+			}
+			v.PolicyFailures = append(v.PolicyFailures, policyFailureView{p.PolicyID, p.PolicyName, checks})
+		}
+		out[i] = v
+	}
+	return c.JSON(http.StatusOK, api.Envelope{Data: out})
+}
 
 // postureRoutes are the posture read models: posture data and failed
 // service requests.
-func (a *API) postureRoutes() []api.Route { return nil }
+func (a *API) postureRoutes() []api.Route {
+	return []api.Route{
+		{Method: http.MethodGet, Path: "/identities/:id/posture-data", Access: api.Admin, Handler: a.postureData},
+		{Method: http.MethodGet, Path: "/identities/:id/failed-service-requests", Access: api.Admin, Handler: a.failedRequests},
+	}
+}
+
+// UpdateService, PatchService and DeleteService serve the client API's
+// admin-only service operations with the management API's handlers.
+func (a *API) UpdateService(c echo.Context) error { return a.services().update(c) }
+
+// PatchService: see UpdateService.
+func (a *API) PatchService(c echo.Context) error { return a.services().patch(c) }
+
+// DeleteService: see UpdateService.
+func (a *API) DeleteService(c echo.Context) error { return a.services().delete(c) }

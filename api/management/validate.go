@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
 )
 
 // maxName bounds entity names.
@@ -43,20 +44,8 @@ func (a *API) unique(kind posture.Kind, n, selfID string) error {
 	return nil
 }
 
-// tags validates a tag map: values are null, strings or booleans.
-func tags(t posture.Tags) (posture.Tags, error) {
-	if t == nil {
-		return posture.Tags{}, nil
-	}
-	for k, v := range t {
-		switch v.(type) {
-		case nil, string, bool:
-		default:
-			return nil, posture.Invalid("tags."+k, "tag values must be null, a string or a boolean", v)
-		}
-	}
-	return t, nil
-}
+// tags validates a tag map (see api.CheckTags).
+func tags(t posture.Tags) (posture.Tags, error) { return api.CheckTags(t) }
 
 // attributes validates role attributes given under either spelling.
 func attributes(field string, lists ...*[]string) ([]string, error) {

@@ -50,7 +50,8 @@ func rewriteSpec(base string, routes []api.Route) error {
 			ops = map[string]any{}
 			paths[p] = ops
 		}
-		if prev, ok := old[p].(map[string]any)[m].(map[string]any); ok {
+		oldOps, _ := old[p].(map[string]any)
+		if prev, ok := oldOps[m].(map[string]any); ok {
 			prev["x-access"] = r.Access.String()
 			ops[m] = prev
 			continue

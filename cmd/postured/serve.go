@@ -123,6 +123,7 @@ type node struct {
 	serverCert tls.Certificate
 	advertise  string
 	auth       *api.Auth
+	writer     *api.Writer
 	handler    *echo.Echo
 	client     *client.API
 	management *management.API
@@ -209,8 +210,15 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 	}
 	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth}
 	n.handler = api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version})
-	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store}
-	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Writer: w}
+	signer, err := n.ca.NewSigner(n.serverCert)
+	if err != nil {
+		return nil, err
+	}
+	n.writer = w
+	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
+		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now()}
+	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w}
+	n.client.ServiceAdmin = n.management
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
 	return n, nil
@@ -235,6 +243,8 @@ func (n *node) Run(ctx context.Context) error {
 		}
 	})
 	g.Go(func() error { return n.auth.SweepIdle(gctx, n.store, min(n.timeout/4, 30*time.Second)) })
+	deadlines := &api.Deadlines{Log: n.elog, Due: n.store, Now: time.Now, Logger: n.log}
+	g.Go(func() error { return deadlines.Run(gctx) })
 	return g.Wait()
 }
 

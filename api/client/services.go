@@ -1,0 +1,372 @@
+package client
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// postureQuery is one check of a policy as a client sees it.
+type postureQuery struct {
+	ID               string         `json:"id"`
+	QueryType        string         `json:"queryType"`
+	IsPassing        bool           `json:"isPassing"`
+	Timeout          int64          `json:"timeout"`
+	TimeoutRemaining int64          `json:"timeoutRemaining"`
+	Process          *queryProcess  `json:"process,omitempty"`
+	Processes        []queryProcess `json:"processes,omitempty"`
+	CreatedAt        api.Time       `json:"createdAt"`
+	UpdatedAt        api.Time       `json:"updatedAt"`
+	Tags             posture.Tags   `json:"tags"`
+	Links            api.Links      `json:"_links"`
+}
+
+type queryProcess struct {
+	OSType string `json:"osType"`
+	Path   string `json:"path"`
+}
+
+// postureQuerySet is one granting policy and its checks.
+type postureQuerySet struct {
+	PolicyID       string         `json:"policyId"`
+	PolicyType     string         `json:"policyType"`
+	IsPassing      bool           `json:"isPassing"`
+	PostureQueries []postureQuery `json:"postureQueries"`
+}
+
+// serviceView is serviceDetail of the client API.
+type serviceView struct {
+	ID                 string                    `json:"id"`
+	Name               string                    `json:"name"`
+	RoleAttributes     []string                  `json:"roleAttributes"`
+	Configs            []string                  `json:"configs"`
+	Config             map[string]map[string]any `json:"config"`
+	EncryptionRequired bool                      `json:"encryptionRequired"`
+	MaxIdleTimeMillis  int64                     `json:"maxIdleTimeMillis"`
+	TerminatorStrategy string                    `json:"terminatorStrategy"`
+	Permissions        []string                  `json:"permissions"`
+	PostureQueries     []postureQuerySet         `json:"postureQueries"`
+	Tags               posture.Tags              `json:"tags"`
+	CreatedAt          api.Time                  `json:"createdAt"`
+	UpdatedAt          api.Time                  `json:"updatedAt"`
+	Links              api.Links                 `json:"_links"`
+}
+
+func querySet(r posture.PolicyResult, wokenOrUnlocked time.Time) postureQuerySet {
+	set := postureQuerySet{PolicyID: r.PolicyID, PolicyType: r.Type, IsPassing: r.Passing, PostureQueries: []postureQuery{}}
+	for _, cr := range r.Checks {
+		c := cr.Check
+		q := postureQuery{
+			ID: c.ID, QueryType: string(c.TypeID), IsPassing: cr.Pass, Timeout: cr.Timeout, TimeoutRemaining: cr.TimeoutRemaining,
+			CreatedAt: api.Time(c.CreatedAt), UpdatedAt: api.Time(c.UpdatedAt), Tags: c.Tags,
+			Links: api.SelfLink("posture-checks", c.ID),
+		}
+		if c.TypeID == posture.CheckMFA && (c.PromptOnWake || c.PromptOnUnlock) && wokenOrUnlocked.After(c.UpdatedAt) {
+			// Clients re-prompt when a query's updatedAt moves.
+			q.UpdatedAt = api.Time(wokenOrUnlocked)
+		}
+		if c.Process != nil {
+			q.Process = &queryProcess{OSType: c.Process.OSType, Path: c.Process.Path}
+		}
+		for _, p := range c.Processes {
+			q.Processes = append(q.Processes, queryProcess{OSType: p.OSType, Path: p.Path})
+		}
+		set.PostureQueries = append(set.PostureQueries, q)
+	}
+	return set
+}
+
+// configTypes are the config types a request asks for: the configTypes
+// query parameter (repeated or comma-separated; "all" for every type), or
+// those given at authentication.
+func (a *API) configTypes(c echo.Context, p *api.Principal) (all bool, ids map[string]bool) {
+	var asked []string
+	for _, v := range c.QueryParams()["configTypes"] {
+		asked = append(asked, strings.Split(v, ",")...)
+	}
+	if len(asked) == 0 {
+		asked = p.Session.ConfigTypes
+	}
+	ids = map[string]bool{}
+	for _, t := range asked {
+		t = strings.TrimSpace(t)
+		if t == "all" {
+			return true, nil
+		}
+		ids[t] = true
+	}
+	return false, ids
+}
+
+// services builds the views of the services granted to the caller, each
+// policy evaluated once, at now.
+func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
+	p := api.PrincipalOf(c)
+	now := a.Writer.Now()
+	grants := a.Store.ServicesFor(p.Identity.ID, "")
+	if only != "" {
+		grants = slices.DeleteFunc(grants, func(g posture.Grant) bool { return g.ServiceID != only })
+	}
+	results, err := a.evaluateGrants(p, grants, now)
+	if err != nil {
+		return nil, err
+	}
+	noChecks := true
+	if raws, err := a.Store.Raw(posture.KindCheck); err == nil && len(raws) > 0 {
+		noChecks = false
+	}
+	var wokenOrUnlocked time.Time
+	if _, sessions, err := a.Store.PostureData(p.Identity.ID); err == nil {
+		for _, s := range sessions {
+			if s.APISessionID != p.Session.ID {
+				continue
+			}
+			for _, t := range []*time.Time{s.WokenAt, s.UnlockedAt} {
+				if t != nil && t.After(wokenOrUnlocked) {
+					wokenOrUnlocked = *t
+				}
+			}
+		}
+	}
+	allTypes, typeIDs := a.configTypes(c, p)
+	roleFilter := c.QueryParams()["roleFilter"]
+	roleSemantic := c.QueryParam("roleSemantic")
+	out := make([]serviceView, 0, len(grants))
+	for _, g := range grants {
+		raw, err := a.Store.RawEntity(posture.KindService, g.ServiceID)
+		if err != nil {
+			continue
+		}
+		var s posture.Service
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		if len(roleFilter) > 0 && !posture.MatchRoles(roleFilter, roleSemantic, s.ID, s.RoleAttributes) {
+			continue
+		}
+		v := serviceView{
+			ID: s.ID, Name: s.Name, RoleAttributes: s.RoleAttributes, Configs: s.Configs, Config: map[string]map[string]any{},
+			EncryptionRequired: s.EncryptionRequired, MaxIdleTimeMillis: s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy,
+			Permissions: []string{}, PostureQueries: []postureQuerySet{}, Tags: s.Tags,
+			CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.UpdatedAt), Links: api.SelfLink("services", s.ID),
+		}
+		for _, cid := range s.Configs {
+			a.addConfig(&v, cid, allTypes, typeIDs)
+		}
+		for _, pid := range g.Policies {
+			r, ok := results[pid]
+			if !ok {
+				continue
+			}
+			if !slices.Contains(v.Permissions, r.Type) {
+				v.Permissions = append(v.Permissions, r.Type)
+			}
+			if !noChecks {
+				v.PostureQueries = append(v.PostureQueries, querySet(r, wokenOrUnlocked))
+			}
+		}
+		slices.Sort(v.Permissions)
+		if noChecks {
+			for _, perm := range v.Permissions {
+				v.PostureQueries = append(v.PostureQueries, postureQuerySet{
+					PolicyID: "dummy " + strings.ToLower(perm) + " policy: no posture checks defined", PolicyType: perm,
+					IsPassing: true, PostureQueries: []postureQuery{},
+				})
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// addConfig adds a config's data under its type's name when the request
+// asked for that type (by id or name).
+func (a *API) addConfig(v *serviceView, configID string, all bool, types map[string]bool) {
+	raw, err := a.Store.RawEntity(posture.KindConfig, configID)
+	if err != nil {
+		return
+	}
+	var cfg posture.Config
+	if json.Unmarshal(raw, &cfg) != nil {
+		return
+	}
+	raw, err = a.Store.RawEntity(posture.KindConfigType, cfg.ConfigTypeID)
+	if err != nil {
+		return
+	}
+	var ct posture.ConfigType
+	if json.Unmarshal(raw, &ct) != nil {
+		return
+	}
+	if all || types[ct.ID] || types[ct.Name] {
+		v.Config[ct.Name] = cfg.Data
+	}
+}
+
+func (a *API) listServices(c echo.Context) error {
+	views, err := a.services(c, "")
+	if err != nil {
+		return err
+	}
+	return api.List(c, views)
+}
+
+func (a *API) detailService(c echo.Context) error {
+	id := c.Param("id")
+	views, err := a.services(c, id)
+	if err != nil {
+		return err
+	}
+	if len(views) == 0 {
+		return posture.NotFound("service", id)
+	}
+	return api.OK(c, views[0])
+}
+
+type serviceUpdates struct {
+	LastChangeAt api.Time `json:"lastChangeAt"`
+}
+
+// serviceUpdates is GET /current-api-session/service-updates: the last time
+// the caller's services or posture changed, at the earliest the API
+// session's creation or this node's start.
+func (a *API) serviceUpdates(c echo.Context) error {
+	p := api.PrincipalOf(c)
+	last, err := a.Store.LastChange(p.Identity.ID)
+	if err != nil {
+		return err
+	}
+	for _, t := range []time.Time{p.Session.CreatedAt, a.Started} {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return api.OK(c, serviceUpdates{LastChangeAt: api.Time(last)})
+}
+
+// edgeRouterView is an edge router as clients see it.
+type edgeRouterView struct {
+	ID                 string            `json:"id"`
+	Name               string            `json:"name"`
+	Hostname           string            `json:"hostname"`
+	IsOnline           bool              `json:"isOnline"`
+	Cost               int64             `json:"cost"`
+	NoTraversal        bool              `json:"noTraversal"`
+	Disabled           bool              `json:"disabled"`
+	SyncStatus         string            `json:"syncStatus"`
+	SupportedProtocols map[string]string `json:"supportedProtocols"`
+	URLs               map[string]string `json:"urls"`
+	AppData            posture.Tags      `json:"appData"`
+}
+
+// routers reads edge routers by id, as views, skipping disabled ones.
+func (a *API) routers(ids []string) []edgeRouterView {
+	out := []edgeRouterView{}
+	for _, id := range ids {
+		raw, err := a.Store.RawEntity(posture.KindEdgeRouter, id)
+		if err != nil {
+			continue
+		}
+		var r posture.EdgeRouter
+		if json.Unmarshal(raw, &r) != nil || r.Disabled {
+			continue
+		}
+		protocols := map[string]string{}
+		if r.Hostname != "" {
+			protocols["tls"] = "tls://" + r.Hostname + ":3022"
+		}
+		out = append(out, edgeRouterView{ID: r.ID, Name: r.Name, Hostname: r.Hostname, Cost: r.Cost, NoTraversal: r.NoTraversal,
+			SyncStatus: "", SupportedProtocols: protocols, URLs: protocols, AppData: r.AppData})
+	}
+	return out
+}
+
+// union collects, sorted, what the policies selecting an entity select.
+func (a *API) union(policyKind posture.Kind, from, id, to string) []string {
+	set := map[string]bool{}
+	for _, pid := range a.Store.Selecting(policyKind, from, id) {
+		for _, x := range a.Store.Selected(policyKind, pid, to) {
+			set[x] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for x := range set {
+		out = append(out, x)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// routersFor are the edge routers an identity may use for a service: those
+// its edge router policies allow and the service's policies permit. There
+// is no data plane here, so none is online.
+func (a *API) routersFor(identityID, serviceID string) []string {
+	mine := a.union(posture.KindEdgeRouterPolicy, "identityRoles", identityID, "edgeRouterRoles")
+	theirs := a.union(posture.KindServiceEdgeRouterPolicy, "serviceRoles", serviceID, "edgeRouterRoles")
+	return slices.DeleteFunc(mine, func(id string) bool { _, ok := slices.BinarySearch(theirs, id); return !ok })
+}
+
+func (a *API) currentIdentityEdgeRouters(c echo.Context) error {
+	p := api.PrincipalOf(c)
+	var ids []string
+	if p.Identity.IsAdmin {
+		raws, err := a.Store.Raw(posture.KindEdgeRouter)
+		if err != nil {
+			return err
+		}
+		for _, raw := range raws {
+			var r posture.EdgeRouter
+			if json.Unmarshal(raw, &r) == nil {
+				ids = append(ids, r.ID)
+			}
+		}
+	} else {
+		ids = a.union(posture.KindEdgeRouterPolicy, "identityRoles", p.Identity.ID, "edgeRouterRoles")
+	}
+	return api.List(c, a.routers(ids))
+}
+
+// sessionClaims are the claims of a session token.
+type sessionClaims struct {
+	jwtRegistered
+	IdentityID string `json:"identityId"`
+	ServiceID  string `json:"serviceId"`
+	Type       string `json:"type"`
+}
+
+// serviceEdgeRouters is GET /services/:id/edge-routers. A session-token
+// header, when given, must be a valid token of a live session of the
+// caller for this service.
+func (a *API) serviceEdgeRouters(c echo.Context) error {
+	p := api.PrincipalOf(c)
+	id := c.Param("id")
+	if tok := c.Request().Header.Get("session-token"); tok != "" {
+		var claims sessionClaims
+		if err := a.Tokens.Parse(tok, &claims); err != nil {
+			return &posture.Error{Code: posture.CodeUnauthorized, Message: "the session token is not valid"}
+		}
+		s, err := a.Store.Session(claims.Subject)
+		if err != nil || s.ServiceID != id || s.IdentityID != p.Identity.ID {
+			return &posture.Error{Code: posture.CodeUnauthorized, Message: "the session token does not name a live session of this service"}
+		}
+	}
+	if _, err := a.Store.RawEntity(posture.KindService, id); err != nil {
+		return posture.NotFound("service", id)
+	}
+	return api.OK(c, map[string]any{"edgeRouters": a.routers(a.routersFor(p.Identity.ID, id))})
+}
+
+// serviceTerminators is GET /services/:id/terminators: there is no data
+// plane, so no service has terminators.
+func (a *API) serviceTerminators(c echo.Context) error {
+	if _, err := a.Store.RawEntity(posture.KindService, c.Param("id")); err != nil {
+		return posture.NotFound("service", c.Param("id"))
+	}
+	return api.List(c, []any{})
+}

@@ -1,0 +1,230 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+type jwtRegistered = jwt.RegisteredClaims
+
+type sessionInput struct {
+	ServiceID string       `json:"serviceId"`
+	Type      string       `json:"type"`
+	Tags      posture.Tags `json:"tags"`
+}
+
+// sessionView is sessionDetail.
+type sessionView struct {
+	ID           string           `json:"id"`
+	Token        string           `json:"token"`
+	Type         string           `json:"type"`
+	ServiceID    string           `json:"serviceId"`
+	Service      api.EntityRef    `json:"service"`
+	APISessionID string           `json:"apiSessionId"`
+	APISession   api.EntityRef    `json:"apiSession"`
+	IdentityID   string           `json:"identityId"`
+	EdgeRouters  []edgeRouterView `json:"edgeRouters"`
+	Tags         posture.Tags     `json:"tags"`
+	CreatedAt    api.Time         `json:"createdAt"`
+	UpdatedAt    api.Time         `json:"updatedAt"`
+	Links        api.Links        `json:"_links"`
+}
+
+func (a *API) sessionView(s posture.Session) sessionView {
+	name := ""
+	if raw, err := a.Store.RawEntity(posture.KindService, s.ServiceID); err == nil {
+		var svc posture.Service
+		_ = json.Unmarshal(raw, &svc)
+		name = svc.Name
+	}
+	tags := s.Tags
+	if tags == nil {
+		tags = posture.Tags{}
+	}
+	return sessionView{
+		ID: s.ID, Token: s.Token, Type: s.Type, ServiceID: s.ServiceID, Service: api.Ref("services", s.ServiceID, name),
+		APISessionID: s.APISessionID, APISession: api.Ref("api-sessions", s.APISessionID, ""), IdentityID: s.IdentityID,
+		EdgeRouters: a.routers(a.routersFor(s.IdentityID, s.ServiceID)), Tags: tags,
+		CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.CreatedAt), Links: api.SelfLink("sessions", s.ID),
+	}
+}
+
+func sessionType(s string) (string, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "dial":
+		return posture.Dial, true
+	case "bind":
+		return posture.Bind, true
+	}
+	return "", false
+}
+
+// createSession is POST /sessions. One passing policy of the type is
+// enough; a policy without checks passes. A refusal is recorded as a failed
+// service request and answered 409 INVALID_POSTURE with the failing
+// policies and checks.
+func (a *API) createSession(c echo.Context) error {
+	var in sessionInput
+	if err := api.Decode(c, &in); err != nil {
+		return err
+	}
+	typ, ok := sessionType(in.Type)
+	if !ok {
+		return posture.Invalid("type", "must be Dial or Bind", in.Type)
+	}
+	if strings.TrimSpace(in.ServiceID) == "" {
+		return posture.Invalid("serviceId", "is required", in.ServiceID)
+	}
+	raw, err := a.Store.RawEntity(posture.KindService, in.ServiceID)
+	if errors.Is(err, posture.ErrNotFound) {
+		return posture.NotFound("service", in.ServiceID)
+	}
+	if err != nil {
+		return err
+	}
+	var svc posture.Service
+	if err := json.Unmarshal(raw, &svc); err != nil {
+		return err
+	}
+	p := api.PrincipalOf(c)
+	results, err := a.access(p, svc.ID, typ)
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return posture.Invalid("serviceId", "service not found: no "+typ+" permission for this service", in.ServiceID)
+	}
+	var passing []string
+	for _, r := range results {
+		if r.Passing {
+			passing = append(passing, r.PolicyID)
+		}
+	}
+	if len(passing) == 0 {
+		return a.deny(c, p, svc, typ, results)
+	}
+	if s, err := a.Store.SessionFor(p.Session.ID, typ, svc.ID); err == nil {
+		return c.JSON(http.StatusCreated, api.Envelope{Data: a.sessionView(s)})
+	}
+	t, err := api.CheckTags(in.Tags)
+	if err != nil {
+		return err
+	}
+	s := posture.Session{
+		ID: posture.NewID(), IdentityID: p.Identity.ID, APISessionID: p.Session.ID,
+		ServiceID: svc.ID, Type: typ, Tags: t, CreatedAt: a.Writer.Now().UTC(),
+	}
+	if s.Token, err = a.Tokens.Sign(sessionClaims{
+		jwtRegistered: jwt.RegisteredClaims{Subject: s.ID, ID: posture.NewToken(), IssuedAt: jwt.NewNumericDate(s.CreatedAt)},
+		IdentityID:    s.IdentityID, ServiceID: s.ServiceID, Type: s.Type,
+	}); err != nil {
+		return err
+	}
+	if _, err := a.Writer.Append(c, posture.SessionCreated{Session: s, Policies: passing}); err != nil {
+		return err
+	}
+	stored, err := a.Store.Session(s.ID)
+	if err != nil {
+		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the API session ended before the session could be created"}
+	}
+	return c.JSON(http.StatusCreated, api.Envelope{Data: a.sessionView(stored)})
+}
+
+// access evaluates, at now, the policies of a type that grant the caller a
+// service.
+func (a *API) access(p *api.Principal, serviceID, typ string) ([]posture.PolicyResult, error) {
+	var pids []string
+	for _, g := range a.Store.ServicesFor(p.Identity.ID, typ) {
+		if g.ServiceID == serviceID {
+			pids = g.Policies
+		}
+	}
+	return a.Store.Evaluate(p.Identity.ID, p.Session.ID, pids, a.Writer.Now())
+}
+
+type failedCheck struct {
+	ID        string `json:"id"`
+	TypeID    string `json:"typeId"`
+	IsPassing bool   `json:"isPassing"`
+}
+
+// deny records the failed request and answers 409 INVALID_POSTURE.
+func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ string, results []posture.PolicyResult) error {
+	denied := posture.SessionDenied{
+		IdentityID: p.Identity.ID, APISessionID: p.Session.ID, ServiceID: svc.ID, ServiceName: svc.Name, Type: typ,
+	}
+	data := map[string][]failedCheck{}
+	var ids []string
+	for _, r := range results {
+		f := posture.PolicyFailure{PolicyID: r.PolicyID, PolicyName: r.PolicyName, Checks: []posture.CheckFailure{}}
+		for _, cr := range r.Checks {
+			if cr.Pass {
+				continue
+			}
+			f.Checks = append(f.Checks, posture.CheckFailure{
+				PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
+				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic,
+			})
+			data[r.PolicyID] = append(data[r.PolicyID], failedCheck{ID: cr.Check.ID, TypeID: string(cr.Check.TypeID)})
+		}
+		denied.PolicyFailures = append(denied.PolicyFailures, f)
+		ids = append(ids, r.PolicyID)
+	}
+	if _, err := a.Writer.Append(c, denied); err != nil {
+		return err
+	}
+	return &posture.Error{Code: posture.CodeInvalidPosture, Cause: map[string]any{
+		"message": fmt.Sprintf("Failed to pass posture checks for service policies: [%s]", strings.Join(ids, " ")),
+		"data":    data,
+	}}
+}
+
+func (a *API) listSessions(c echo.Context) error {
+	sessions, err := a.Store.APISessionSessions(api.PrincipalOf(c).Session.ID)
+	if err != nil {
+		return err
+	}
+	views := make([]sessionView, len(sessions))
+	for i, s := range sessions {
+		views[i] = a.sessionView(s)
+	}
+	return api.List(c, views)
+}
+
+// ownSession reads one of the caller's sessions (others' are not found).
+func (a *API) ownSession(c echo.Context) (posture.Session, error) {
+	id := c.Param("id")
+	s, err := a.Store.Session(id)
+	if err != nil || s.IdentityID != api.PrincipalOf(c).Identity.ID {
+		return s, posture.NotFound("session", id)
+	}
+	return s, nil
+}
+
+func (a *API) detailSession(c echo.Context) error {
+	s, err := a.ownSession(c)
+	if err != nil {
+		return err
+	}
+	return api.OK(c, a.sessionView(s))
+}
+
+func (a *API) deleteSession(c echo.Context) error {
+	s, err := a.ownSession(c)
+	if err != nil {
+		return err
+	}
+	if _, err := a.Writer.Append(c, posture.SessionDeleted{ID: s.ID, IdentityID: s.IdentityID}); err != nil {
+		return err
+	}
+	return api.Empty(c)
+}

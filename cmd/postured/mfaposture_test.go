@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// TestMFADeadlinesRemoveSessions: an MFA check with a 2-second timeout and
+// one that prompts on wake with a 2-second grace. Both grant sessions after
+// an MFA pass; each deadline is appended as a fact when it passes, and the
+// projection removes the session that lost its only policy.
+func TestMFADeadlinesRemoveSessions(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.MFAGrace = 2 * time.Second
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	timed := n.create(t, admin, "services", map[string]any{"name": "timed"})
+	woken := n.create(t, admin, "services", map[string]any{"name": "woken"})
+	timeout := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-2s", "timeoutSeconds": 2})
+	onWake := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-wake", "promptOnWake": true})
+	n.create(t, admin, "service-policies", map[string]any{"name": "timed", "type": "Dial", "identityRoles": []string{"#all"},
+		"serviceRoles": []string{"@" + timed}, "postureCheckRoles": []string{"@" + timeout}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "woken", "type": "Dial", "identityRoles": []string{"#all"},
+		"serviceRoles": []string{"@" + woken}, "postureCheckRoles": []string{"@" + onWake}})
+	ep := n.endpoint(t, admin, "mfa-laptop")
+
+	// Without MFA: denied, with the seed's MFA values.
+	r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": timed})
+	if r.Status != http.StatusConflict {
+		t.Fatalf("without MFA: %d %s", r.Status, r.Body)
+	}
+
+	// An MFA pass on this API session.
+	if _, err := n.writer.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.MFAPassed{IdentityID: ep.id, APISessionID: ep.apiSessionID}); err != nil {
+		t.Fatal(err)
+	}
+	start := n.lastSeq(t)
+	for _, svc := range []string{timed, woken} {
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != http.StatusCreated {
+			t.Fatalf("after MFA: %d %s", r.Status, r.Body)
+		}
+	}
+
+	// A wake: the response names the service whose MFA query now needs a
+	// TOTP within the grace.
+	r = n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"typeId": "ENDPOINT_STATE", "id": "0", "woken": true})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("wake: %d %s", r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var wake struct {
+		Services []struct {
+			ID               string `json:"id"`
+			PostureQueryType string `json:"postureQueryType"`
+			Timeout          int64  `json:"timeout"`
+			TimeoutRemaining int64  `json:"timeoutRemaining"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal(data, &wake); err != nil {
+		t.Fatal(err)
+	}
+	if len(wake.Services) != 1 || wake.Services[0].ID != woken || wake.Services[0].TimeoutRemaining != 2 || wake.Services[0].PostureQueryType != "MFA" {
+		t.Fatalf("wake response: %s", data)
+	}
+	// Within the grace the wake-prompted policy still passes.
+	if ids := n.sessionIDs(t, ep.token); len(ids) != 2 {
+		t.Fatalf("sessions within the grace: %v", ids)
+	}
+
+	// Each deadline becomes a fact when it passes; the sessions go.
+	from := start + 1
+	for len(n.sessionIDs(t, ep.token)) > 0 {
+		e := n.waitForEvent(t, from, posture.TypeDeadlineReached, 15*time.Second)
+		from = e.Seq + 1
+	}
+
+	// Now both are refused, and the failure shows why.
+	r = n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": woken})
+	if r.Status != http.StatusConflict {
+		t.Fatalf("after the grace: %d %s", r.Status, r.Body)
+	}
+	var failed []posture.FailedServiceRequest
+	n.getJSON(t, mgmt+"/identities/"+ep.id+"/failed-service-requests", admin, &failed)
+	last := failed[len(failed)-1].PolicyFailures[0].Checks[0]
+	var actual, expected map[string]bool
+	_ = json.Unmarshal(last.ActualValue, &actual)
+	_ = json.Unmarshal(last.ExpectedValue, &expected)
+	if !actual["passedMfa"] || actual["passedOnWake"] || !expected["passedMfa"] || !expected["passedOnWake"] {
+		t.Fatalf("MFA failure values: actual %s expected %s", last.ActualValue, last.ExpectedValue)
+	}
+
+	// One event per deadline, whatever the timer did.
+	var deadlines []string
+	if err := n.elog.Read(t.Context(), start, 0, func(b []posture.Event) error {
+		for _, e := range b {
+			if e.Type == posture.TypeDeadlineReached {
+				deadlines = append(deadlines, e.ID)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(deadlines) != 2 || len(slices.Compact(slices.Sorted(slices.Values(deadlines)))) != 2 {
+		t.Fatalf("deadline events: %v", deadlines)
+	}
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+const clientAPI = api.ClientBase
+
+// endpoint is an enrolled identity with a password and a logged-in API
+// session.
+type endpoint struct {
+	id, token, apiSessionID string
+}
+
+func (n *testNode) endpoint(t testing.TB, admin, name string, attrs ...string) endpoint {
+	t.Helper()
+	id := n.create(t, admin, "identities", map[string]any{"name": name, "type": "Device", "roleAttributes": attrs})
+	n.create(t, admin, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": name, "password": name + "-password"})
+	tok := n.login(t, clientAPI, name, name+"-password")
+	data, _ := n.do(t, http.MethodGet, clientAPI+"/current-api-session", tok, nil).envelope(t)
+	var s api.APISessionView
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return endpoint{id: id, token: tok, apiSessionID: s.ID}
+}
+
+func (n *testNode) sessionIDs(t testing.TB, tok string) []string {
+	t.Helper()
+	r := n.do(t, http.MethodGet, clientAPI+"/sessions", tok, nil)
+	var env struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body, &env); err != nil {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	var ids []string
+	for _, s := range env.Data {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+// waitForEvent follows the log from its current end until an event of the
+// type appears, then waits until the projection has applied it: a barrier,
+// not a poll.
+func (n *testNode) waitForEvent(t testing.TB, from uint64, typ string, within time.Duration) posture.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	var found posture.Event
+	stop := context.Canceled
+	err := n.elog.Consume(ctx, from, func(batch []posture.Event) error {
+		for _, e := range batch {
+			if e.Type == typ {
+				found = e
+				return stop
+			}
+		}
+		return nil
+	})
+	if found.Seq == 0 {
+		t.Fatalf("no %s event within %s: %v", typ, within, err)
+	}
+	if err := n.store.WaitFor(ctx, found.Seq); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+func (n *testNode) lastSeq(t testing.TB) uint64 {
+	last, err := n.elog.LastSeq(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+func (n *testNode) getJSON(t testing.TB, path, tok string, v any) {
+	t.Helper()
+	r := n.do(t, http.MethodGet, path, tok, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+	}
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body, &env); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(env.Data, v); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, env.Data)
+	}
+}
+
+// TestPostureDeniesThenGrants is the posture engine end to end over HTTPS:
+// a policy with an OS check denies a session (409, recorded with actual and
+// expected values); the right posture lets it through; posture that stops
+// matching removes the session; a second policy without checks always
+// grants; posture data and the failure ring survive a restart and a rebuild.
+func TestPostureDeniesThenGrants(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	crm := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	osCheck := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "modern-windows",
+		"operatingSystems": []any{map[string]any{"type": "WINDOWS", "versions": []string{">=10.0.19041 <11.0.0"}}}})
+	macCheck := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MAC", "name": "known-nic", "macAddresses": []string{"AA:BB:CC:DD:EE:FF"}})
+	policy := n.create(t, admin, "service-policies", map[string]any{"name": "laptops-dial-crm", "type": "Dial",
+		"identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + crm}, "postureCheckRoles": []string{"@" + osCheck, "@" + macCheck}})
+	ep := n.endpoint(t, admin, "laptop-1", "laptops")
+
+	// The service is listed with its posture queries, failing.
+	var services []map[string]any
+	n.getJSON(t, clientAPI+"/services", ep.token, &services)
+	if len(services) != 1 || services[0]["id"] != crm {
+		t.Fatalf("services: %v", services)
+	}
+	sets := services[0]["postureQueries"].([]any)
+	if len(sets) != 1 || sets[0].(map[string]any)["isPassing"] != false || services[0]["permissions"].([]any)[0] != "Dial" {
+		t.Fatalf("posture queries: %v", services[0])
+	}
+
+	// No posture yet: denied, and recorded.
+	r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm, "type": "Dial"})
+	_, e := r.envelope(t)
+	if r.Status != http.StatusConflict || e.Code != posture.CodeInvalidPosture || !strings.Contains(string(r.Body), policy) {
+		t.Fatalf("session without posture: %d %s", r.Status, r.Body)
+	}
+	var failed []posture.FailedServiceRequest
+	n.getJSON(t, mgmt+"/identities/"+ep.id+"/failed-service-requests", admin, &failed)
+	if len(failed) != 1 || failed[0].ServiceName != "crm" || failed[0].SessionType != "Dial" || len(failed[0].PolicyFailures[0].Checks) != 2 {
+		t.Fatalf("failed requests: %+v", failed)
+	}
+	os := failed[0].PolicyFailures[0].Checks[1]
+	if os.PostureCheckType != posture.CheckOS {
+		os = failed[0].PolicyFailures[0].Checks[0]
+	}
+	var expected []posture.OperatingSystem
+	if err := json.Unmarshal(os.ExpectedValue, &expected); err != nil || expected[0].Versions[0] != ">=10.0.19041 <11.0.0" || len(os.ActualValue) == 0 {
+		t.Fatalf("OS failure values: actual %s expected %s", os.ActualValue, os.ExpectedValue)
+	}
+
+	// The right posture (bulk, with the seed's build-as-patch rule) grants.
+	r = n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", ep.token, []any{
+		map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "10.0", "build": "19045"},
+		map[string]any{"id": macCheck, "typeId": "MAC", "macAddresses": []string{"aa-bb-cc-dd-ee-ff", "11:22:33:44:55:66"}},
+	})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("posture bulk: %d %s", r.Status, r.Body)
+	}
+	r = n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("session with posture: %d %s", r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var sess map[string]any
+	_ = json.Unmarshal(data, &sess)
+	if sess["type"] != "Dial" || sess["serviceId"] != crm || strings.Count(sess["token"].(string), ".") != 2 {
+		t.Fatalf("session: %v", sess)
+	}
+	if ids := n.sessionIDs(t, ep.token); len(ids) != 1 {
+		t.Fatalf("sessions: %v", ids)
+	}
+	// The session token is a valid session-token for the edge router list.
+	req := n.do(t, http.MethodGet, clientAPI+"/services/"+crm+"/edge-routers", ep.token, nil)
+	if req.Status != http.StatusOK {
+		t.Fatalf("edge routers: %d %s", req.Status, req.Body)
+	}
+
+	// Posture that stops matching removes the session and moves the
+	// service-update indicator.
+	var before, after map[string]string
+	n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &before)
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "6.1.7601"}); r.Status != http.StatusCreated {
+		t.Fatalf("posture: %d %s", r.Status, r.Body)
+	}
+	if ids := n.sessionIDs(t, ep.token); len(ids) != 0 {
+		t.Fatalf("the session outlived its failing policy: %v", ids)
+	}
+	n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &after)
+	if after["lastChangeAt"] <= before["lastChangeAt"] {
+		t.Fatalf("service-update indicator did not move: %v -> %v", before, after)
+	}
+
+	// A second policy without checks always grants.
+	n.create(t, admin, "service-policies", map[string]any{"name": "everyone-dials-crm", "type": "Dial",
+		"identityRoles": []string{"#all"}, "serviceRoles": []string{"@" + crm}})
+	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm}); r.Status != http.StatusCreated {
+		t.Fatalf("with a check-less policy: %d %s", r.Status, r.Body)
+	}
+	// Bind needs a Bind policy.
+	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm, "type": "Bind"}), 400, posture.CodeCouldNotValidate, "serviceId")
+	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": "nope"}), 404, posture.CodeNotFound, "")
+
+	// Posture data in the seed's shape.
+	var pd map[string]any
+	n.getJSON(t, mgmt+"/identities/"+ep.id+"/posture-data", admin, &pd)
+	osData := pd["os"].(map[string]any)
+	if osData["type"] != "windows" || osData["version"] != "6.1.7601" || osData["postureCheckId"] != osCheck || pd["mac"].(map[string]any)["addresses"].([]any)[0] != "aabbccddeeff" {
+		t.Fatalf("posture data: %v", pd)
+	}
+	if _, ok := pd["apiSessionPostureData"].(map[string]any)[ep.apiSessionID]; !ok {
+		t.Fatalf("no API session posture data: %v", pd)
+	}
+
+	// Restart, then rebuild: posture data and the failure ring are the same.
+	snapshot := func(n *testNode) (string, string) {
+		pd := n.do(t, http.MethodGet, mgmt+"/identities/"+ep.id+"/posture-data", n.adminToken(t), nil)
+		fr := n.do(t, http.MethodGet, mgmt+"/identities/"+ep.id+"/failed-service-requests", n.adminToken(t), nil)
+		return dataOf(t, pd), dataOf(t, fr)
+	}
+	pd0, fr0 := snapshot(n)
+	n.srv.Close()
+	n.Close()
+	n = startTestNode(t, cfg)
+	pd1, fr1 := snapshot(n)
+	n.srv.Close()
+	n.Close()
+	if err := removeProjections(cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	n = startTestNode(t, cfg)
+	pd2, fr2 := snapshot(n)
+	if diff := cmp.Diff(pd0, pd1); diff != "" {
+		t.Errorf("posture data changed over a restart:\n%s", diff)
+	}
+	if diff := cmp.Diff(fr0, fr1); diff != "" {
+		t.Errorf("failure ring changed over a restart:\n%s", diff)
+	}
+	if pd0 != pd2 || fr0 != fr2 {
+		t.Errorf("posture data or failure ring changed over a rebuild:\n%s\n%s", cmp.Diff(pd0, pd2), cmp.Diff(fr0, fr2))
+	}
+}
+
+func dataOf(t testing.TB, r response) string {
+	t.Helper()
+	data, _ := r.envelope(t)
+	return string(data)
+}
+
+func removeProjections(dataDir string) error {
+	return os.RemoveAll(filepath.Join(dataDir, "projections"))
+}
+
+// TestFailureRingKeepsTheLast50 denies 51 requests: the oldest is dropped.
+func TestFailureRingKeepsTheLast50(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	svc := n.create(t, admin, "services", map[string]any{"name": "svc"})
+	check := n.create(t, admin, "posture-checks", map[string]any{"typeId": "DOMAIN", "name": "corp", "domains": []string{"corp.example"}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "p", "type": "Dial", "identityRoles": []string{"#all"},
+		"serviceRoles": []string{"#all"}, "postureCheckRoles": []string{"@" + check}})
+	ep := n.endpoint(t, admin, "ring-1")
+	for i := range 51 {
+		n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": check, "typeId": "DOMAIN", "domain": "home-" + itoa(i)})
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != http.StatusConflict {
+			t.Fatalf("request %d: %d", i, r.Status)
+		}
+	}
+	var failed []posture.FailedServiceRequest
+	n.getJSON(t, mgmt+"/identities/"+ep.id+"/failed-service-requests", admin, &failed)
+	if len(failed) != 50 {
+		t.Fatalf("%d failed requests kept", len(failed))
+	}
+	first := string(failed[0].PolicyFailures[0].Checks[0].ActualValue)
+	last := string(failed[49].PolicyFailures[0].Checks[0].ActualValue)
+	if first != `"home-1"` || last != `"home-50"` {
+		t.Fatalf("ring order: first %s last %s", first, last)
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }

@@ -1,0 +1,78 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/evaluator"
+)
+
+// evalPolicy evaluates a policy's checks at a time. It returns whether all
+// pass, each check's result, and the earliest deadline after which a
+// passing check may stop passing (zero: none).
+func evalPolicy(checks []posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult, time.Time) {
+	passing := true
+	var deadline time.Time
+	results := make([]posture.CheckResult, 0, len(checks))
+	for _, c := range checks {
+		v := evaluator.Evaluate(c, d, at)
+		r := posture.CheckResult{
+			Check: c, Pass: v.Pass, ValidUntil: v.ValidUntil, Semantic: v.Semantic,
+			Actual: raw(v.Actual), Expected: raw(v.Expected),
+			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1,
+		}
+		if v.Criteria != nil {
+			r.Criteria = raw(v.Criteria)
+		}
+		if c.TypeID == posture.CheckMFA {
+			r.TimeoutRemaining = evaluator.MFATimeoutRemaining(c, d, at)
+		}
+		results = append(results, r)
+		if !v.Pass {
+			passing = false
+		}
+		if v.Pass && !v.ValidUntil.IsZero() && (deadline.IsZero() || v.ValidUntil.Before(deadline)) {
+			deadline = v.ValidUntil
+		}
+	}
+	return passing, results, deadline
+}
+
+// raw encodes a verdict value without HTML escaping, so that ranges such
+// as ">=1.2.7 <1.3.0" read as written in dumps and audits.
+func raw(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return json.RawMessage("null")
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// policyChecks loads the checks a policy selects, in id order, through a
+// cache shared by one evaluation.
+func policyChecks(r reader, g *graph, policyID string, cache map[string]*posture.Check) ([]posture.Check, error) {
+	ids := g.selected(posture.KindServicePolicy, policyID, FieldPostureCheckRoles)
+	out := make([]posture.Check, 0, len(ids))
+	for _, id := range ids {
+		c, ok := cache[id]
+		if !ok {
+			var v posture.Check
+			found, err := getJSON(r, entityKey(posture.KindCheck, id), &v)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				c = &v
+			}
+			cache[id] = c
+		}
+		if c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,421 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/evaluator"
+)
+
+// Posture keys:
+//
+//	p/i/<identityId>               identity-wide posture data (posture.IdentityPosture)
+//	p/s/<apiSessionId>             an API session's posture, policy states and next deadline
+//	p/d/<deadline>/<apiSessionId>  due index of deadlines (nanoseconds, 20 digits) -> identity id
+//	p/f/<identityId>/<seq>         failed service requests, the last MaxFailedRequests
+//	p/c/<identityId>               service-update indicator: when the identity's access last changed
+func identityPostureKey(id string) []byte   { return []byte("p/i/" + id) }
+func sessionStateKey(id string) []byte      { return []byte("p/s/" + id) }
+func failedPrefix(identityID string) []byte { return []byte("p/f/" + identityID + "/") }
+func changedKey(identityID string) []byte   { return []byte("p/c/" + identityID) }
+
+var dueIndexPrefix = []byte("p/d/")
+
+func dueKey(t time.Time, apiSessionID string) []byte {
+	return []byte(fmt.Sprintf("p/d/%020d/%s", t.UnixNano(), apiSessionID))
+}
+
+// sessionState is what the projection keeps per API session.
+type sessionState struct {
+	IdentityID string                 `json:"identityId"`
+	Posture    posture.SessionPosture `json:"posture"`
+	// Policies holds, for each policy with checks that selects the
+	// identity, whether it passes.
+	Policies map[string]bool `json:"policies"`
+	Deadline time.Time       `json:"deadline,omitzero"`
+}
+
+func init() {
+	on(func(tx *Tx, e posture.Event, p posture.PostureRecorded) error { return recordPosture(tx, e, p) })
+	on(func(tx *Tx, e posture.Event, p posture.MFAPassed) error {
+		st, found, err := loadSessionState(tx, p.APISessionID)
+		if err != nil || !found {
+			return err
+		}
+		at := e.At
+		st.Posture.MFAPassedAt = &at
+		if err := tx.put(sessionStateKey(p.APISessionID), st); err != nil {
+			return err
+		}
+		var s posture.APISession
+		if found, err := getJSON(tx.b, entityKey(KindAPISession, p.APISessionID), &s); err != nil || !found {
+			return err
+		}
+		s.MFAComplete = true
+		if err := tx.put(entityKey(KindAPISession, s.ID), s); err != nil {
+			return err
+		}
+		return reevaluate(tx, p.IdentityID, []string{p.APISessionID}, e.At, false)
+	})
+	on(func(tx *Tx, e posture.Event, p posture.DeadlineReached) error {
+		return reevaluate(tx, p.IdentityID, []string{p.APISessionID}, e.At, false)
+	})
+	on(func(tx *Tx, e posture.Event, p posture.SessionDenied) error { return recordFailure(tx, e, p) })
+}
+
+func loadSessionState(tx *Tx, apiSessionID string) (sessionState, bool, error) {
+	var st sessionState
+	found, err := getJSON(tx.b, sessionStateKey(apiSessionID), &st)
+	return st, found, err
+}
+
+// recordPosture stores posture responses: identity-wide data (OS, MAC,
+// domain, processes) and, for ENDPOINT_STATE, the API session's wake and
+// unlock times (the event's time). Then the affected API sessions are
+// re-evaluated.
+func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
+	var ip posture.IdentityPosture
+	if _, err := getJSON(tx.b, identityPostureKey(p.IdentityID), &ip); err != nil {
+		return err
+	}
+	identityWide, endpoint := false, false
+	for _, r := range p.Responses {
+		switch r.TypeID {
+		case string(posture.CheckOS):
+			ip.OS = &posture.OSPosture{CheckID: r.ID, At: e.At, Type: r.Type, Version: r.Version, Build: r.Build}
+		case string(posture.CheckMAC):
+			addrs := make([]string, 0, len(r.MACAddresses))
+			for _, a := range r.MACAddresses {
+				addrs = append(addrs, posture.NormalizeHex(a))
+			}
+			ip.MAC = &posture.MACPosture{CheckID: r.ID, At: e.At, Addresses: addrs}
+		case string(posture.CheckDomain):
+			ip.Domain = &posture.DomainPosture{CheckID: r.ID, At: e.At, Domain: r.Domain}
+		case string(posture.CheckProcess):
+			fps := make([]string, 0, len(r.SignerFingerprints))
+			for _, f := range r.SignerFingerprints {
+				fps = append(fps, posture.NormalizeHex(f))
+			}
+			proc := posture.ProcessPosture{CheckID: r.ID, At: e.At, Path: r.Path, IsRunning: r.IsRunning,
+				Hash: posture.NormalizeHex(r.Hash), SignerFingerprints: fps}
+			i := slices.IndexFunc(ip.Processes, func(x posture.ProcessPosture) bool { return x.Path == r.Path })
+			if i >= 0 {
+				ip.Processes[i] = proc
+			} else {
+				ip.Processes = append(ip.Processes, proc)
+				sort.Slice(ip.Processes, func(a, b int) bool { return ip.Processes[a].Path < ip.Processes[b].Path })
+			}
+		case posture.ResponseEndpointState:
+			endpoint = true
+			continue
+		default:
+			continue
+		}
+		identityWide = true
+	}
+	if identityWide {
+		if err := tx.put(identityPostureKey(p.IdentityID), ip); err != nil {
+			return err
+		}
+	}
+	if endpoint {
+		st, found, err := loadSessionState(tx, p.APISessionID)
+		if err != nil {
+			return err
+		}
+		if found {
+			at := e.At
+			for _, r := range p.Responses {
+				if r.TypeID != posture.ResponseEndpointState {
+					continue
+				}
+				if r.Woken {
+					st.Posture.WokenAt = &at
+				}
+				if r.Unlocked {
+					st.Posture.UnlockedAt = &at
+				}
+			}
+			if err := tx.put(sessionStateKey(p.APISessionID), st); err != nil {
+				return err
+			}
+		}
+	}
+	sessions := []string{p.APISessionID}
+	if identityWide {
+		var err error
+		if sessions, err = childIDs(tx.b, posture.KindIdentity, p.IdentityID, KindAPISession); err != nil {
+			return err
+		}
+	}
+	return reevaluate(tx, p.IdentityID, sessions, e.At, false)
+}
+
+// reevaluate brings the policy states of an identity's API sessions up to
+// date at a time: each policy with checks that selects the identity passes
+// or fails. Sessions that no longer have a passing policy for their service
+// and type are removed, the service-update indicator moves when anything
+// changed (or always, with touched: a model change), and the next deadline
+// of each API session is indexed for the timer.
+func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, touched bool) error {
+	if len(apiSessions) == 0 {
+		return nil
+	}
+	cfg, err := readConfig(tx.b)
+	if err != nil {
+		return err
+	}
+	var ip posture.IdentityPosture
+	if _, err := getJSON(tx.b, identityPostureKey(identityID), &ip); err != nil {
+		return err
+	}
+	g := tx.graph
+	cache := map[string]*posture.Check{}
+	type policyChecksOf struct {
+		id     string
+		checks []posture.Check
+	}
+	var withChecks []policyChecksOf
+	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
+		checks, err := policyChecks(tx.b, g, pid, cache)
+		if err != nil {
+			return err
+		}
+		if len(checks) > 0 {
+			withChecks = append(withChecks, policyChecksOf{pid, checks})
+		}
+	}
+	changed := touched
+	for _, sid := range apiSessions {
+		st, found, err := loadSessionState(tx, sid)
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue
+		}
+		d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace}
+		states := make(map[string]bool, len(withChecks))
+		var deadline time.Time
+		for _, p := range withChecks {
+			pass, _, until := evalPolicy(p.checks, d, at)
+			states[p.id] = pass
+			if !until.IsZero() && (deadline.IsZero() || until.Before(deadline)) {
+				deadline = until
+			}
+		}
+		if !mapsEqual(states, st.Policies) {
+			changed = true
+			if err := removeUngranted(tx, identityID, sid, states); err != nil {
+				return err
+			}
+		}
+		if !st.Deadline.Equal(deadline) {
+			if !st.Deadline.IsZero() {
+				if err := tx.del(dueKey(st.Deadline, sid)); err != nil {
+					return err
+				}
+			}
+			if !deadline.IsZero() {
+				if err := tx.putRaw(dueKey(deadline, sid), []byte(identityID)); err != nil {
+					return err
+				}
+			}
+		}
+		st.Policies, st.Deadline = states, deadline
+		if err := tx.put(sessionStateKey(sid), st); err != nil {
+			return err
+		}
+	}
+	if changed {
+		return tx.put(changedKey(identityID), at)
+	}
+	return nil
+}
+
+func mapsEqual(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// granted reports whether a passing policy of the type grants the identity
+// the service. states holds the pass/fail of policies with checks; a
+// policy without checks passes.
+func granted(g *graph, identityID, serviceID, typ string, states map[string]bool) bool {
+	byService := g.selecting(posture.KindServicePolicy, FieldServiceRoles, serviceID)
+	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
+		if _, ok := slices.BinarySearch(byService, pid); !ok {
+			continue
+		}
+		ptype, _, _ := g.policy(posture.KindServicePolicy, pid)
+		if ptype != typ {
+			continue
+		}
+		if pass, hasChecks := states[pid]; !hasChecks || pass {
+			return true
+		}
+	}
+	return false
+}
+
+// removeUngranted removes the API session's sessions that no passing policy
+// grants any more.
+func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]bool) error {
+	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, KindSession)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		var s posture.Session
+		found, err := getJSON(tx.b, entityKey(KindSession, id), &s)
+		if err != nil {
+			return err
+		}
+		if found && !granted(tx.graph, identityID, s.ServiceID, s.Type, states) {
+			if err := deleteSession(tx, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reevaluateAll re-evaluates, at a time, every API session of the
+// identities for which affected answers true (after a change of checks,
+// policies or roles).
+func reevaluateAll(tx *Tx, at time.Time, affected func(identityID string) bool) error {
+	byIdentity := map[string][]string{}
+	var order []string
+	err := scan(tx.b, []byte("p/s/"), func(key, value []byte) (bool, error) {
+		var st sessionState
+		if err := json.Unmarshal(value, &st); err != nil {
+			return false, err
+		}
+		if affected(st.IdentityID) {
+			if _, seen := byIdentity[st.IdentityID]; !seen {
+				order = append(order, st.IdentityID)
+			}
+			byIdentity[st.IdentityID] = append(byIdentity[st.IdentityID], strings.TrimPrefix(string(key), "p/s/"))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range order {
+		if err := reevaluate(tx, id, byIdentity[id], at, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordFailure adds a denied request to the identity's ring of failed
+// service requests, dropping the oldest beyond MaxFailedRequests.
+func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
+	f := posture.FailedServiceRequest{
+		APISessionID: p.APISessionID, ServiceID: p.ServiceID, ServiceName: p.ServiceName,
+		SessionType: p.Type, When: e.At, PolicyFailures: p.PolicyFailures,
+	}
+	prefix := failedPrefix(p.IdentityID)
+	if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), f); err != nil {
+		return err
+	}
+	var keys [][]byte
+	if err := scan(tx.b, prefix, func(key, _ []byte) (bool, error) {
+		keys = append(keys, slices.Clone(key))
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	for len(keys) > posture.MaxFailedRequests {
+		if err := tx.del(keys[0]); err != nil {
+			return err
+		}
+		keys = keys[1:]
+	}
+	return nil
+}
+
+// startSessionPosture creates an API session's posture record.
+func startSessionPosture(tx *Tx, s posture.APISession) error {
+	return tx.put(sessionStateKey(s.ID), sessionState{
+		IdentityID: s.IdentityID,
+		Posture:    posture.SessionPosture{APISessionID: s.ID, SDKInfo: s.SDKInfo},
+		Policies:   map[string]bool{},
+	})
+}
+
+// endSessionPosture drops an API session's posture, deadline and sessions.
+func endSessionPosture(tx *Tx, apiSessionID string) error {
+	st, found, err := loadSessionState(tx, apiSessionID)
+	if err != nil {
+		return err
+	}
+	if found && !st.Deadline.IsZero() {
+		if err := tx.del(dueKey(st.Deadline, apiSessionID)); err != nil {
+			return err
+		}
+	}
+	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, KindSession)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		var s posture.Session
+		if found, err := getJSON(tx.b, entityKey(KindSession, id), &s); err != nil {
+			return err
+		} else if found {
+			if err := deleteSession(tx, s); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.del(sessionStateKey(apiSessionID))
+}
+
+// clearMFAPosture forgets the MFA passes of all of an identity's API
+// sessions (MFA was removed) and re-evaluates them at the event's time.
+func clearMFAPosture(tx *Tx, identityID string) error {
+	ids, err := childIDs(tx.b, posture.KindIdentity, identityID, KindAPISession)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		st, found, err := loadSessionState(tx, id)
+		if err != nil || !found {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		st.Posture.MFAPassedAt = nil
+		if err := tx.put(sessionStateKey(id), st); err != nil {
+			return err
+		}
+	}
+	return reevaluate(tx, identityID, ids, tx.event.At, false)
+}
+
+// dropIdentityPosture removes an identity's posture data and failure ring.
+func dropIdentityPosture(tx *Tx, identityID string) error {
+	if err := tx.del(identityPostureKey(identityID)); err != nil {
+		return err
+	}
+	if err := tx.del(changedKey(identityID)); err != nil {
+		return err
+	}
+	return tx.delPrefix(failedPrefix(identityID))
+}

@@ -1,0 +1,127 @@
+package projections
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/evaluator"
+)
+
+// PostureData returns an identity's posture data and the posture of each
+// of its API sessions, in API session id order.
+func (s *Store) PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error) {
+	var ip posture.IdentityPosture
+	if _, err := getJSON(s.db, identityPostureKey(identityID), &ip); err != nil {
+		return ip, nil, err
+	}
+	ids, err := childIDs(s.db, posture.KindIdentity, identityID, KindAPISession)
+	if err != nil {
+		return ip, nil, err
+	}
+	var sessions []posture.SessionPosture
+	for _, id := range ids {
+		var st sessionState
+		if found, err := getJSON(s.db, sessionStateKey(id), &st); err != nil {
+			return ip, nil, err
+		} else if found {
+			sessions = append(sessions, st.Posture)
+		}
+	}
+	return ip, sessions, nil
+}
+
+// FailedRequests returns an identity's failed service requests, oldest
+// first (at most posture.MaxFailedRequests).
+func (s *Store) FailedRequests(identityID string) ([]posture.FailedServiceRequest, error) {
+	out := []posture.FailedServiceRequest{}
+	err := scanJSON(s.db, failedPrefix(identityID), func(f posture.FailedServiceRequest) bool {
+		out = append(out, f)
+		return true
+	})
+	return out, err
+}
+
+// LastChange is when the identity's access last changed (a policy started
+// or stopped passing, a session was removed, the model changed around it);
+// zero if never.
+func (s *Store) LastChange(identityID string) (time.Time, error) {
+	var t time.Time
+	_, err := getJSON(s.db, changedKey(identityID), &t)
+	return t, err
+}
+
+// Evaluate evaluates service policies for an API session at a time. A
+// policy without checks passes.
+func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error) {
+	cfg, err := readConfig(s.db)
+	if err != nil {
+		return nil, err
+	}
+	var ip posture.IdentityPosture
+	if _, err := getJSON(s.db, identityPostureKey(identityID), &ip); err != nil {
+		return nil, err
+	}
+	var st sessionState
+	if _, err := getJSON(s.db, sessionStateKey(apiSessionID), &st); err != nil {
+		return nil, err
+	}
+	d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace}
+	cache := map[string]*posture.Check{}
+	out := make([]posture.PolicyResult, 0, len(policyIDs))
+	for _, pid := range policyIDs {
+		p, err := getEntity[posture.ServicePolicy](s.db, posture.KindServicePolicy, pid)
+		if err != nil {
+			continue // deleted since the graph was read
+		}
+		checks, err := policyChecks(s.db, s.graph, pid, cache)
+		if err != nil {
+			return nil, err
+		}
+		passing, results, _ := evalPolicy(checks, d, now)
+		out = append(out, posture.PolicyResult{PolicyID: pid, PolicyName: p.Name, Type: p.Type, Passing: passing, Checks: results})
+	}
+	return out, nil
+}
+
+// Access evaluates, at a time, the policies of a type ("" for both) that
+// grant an identity a service, for one of its API sessions.
+func (s *Store) Access(identityID, apiSessionID, serviceID, typ string, now time.Time) ([]posture.PolicyResult, error) {
+	var pids []string
+	for _, g := range s.ServicesFor(identityID, typ) {
+		if g.ServiceID == serviceID {
+			pids = g.Policies
+		}
+	}
+	return s.Evaluate(identityID, apiSessionID, pids, now)
+}
+
+// DueDeadlines lists, earliest first, the deadlines reached by a time, as
+// the events that record them (at most limit).
+func (s *Store) DueDeadlines(until time.Time, limit int) ([]posture.DeadlineReached, error) {
+	var out []posture.DeadlineReached
+	end := []byte(strings.TrimSuffix(string(dueKey(until, "")), "/") + "0")
+	err := scan(s.db, dueIndexPrefix, func(key, value []byte) (bool, error) {
+		if bytes.Compare(key, end) >= 0 || len(out) >= limit {
+			return false, nil
+		}
+		rest := strings.TrimPrefix(string(key), string(dueIndexPrefix))
+		nanos, sid, _ := strings.Cut(rest, "/")
+		n, err := strconv.ParseInt(nanos, 10, 64)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, posture.DeadlineReached{IdentityID: string(value), APISessionID: sid, Deadline: time.Unix(0, n).UTC()})
+		return true, nil
+	})
+	return out, err
+}
+
+// PendingDeadlines counts the indexed deadlines.
+func (s *Store) PendingDeadlines() (int, error) {
+	n := 0
+	err := scan(s.db, dueIndexPrefix, func(_, _ []byte) (bool, error) { n++; return true, nil })
+	return n, err
+}

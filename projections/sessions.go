@@ -1,0 +1,74 @@
+package projections
+
+import (
+	"github.com/seed-0809debe/posture"
+)
+
+// KindSession is the kind of sessions.
+const KindSession = posture.Kind("sessions")
+
+func sessionKeyIndex(s posture.Session) []byte {
+	return uniqueKey(KindSession, "key", s.APISessionID+"|"+s.Type+"|"+s.ServiceID)
+}
+
+func init() {
+	on(func(tx *Tx, e posture.Event, p posture.SessionCreated) error {
+		s := p.Session
+		var api posture.APISession
+		if found, err := getJSON(tx.b, entityKey(KindAPISession, s.APISessionID), &api); err != nil || !found {
+			return err // the API session ended meanwhile: no session
+		}
+		if err := tx.putRaw(sessionKeyIndex(s), []byte(s.ID)); err != nil {
+			return err
+		}
+		if err := tx.putRaw(relationKey(KindAPISession, s.APISessionID, KindSession, s.ID), nil); err != nil {
+			return err
+		}
+		return tx.put(entityKey(KindSession, s.ID), s)
+	})
+	on(func(tx *Tx, e posture.Event, p posture.SessionDeleted) error {
+		var s posture.Session
+		if found, err := getJSON(tx.b, entityKey(KindSession, p.ID), &s); err != nil || !found {
+			return err
+		}
+		return deleteSession(tx, s)
+	})
+}
+
+func deleteSession(tx *Tx, s posture.Session) error {
+	if err := tx.del(sessionKeyIndex(s)); err != nil {
+		return err
+	}
+	if err := tx.del(relationKey(KindAPISession, s.APISessionID, KindSession, s.ID)); err != nil {
+		return err
+	}
+	return tx.del(entityKey(KindSession, s.ID))
+}
+
+// Session returns the session with the id.
+func (s *Store) Session(id string) (posture.Session, error) {
+	return getEntity[posture.Session](s.db, KindSession, id)
+}
+
+// SessionFor returns the API session's session of a type for a service, if
+// there is one.
+func (s *Store) SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error) {
+	return byUnique[posture.Session](s.db, KindSession, "key", apiSessionID+"|"+typ+"|"+serviceID)
+}
+
+// APISessionSessions lists an API session's sessions in id order.
+func (s *Store) APISessionSessions(apiSessionID string) ([]posture.Session, error) {
+	ids, err := childIDs(s.db, KindAPISession, apiSessionID, KindSession)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]posture.Session, 0, len(ids))
+	for _, id := range ids {
+		v, err := s.Session(id)
+		if err != nil {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
