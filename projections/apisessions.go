@@ -22,7 +22,7 @@ func init() {
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionTouched) error {
 		var s posture.APISession
-		found, err := getJSON(tx.b, entityKey(KindAPISession, p.ID), &s)
+		found, err := getJSON(tx.r(), entityKey(KindAPISession, p.ID), &s)
 		if err != nil || !found || !p.At.After(s.LastActivityAt) {
 			return err
 		}
@@ -36,7 +36,7 @@ func init() {
 
 func deleteAPISession(tx *Tx, id string) error {
 	var s posture.APISession
-	found, err := getJSON(tx.b, entityKey(KindAPISession, id), &s)
+	found, err := getJSON(tx.r(), entityKey(KindAPISession, id), &s)
 	if err != nil || !found {
 		return err
 	}
@@ -54,12 +54,12 @@ func deleteAPISession(tx *Tx, id string) error {
 
 // APISession returns the API session with the id.
 func (s *Store) APISession(id string) (posture.APISession, error) {
-	return getEntity[posture.APISession](s.db, KindAPISession, id)
+	return getEntity[posture.APISession](s.r(), KindAPISession, id)
 }
 
 // APISessionByTokenHash returns the API session whose token hashes to h.
 func (s *Store) APISessionByTokenHash(h string) (posture.APISession, error) {
-	return byUnique[posture.APISession](s.db, KindAPISession, "token", h)
+	return byUnique[posture.APISession](s.r(), KindAPISession, "token", h)
 }
 
 // APISessions lists every API session in id order.

@@ -28,7 +28,7 @@ type Config struct {
 
 // Config returns the settings in force at the cursor.
 func (s *Store) Config() (Config, error) {
-	return readConfig(s.db)
+	return readConfig(s.r())
 }
 
 func readConfig(r reader) (Config, error) {

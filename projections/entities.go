@@ -125,7 +125,7 @@ func reevaluateChange(tx *Tx, kind posture.Kind, id string, before []selector) e
 
 func getOld[T posture.Entity](tx *Tx, kind posture.Kind, id string) (T, bool, error) {
 	var old T
-	found, err := getJSON(tx.b, entityKey(kind, id), &old)
+	found, err := getJSON(tx.r(), entityKey(kind, id), &old)
 	return old, found, err
 }
 
@@ -252,13 +252,13 @@ func init() {
 // Get reads one entity of a kind, or returns posture.ErrNotFound.
 func Get[T posture.Entity](s *Store, id string) (T, error) {
 	var zero T
-	return getEntity[T](s.db, zero.EntityKind(), id)
+	return getEntity[T](s.r(), zero.EntityKind(), id)
 }
 
 // ByName reads the entity of a kind with the name, or posture.ErrNotFound.
 func ByName[T posture.Entity](s *Store, name string) (T, error) {
 	var zero T
-	return byUnique[T](s.db, zero.EntityKind(), "name", name)
+	return byUnique[T](s.r(), zero.EntityKind(), "name", name)
 }
 
 // List reads every entity of a kind, in id order.
@@ -287,7 +287,7 @@ func (s *Store) IdentityByName(name string) (posture.Identity, error) {
 
 // IdentityByExternalID returns the identity with the external id.
 func (s *Store) IdentityByExternalID(externalID string) (posture.Identity, error) {
-	return byUnique[posture.Identity](s.db, posture.KindIdentity, "externalId", externalID)
+	return byUnique[posture.Identity](s.r(), posture.KindIdentity, "externalId", externalID)
 }
 
 // Identities lists every identity in id order.
@@ -300,13 +300,13 @@ func (s *Store) Authenticator(id string) (posture.Authenticator, error) {
 
 // AuthenticatorByUsername returns the password authenticator of a username.
 func (s *Store) AuthenticatorByUsername(username string) (posture.Authenticator, error) {
-	return byUnique[posture.Authenticator](s.db, posture.KindAuthenticator, "username", username)
+	return byUnique[posture.Authenticator](s.r(), posture.KindAuthenticator, "username", username)
 }
 
 // AuthenticatorByFingerprint returns the certificate authenticator of a
 // certificate fingerprint.
 func (s *Store) AuthenticatorByFingerprint(fp string) (posture.Authenticator, error) {
-	return byUnique[posture.Authenticator](s.db, posture.KindAuthenticator, "fingerprint", fp)
+	return byUnique[posture.Authenticator](s.r(), posture.KindAuthenticator, "fingerprint", fp)
 }
 
 // IdentityAuthenticators lists the authenticators of one identity.

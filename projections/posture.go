@@ -53,7 +53,7 @@ func init() {
 			return err
 		}
 		var s posture.APISession
-		if found, err := getJSON(tx.b, entityKey(KindAPISession, p.APISessionID), &s); err != nil || !found {
+		if found, err := getJSON(tx.r(), entityKey(KindAPISession, p.APISessionID), &s); err != nil || !found {
 			return err
 		}
 		s.MFAComplete = true
@@ -70,7 +70,7 @@ func init() {
 
 func loadSessionState(tx *Tx, apiSessionID string) (sessionState, bool, error) {
 	var st sessionState
-	found, err := getJSON(tx.b, sessionStateKey(apiSessionID), &st)
+	found, err := getJSON(tx.r(), sessionStateKey(apiSessionID), &st)
 	return st, found, err
 }
 
@@ -80,7 +80,7 @@ func loadSessionState(tx *Tx, apiSessionID string) (sessionState, bool, error) {
 // re-evaluated.
 func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 	var ip posture.IdentityPosture
-	if _, err := getJSON(tx.b, identityPostureKey(p.IdentityID), &ip); err != nil {
+	if _, err := getJSON(tx.r(), identityPostureKey(p.IdentityID), &ip); err != nil {
 		return err
 	}
 	identityWide, endpoint := false, false
@@ -166,12 +166,12 @@ func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, t
 	if len(apiSessions) == 0 {
 		return nil
 	}
-	cfg, err := readConfig(tx.b)
+	cfg, err := readConfig(tx.r())
 	if err != nil {
 		return err
 	}
 	var ip posture.IdentityPosture
-	if _, err := getJSON(tx.b, identityPostureKey(identityID), &ip); err != nil {
+	if _, err := getJSON(tx.r(), identityPostureKey(identityID), &ip); err != nil {
 		return err
 	}
 	g := tx.graph
@@ -182,7 +182,7 @@ func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, t
 	}
 	var withChecks []policyChecksOf
 	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
-		checks, err := policyChecks(tx.b, g, pid, cache)
+		checks, err := policyChecks(tx.r(), g, pid, cache)
 		if err != nil {
 			return err
 		}
@@ -279,7 +279,7 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 	}
 	for _, id := range ids {
 		var s posture.Session
-		found, err := getJSON(tx.b, entityKey(KindSession, id), &s)
+		found, err := getJSON(tx.r(), entityKey(KindSession, id), &s)
 		if err != nil {
 			return err
 		}
@@ -375,7 +375,7 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 	}
 	for _, id := range ids {
 		var s posture.Session
-		if found, err := getJSON(tx.b, entityKey(KindSession, id), &s); err != nil {
+		if found, err := getJSON(tx.r(), entityKey(KindSession, id), &s); err != nil {
 			return err
 		} else if found {
 			if err := deleteSession(tx, s); err != nil {

@@ -14,7 +14,7 @@ import (
 // of its API sessions, in API session id order.
 func (s *Store) PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error) {
 	var ip posture.IdentityPosture
-	if _, err := getJSON(s.db, identityPostureKey(identityID), &ip); err != nil {
+	if _, err := getJSON(s.r(), identityPostureKey(identityID), &ip); err != nil {
 		return ip, nil, err
 	}
 	ids, err := childIDs(s.db, posture.KindIdentity, identityID, KindAPISession)
@@ -24,7 +24,7 @@ func (s *Store) PostureData(identityID string) (posture.IdentityPosture, []postu
 	var sessions []posture.SessionPosture
 	for _, id := range ids {
 		var st sessionState
-		if found, err := getJSON(s.db, sessionStateKey(id), &st); err != nil {
+		if found, err := getJSON(s.r(), sessionStateKey(id), &st); err != nil {
 			return ip, nil, err
 		} else if found {
 			sessions = append(sessions, st.Posture)
@@ -49,34 +49,34 @@ func (s *Store) FailedRequests(identityID string) ([]posture.FailedServiceReques
 // zero if never.
 func (s *Store) LastChange(identityID string) (time.Time, error) {
 	var t time.Time
-	_, err := getJSON(s.db, changedKey(identityID), &t)
+	_, err := getJSON(s.r(), changedKey(identityID), &t)
 	return t, err
 }
 
 // Evaluate evaluates service policies for an API session at a time. A
 // policy without checks passes.
 func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error) {
-	cfg, err := readConfig(s.db)
+	cfg, err := readConfig(s.r())
 	if err != nil {
 		return nil, err
 	}
 	var ip posture.IdentityPosture
-	if _, err := getJSON(s.db, identityPostureKey(identityID), &ip); err != nil {
+	if _, err := getJSON(s.r(), identityPostureKey(identityID), &ip); err != nil {
 		return nil, err
 	}
 	var st sessionState
-	if _, err := getJSON(s.db, sessionStateKey(apiSessionID), &st); err != nil {
+	if _, err := getJSON(s.r(), sessionStateKey(apiSessionID), &st); err != nil {
 		return nil, err
 	}
 	d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace}
 	cache := map[string]*posture.Check{}
 	out := make([]posture.PolicyResult, 0, len(policyIDs))
 	for _, pid := range policyIDs {
-		p, err := getEntity[posture.ServicePolicy](s.db, posture.KindServicePolicy, pid)
+		p, err := getEntity[posture.ServicePolicy](s.r(), posture.KindServicePolicy, pid)
 		if err != nil {
 			continue // deleted since the graph was read
 		}
-		checks, err := policyChecks(s.db, s.graph, pid, cache)
+		checks, err := policyChecks(s.r(), s.graph, pid, cache)
 		if err != nil {
 			return nil, err
 		}

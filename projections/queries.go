@@ -11,7 +11,7 @@ import (
 
 // RawEntity reads one entity as its stored JSON, or posture.ErrNotFound.
 func (s *Store) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
-	data, closer, err := s.db.Get(entityKey(kind, id))
+	data, closer, err := s.r().Get(entityKey(kind, id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, posture.ErrNotFound
 	}
@@ -25,7 +25,7 @@ func (s *Store) RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 // IDByName returns the id of the entity of a kind with the name, or
 // posture.ErrNotFound.
 func (s *Store) IDByName(kind posture.Kind, name string) (string, error) {
-	id, found, err := getString(s.db, uniqueKey(kind, "name", name))
+	id, found, err := getString(s.r(), uniqueKey(kind, "name", name))
 	if err == nil && !found {
 		err = posture.ErrNotFound
 	}

@@ -15,7 +15,7 @@ func init() {
 	on(func(tx *Tx, e posture.Event, p posture.SessionCreated) error {
 		s := p.Session
 		var api posture.APISession
-		if found, err := getJSON(tx.b, entityKey(KindAPISession, s.APISessionID), &api); err != nil || !found {
+		if found, err := getJSON(tx.r(), entityKey(KindAPISession, s.APISessionID), &api); err != nil || !found {
 			return err // the API session ended meanwhile: no session
 		}
 		if err := tx.putRaw(sessionKeyIndex(s), []byte(s.ID)); err != nil {
@@ -28,7 +28,7 @@ func init() {
 	})
 	on(func(tx *Tx, e posture.Event, p posture.SessionDeleted) error {
 		var s posture.Session
-		if found, err := getJSON(tx.b, entityKey(KindSession, p.ID), &s); err != nil || !found {
+		if found, err := getJSON(tx.r(), entityKey(KindSession, p.ID), &s); err != nil || !found {
 			return err
 		}
 		return deleteSession(tx, s)
@@ -47,13 +47,13 @@ func deleteSession(tx *Tx, s posture.Session) error {
 
 // Session returns the session with the id.
 func (s *Store) Session(id string) (posture.Session, error) {
-	return getEntity[posture.Session](s.db, KindSession, id)
+	return getEntity[posture.Session](s.r(), KindSession, id)
 }
 
 // SessionFor returns the API session's session of a type for a service, if
 // there is one.
 func (s *Store) SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error) {
-	return byUnique[posture.Session](s.db, KindSession, "key", apiSessionID+"|"+typ+"|"+serviceID)
+	return byUnique[posture.Session](s.r(), KindSession, "key", apiSessionID+"|"+typ+"|"+serviceID)
 }
 
 // APISessionSessions lists an API session's sessions in id order.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/seed-0809debe/posture"
@@ -26,6 +27,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// cacheSize is the Pebble block cache.
+const cacheSize = 128 << 20
+
 // Source is the log as the projector sees it (eventlog.Log implements it).
 type Source interface {
 	Consume(ctx context.Context, from uint64, fn func([]posture.Event) error) error
@@ -37,6 +41,7 @@ type Store struct {
 	db    *pebble.DB
 	log   *slog.Logger
 	graph *graph
+	hot   *hotCache
 
 	mu        sync.Mutex
 	applied   uint64
@@ -51,12 +56,25 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	po := &pebble.Options{FS: opts.FS, Logger: quietLogger{}}
+	cache := pebble.NewCache(cacheSize)
+	defer cache.Unref() // the DB holds its own reference
+	po := &pebble.Options{
+		FS:           opts.FS,
+		Logger:       quietLogger{},
+		Cache:        cache,
+		MemTableSize: 64 << 20,
+	}
+	// Point reads dominate (entities, posture, API sessions by token): bloom
+	// filters spare them the data blocks of the tables without the key.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		po.Levels[i].FilterType = pebble.TableFilter
+	}
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("projections: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, log: opts.Logger, graph: newGraph(), changed: make(chan struct{})}
+	s := &Store{db: db, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, changed: make(chan struct{})}
 	data, closer, err := db.Get(cursorKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -77,6 +95,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// r reads committed state through the hot cache.
+func (s *Store) r() reader { return hotReader{hot: s.hot, r: s.db} }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
@@ -101,7 +122,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	tx := &Tx{b: b, graph: s.graph}
+	tx := &Tx{b: b, graph: s.graph, hot: s.hot}
 	var last posture.Event
 	modelSeq := uint64(0)
 	for _, e := range events {

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,23 +22,36 @@ type reader interface {
 type Tx struct {
 	b     *pebble.Batch
 	graph *graph
+	hot   *hotCache
 	event posture.Event // the event being applied
 }
+
+// r reads through the hot cache, filling it.
+func (tx *Tx) r() reader { return hotReader{hot: tx.hot, r: tx.b, populate: true} }
 
 func (tx *Tx) put(key []byte, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
-	return tx.b.Set(key, data, nil)
+	return tx.putRaw(key, data)
 }
 
-func (tx *Tx) putRaw(key, value []byte) error { return tx.b.Set(key, value, nil) }
+func (tx *Tx) putRaw(key, value []byte) error {
+	tx.hot.store(key, bytes.Clone(value))
+	return tx.b.Set(key, value, nil)
+}
 
-func (tx *Tx) del(key []byte) error { return tx.b.Delete(key, nil) }
+func (tx *Tx) del(key []byte) error {
+	tx.hot.forget(key)
+	return tx.b.Delete(key, nil)
+}
 
-// delPrefix removes every key with the prefix.
+// delPrefix removes every key with the prefix (never a hot key).
 func (tx *Tx) delPrefix(prefix []byte) error {
+	if isHot(prefix) {
+		return fmt.Errorf("delPrefix %q: hot keys are deleted one by one", prefix)
+	}
 	return tx.b.DeleteRange(prefix, prefixEnd(prefix), nil)
 }
 
