@@ -19,6 +19,7 @@ const (
 	KindEdgeRouter              = Kind("edge-routers")
 	KindEdgeRouterPolicy        = Kind("edge-router-policies")
 	KindServiceEdgeRouterPolicy = Kind("service-edge-router-policies")
+	KindExternalJWTSigner       = Kind("external-jwt-signers")
 )
 
 // eventNames are the singular names that prefix a kind's event types.
@@ -33,6 +34,7 @@ var eventNames = map[Kind]string{
 	KindEdgeRouter:              "edge-router",
 	KindEdgeRouterPolicy:        "edge-router-policy",
 	KindServiceEdgeRouterPolicy: "service-edge-router-policy",
+	KindExternalJWTSigner:       "external-jwt-signer",
 }
 
 // Entity is a record of the model: something an administrator creates,
@@ -84,6 +86,7 @@ func init() {
 	registerEntity[EdgeRouter]()
 	registerEntity[EdgeRouterPolicy]()
 	registerEntity[ServiceEdgeRouterPolicy]()
+	registerEntity[ExternalJWTSigner]()
 }
 
 func (e Identity) EntityKind() Kind                { return KindIdentity }
@@ -106,6 +109,8 @@ func (e EdgeRouterPolicy) EntityKind() Kind        { return KindEdgeRouterPolicy
 func (e EdgeRouterPolicy) EntityID() string        { return e.ID }
 func (e ServiceEdgeRouterPolicy) EntityKind() Kind { return KindServiceEdgeRouterPolicy }
 func (e ServiceEdgeRouterPolicy) EntityID() string { return e.ID }
+func (e ExternalJWTSigner) EntityKind() Kind       { return KindExternalJWTSigner }
+func (e ExternalJWTSigner) EntityID() string       { return e.ID }
 
 // Service is a network service that policies grant access to.
 type Service struct {

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -15,6 +17,14 @@ import (
 type LoginStore interface {
 	Sessions
 	AuthenticatorByUsername(username string) (posture.Authenticator, error)
+	MFA(identityID string) (posture.MFA, error)
+}
+
+// ExtJWTVerifier verifies the bearer JWT of an ext-jwt authentication and
+// returns the identity it names. Its failures are 401 INVALID_AUTH errors
+// that say what was wrong (expired, signature, audience, issuer...).
+type ExtJWTVerifier interface {
+	VerifyJWT(ctx context.Context, token string) (posture.Identity, error)
 }
 
 // Login serves authentication and the current API session on both APIs.
@@ -22,6 +32,10 @@ type Login struct {
 	Store  LoginStore
 	Writer *Writer
 	Auth   *Auth
+	// ExtJWT verifies ext-jwt authentications; nil disables the method.
+	ExtJWT ExtJWTVerifier
+	// Limiter limits failed attempts (nil: no limit).
+	Limiter *Limiter
 }
 
 // Authentication methods of POST /authenticate.
@@ -44,13 +58,25 @@ func (l *Login) Authenticate(c echo.Context) error {
 	method := c.QueryParam("method")
 	switch method {
 	case AuthPassword:
-	case AuthCert, AuthExtJWT:
-		return &posture.Error{Code: posture.CodeInvalidAuthMethod, Message: "authentication method " + method + " is not enabled on this controller"}
+		return l.password(c)
+	case AuthExtJWT:
+		if l.ExtJWT == nil {
+			break
+		}
+		return l.extJWT(c)
+	case AuthCert:
 	case "":
 		return posture.Invalid("method", "method is required: password, cert or ext-jwt", method)
 	default:
 		return posture.Invalid("method", "method must be one of password, cert, ext-jwt", method)
 	}
+	return &posture.Error{Code: posture.CodeInvalidAuthMethod, Message: "authentication method " + method + " is not enabled on this controller"}
+}
+
+// password authenticates with a username and a password. Failures count
+// against the username and the source; once either has none left, attempts
+// are refused (429) before the password is looked at.
+func (l *Login) password(c echo.Context) error {
 	var req authenticateRequest
 	if err := Decode(c, &req); err != nil {
 		return err
@@ -61,6 +87,10 @@ func (l *Login) Authenticate(c echo.Context) error {
 	if err := CheckLength("password", req.Password, 5, 100); err != nil {
 		return err
 	}
+	subject := UserSubject(req.Username)
+	if err := l.Limiter.Allow(c, subject); err != nil {
+		return err
+	}
 	auth, err := l.Store.AuthenticatorByUsername(req.Username)
 	if err != nil && !errors.Is(err, posture.ErrNotFound) {
 		return err
@@ -68,6 +98,7 @@ func (l *Login) Authenticate(c echo.Context) error {
 	// The password is checked (against a dummy hash when the user is
 	// unknown) before anything else, so that every failure costs the same.
 	if !CheckPassword(auth.PasswordHash, req.Password) || auth.Method != posture.MethodPassword {
+		l.Limiter.Failed(c, subject)
 		return &posture.Error{Code: posture.CodeInvalidAuth}
 	}
 	identity, err := l.Store.Identity(auth.IdentityID)
@@ -80,10 +111,68 @@ func (l *Login) Authenticate(c echo.Context) error {
 	if identity.Disabled {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
 	}
-	return l.startSession(c, identity, auth, AuthPassword, req)
+	return l.startSession(c, identity, auth.ID, AuthPassword, req)
 }
 
-func (l *Login) startSession(c echo.Context, identity posture.Identity, auth posture.Authenticator, method string, req authenticateRequest) error {
+// extJWT authenticates with a JWT of an external signer in the
+// Authorization header. Failures count against the source.
+func (l *Login) extJWT(c echo.Context) error {
+	var req authenticateRequest
+	if err := Decode(c, &req); err != nil {
+		return err
+	}
+	token, ok := bearer(c)
+	if !ok {
+		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "ext-jwt authentication needs the JWT in the Authorization header: Bearer <token>"}
+	}
+	if err := l.Limiter.Allow(c, ""); err != nil {
+		return err
+	}
+	identity, err := l.ExtJWT.VerifyJWT(c.Request().Context(), token)
+	if posture.CodeOf(err) == posture.CodeInvalidAuth {
+		l.Limiter.Failed(c, "")
+	}
+	if err != nil {
+		return err
+	}
+	if identity.Disabled {
+		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
+	}
+	return l.startSession(c, identity, "", AuthExtJWT, req)
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(c echo.Context) (string, bool) {
+	h := strings.TrimSpace(c.Request().Header.Get(echo.HeaderAuthorization))
+	scheme, token, ok := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}
+
+// mfaRequired reports whether logging in as the identity needs a TOTP: it
+// has a verified MFA enrollment.
+func (l *Login) mfaRequired(identityID string) (bool, error) {
+	m, err := l.Store.MFA(identityID)
+	if errors.Is(err, posture.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return m.Verified, nil
+}
+
+// startSession opens an API session for an authenticated identity. An
+// identity with verified MFA gets a partial session: only the MFA
+// operations work until a code is given to POST /authenticate/mfa.
+func (l *Login) startSession(c echo.Context, identity posture.Identity, authenticatorID, method string, req authenticateRequest) error {
+	mfa, err := l.mfaRequired(identity.ID)
+	if err != nil {
+		return err
+	}
 	now := l.Writer.Now()
 	token := posture.NewToken()
 	configTypes := req.ConfigTypes
@@ -94,10 +183,11 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, auth pos
 		ID:              posture.NewID(),
 		TokenHash:       TokenHash(token),
 		IdentityID:      identity.ID,
-		AuthenticatorID: auth.ID,
+		AuthenticatorID: authenticatorID,
 		AuthMethod:      method,
 		IPAddress:       c.RealIP(),
 		ConfigTypes:     configTypes,
+		MFARequired:     mfa,
 		SDKInfo:         req.SDKInfo,
 		EnvInfo:         req.EnvInfo,
 		CreatedAt:       now,

@@ -50,6 +50,9 @@ func secondaryKeys(e posture.Entity) []kv {
 		unique("name", v.Name)
 	case posture.ServiceEdgeRouterPolicy:
 		unique("name", v.Name)
+	case posture.ExternalJWTSigner:
+		unique("name", v.Name)
+		unique("issuer", v.Issuer)
 	}
 	return out
 }
@@ -235,6 +238,9 @@ func init() {
 			if err := deleteAPISession(tx, id); err != nil {
 				return err
 			}
+		}
+		if err := deleteMFA(tx, old.ID); err != nil {
+			return err
 		}
 		return dropIdentityPosture(tx, old.ID)
 	}})

@@ -1,6 +1,7 @@
 package management
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -118,7 +119,7 @@ func (a *API) identityView(i posture.Identity) any {
 		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": api.Ref("identity-types", i.Type, i.Type),
 		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
 		"externalId": nilIfEmpty(i.ExternalID), "disabled": i.Disabled, "tags": i.Tags,
-		"authenticators": auths, "isMfaEnabled": false, "hasApiSession": false,
+		"authenticators": auths, "isMfaEnabled": a.isMFAEnabled(i.ID), "hasApiSession": false,
 		"createdAt": api.Time(i.CreatedAt), "updatedAt": api.Time(i.UpdatedAt), "_links": links,
 	}
 }
@@ -131,14 +132,34 @@ func nilIfEmpty(s string) any {
 }
 
 // deleteIdentityMFA is DELETE /identities/:id/mfa: an administrator removes
-// an identity's MFA enrollment.
+// an identity's MFA enrollment (an mfa.removed event; the identity's API
+// sessions lose their MFA posture). Removing none is a success too.
 func (a *API) deleteIdentityMFA(c echo.Context) error {
-	if _, err := get[posture.Identity](a.Store, "identity", c.Param("id")); err != nil {
+	id := c.Param("id")
+	if _, err := get[posture.Identity](a.Store, "identity", id); err != nil {
 		return err
 	}
-	// No MFA enrollment exists in this version: removing none is a success,
-	// as it is for an identity that never enrolled.
+	if _, err := a.Store.RawEntity(posture.KindMFA, id); errors.Is(err, posture.ErrNotFound) {
+		return api.Empty(c)
+	} else if err != nil {
+		return err
+	}
+	if _, err := a.Writer.Append(c, posture.MFARemoved{IdentityID: id, By: posture.MFARemovedByAdmin}); err != nil {
+		return err
+	}
 	return api.Empty(c)
+}
+
+// isMFAEnabled reports whether the identity has a verified MFA enrollment.
+func (a *API) isMFAEnabled(identityID string) bool {
+	raw, err := a.Store.RawEntity(posture.KindMFA, identityID)
+	if err != nil {
+		return false
+	}
+	var m struct {
+		Verified bool `json:"isVerified"`
+	}
+	return json.Unmarshal(raw, &m) == nil && m.Verified
 }
 
 func (a *API) identityRoutes() []api.Route {

@@ -208,7 +208,8 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 			{ID: "edge-management", Name: "edge-management", Document: management.Spec},
 		},
 	}
-	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth}
+	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}),
+		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: log})}
 	n.handler = api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version})
 	signer, err := n.ca.NewSigner(n.serverCert)
 	if err != nil {

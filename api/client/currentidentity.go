@@ -1,0 +1,265 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+type authenticatorSummary struct {
+	ID          string `json:"id"`
+	Username    string `json:"username,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// currentIdentity is GET /current-identity: the caller's identity, as the
+// management API shows identities.
+func (a *API) currentIdentity(c echo.Context) error {
+	i := api.PrincipalOf(c).Identity
+	auths := map[string]authenticatorSummary{}
+	list, err := a.Identities.IdentityAuthenticators(i.ID)
+	if err != nil {
+		return err
+	}
+	for _, au := range list {
+		auths[au.Method] = authenticatorSummary{ID: au.ID, Username: au.Username, Fingerprint: au.Fingerprint}
+	}
+	m, err := a.mfaOf(i.ID)
+	if err != nil {
+		return err
+	}
+	var externalID any
+	if i.ExternalID != "" {
+		externalID = i.ExternalID
+	}
+	t := i.Tags
+	if t == nil {
+		t = posture.Tags{}
+	}
+	return api.OK(c, map[string]any{
+		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": api.Ref("identity-types", i.Type, i.Type),
+		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
+		"externalId": externalID, "disabled": i.Disabled, "tags": t,
+		"authenticators": auths, "isMfaEnabled": m != nil && m.Verified, "hasApiSession": true,
+		"createdAt": api.Time(i.CreatedAt), "updatedAt": api.Time(i.UpdatedAt),
+		"_links": api.Links{"self": {Href: "./current-identity"}},
+	})
+}
+
+// authenticatorView is an authenticator as the client API shows it; never
+// with the password hash.
+type authenticatorView struct {
+	ID                string        `json:"id"`
+	Method            string        `json:"method"`
+	IdentityID        string        `json:"identityId"`
+	Identity          api.EntityRef `json:"identity"`
+	Username          string        `json:"username,omitempty"`
+	CertPEM           string        `json:"certPem,omitempty"`
+	Fingerprint       string        `json:"fingerprint,omitempty"`
+	IsIssuedByNetwork bool          `json:"isIssuedByNetwork"`
+	Tags              posture.Tags  `json:"tags"`
+	CreatedAt         api.Time      `json:"createdAt"`
+	UpdatedAt         api.Time      `json:"updatedAt"`
+	Links             api.Links     `json:"_links"`
+}
+
+func newAuthenticatorView(au posture.Authenticator, identity posture.Identity) authenticatorView {
+	t := au.Tags
+	if t == nil {
+		t = posture.Tags{}
+	}
+	return authenticatorView{
+		ID: au.ID, Method: au.Method, IdentityID: au.IdentityID, Identity: api.Ref("identities", identity.ID, identity.Name),
+		Username: au.Username, CertPEM: au.CertPEM, Fingerprint: au.Fingerprint, IsIssuedByNetwork: au.IsIssuedByNetwork,
+		Tags: t, CreatedAt: api.Time(au.CreatedAt), UpdatedAt: api.Time(au.UpdatedAt),
+		Links: api.Links{"self": {Href: "./current-identity/authenticators/" + au.ID}},
+	}
+}
+
+// listAuthenticators is GET /current-identity/authenticators.
+func (a *API) listAuthenticators(c echo.Context) error {
+	i := api.PrincipalOf(c).Identity
+	list, err := a.Identities.IdentityAuthenticators(i.ID)
+	if err != nil {
+		return err
+	}
+	views := make([]authenticatorView, len(list))
+	for n, au := range list {
+		views[n] = newAuthenticatorView(au, i)
+	}
+	return api.List(c, views)
+}
+
+// ownAuthenticator reads one of the caller's authenticators; another
+// identity's is NOT_FOUND, as a missing one is.
+func (a *API) ownAuthenticator(c echo.Context, id string) (posture.Authenticator, error) {
+	au, err := a.Identities.Authenticator(id)
+	if err == nil && au.IdentityID != api.PrincipalOf(c).Identity.ID {
+		err = posture.ErrNotFound
+	}
+	if errors.Is(err, posture.ErrNotFound) {
+		return au, posture.NotFound("authenticator", id)
+	}
+	return au, err
+}
+
+// detailAuthenticator is GET /current-identity/authenticators/:id.
+func (a *API) detailAuthenticator(c echo.Context) error {
+	au, err := a.ownAuthenticator(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return api.OK(c, newAuthenticatorView(au, api.PrincipalOf(c).Identity))
+}
+
+// updateAuthenticator is PUT /current-identity/authenticators/:id:
+// username, password and currentPassword are required.
+func (a *API) updateAuthenticator(c echo.Context) error { return a.changeAuthenticator(c, false) }
+
+// patchAuthenticator is PATCH /current-identity/authenticators/:id: only
+// currentPassword is required; username and password may be absent or null
+// (unchanged).
+func (a *API) patchAuthenticator(c echo.Context) error { return a.changeAuthenticator(c, true) }
+
+// authenticatorChange is a validated update of a password authenticator.
+type authenticatorChange struct {
+	username        *string
+	password        *string
+	currentPassword string
+	tags            *posture.Tags
+}
+
+// parseAuthenticatorChange validates an update body against the bounds of
+// the seed (section 2.7): username 4 to 100 characters, password and
+// currentPassword 5 to 100; currentPassword is always required, username
+// and password on a full update.
+func parseAuthenticatorChange(body []byte, patch bool) (authenticatorChange, error) {
+	var ch authenticatorChange
+	var fields map[string]json.RawMessage
+	if err := api.DecodeBytes(body, &fields); err != nil {
+		return ch, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object"}
+	}
+	str := func(name string, lo, hi int, required bool) (*string, error) {
+		raw, ok := fields[name]
+		if !ok || string(raw) == "null" {
+			if required {
+				return nil, posture.Invalid(name, "is required", nil)
+			}
+			return nil, nil
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			var value any = json.RawMessage(raw)
+			if name != "username" {
+				value = "********" // never echo a password
+			}
+			return nil, posture.Invalid(name, "must be a string", value)
+		}
+		if err := api.CheckLength(name, s, lo, hi); err != nil {
+			return nil, err
+		}
+		return &s, nil
+	}
+	cur, err := str("currentPassword", 5, 100, true)
+	if err != nil {
+		return ch, err
+	}
+	ch.currentPassword = *cur
+	if ch.username, err = str("username", 4, 100, !patch); err != nil {
+		return ch, err
+	}
+	if ch.password, err = str("password", 5, 100, !patch); err != nil {
+		return ch, err
+	}
+	if raw, ok := fields["tags"]; ok || !patch {
+		var t posture.Tags
+		if ok {
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return ch, posture.Invalid("tags", "must be an object or null", json.RawMessage(raw))
+			}
+		}
+		if t, err = api.CheckTags(t); err != nil {
+			return ch, err
+		}
+		ch.tags = &t
+	}
+	return ch, nil
+}
+
+// changeAuthenticator updates the caller's own password authenticator. The
+// body is validated first (400), then currentPassword is checked against
+// the stored hash: a wrong one is 401 and changes nothing (and counts as a
+// failed attempt for the username). A new username must be free.
+func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
+	id := c.Param("id")
+	au, err := a.ownAuthenticator(c, id)
+	if err != nil {
+		return err
+	}
+	body, err := api.ReadBody(c)
+	if err != nil {
+		return err
+	}
+	ch, err := parseAuthenticatorChange(body, patch)
+	if err != nil {
+		return err
+	}
+	if au.Method != posture.MethodPassword {
+		return posture.Invalid("method", "only a updb (username and password) authenticator can be updated", au.Method)
+	}
+	var limiter *api.Limiter
+	if a.Login != nil {
+		limiter = a.Login.Limiter
+	}
+	subject := api.UserSubject(au.Username)
+	if err := limiter.Allow(c, subject); err != nil {
+		return err
+	}
+	if !api.CheckPassword(au.PasswordHash, ch.currentPassword) {
+		limiter.Failed(c, subject)
+		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
+	}
+	checked := au.PasswordHash
+	newHash := ""
+	if ch.password != nil {
+		newHash = api.HashPassword(*ch.password)
+	}
+	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+		cur, err := a.ownAuthenticator(c, id)
+		if err != nil {
+			return nil, err
+		}
+		// The password changed since it was checked: check it again.
+		if cur.PasswordHash != checked && !api.CheckPassword(cur.PasswordHash, ch.currentPassword) {
+			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
+		}
+		checked = cur.PasswordHash
+		next := cur
+		if ch.username != nil && *ch.username != cur.Username {
+			other, err := a.Identities.AuthenticatorByUsername(*ch.username)
+			if err == nil && other.ID != cur.ID {
+				return nil, posture.Invalid("username", "username is already in use", *ch.username)
+			}
+			if err != nil && !errors.Is(err, posture.ErrNotFound) {
+				return nil, err
+			}
+			next.Username = *ch.username
+		}
+		if newHash != "" {
+			next.PasswordHash = newHash
+		}
+		if ch.tags != nil {
+			next.Tags = *ch.tags
+		}
+		next.UpdatedAt = a.Writer.Now().UTC()
+		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: next}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}

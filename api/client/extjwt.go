@@ -1,0 +1,336 @@
+package client
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/pki"
+)
+
+// signerView is an external JWT signer as clients see it: enough to start
+// an authentication with the identity provider.
+type signerView struct {
+	ID              string       `json:"id"`
+	Name            string       `json:"name"`
+	ExternalAuthURL *string      `json:"externalAuthUrl"`
+	ClientID        *string      `json:"clientId,omitempty"`
+	Scopes          []string     `json:"scopes"`
+	CreatedAt       api.Time     `json:"createdAt"`
+	UpdatedAt       api.Time     `json:"updatedAt"`
+	Tags            posture.Tags `json:"tags"`
+	Links           api.Links    `json:"_links"`
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// listExternalJWTSigners is GET /external-jwt-signers (public): the enabled
+// signers clients may authenticate with.
+func (a *API) listExternalJWTSigners(c echo.Context) error {
+	all, err := a.Identities.ExternalJWTSigners()
+	if err != nil {
+		return err
+	}
+	views := []signerView{}
+	for _, s := range all {
+		if !s.Enabled {
+			continue
+		}
+		scopes, t := s.Scopes, s.Tags
+		if scopes == nil {
+			scopes = []string{}
+		}
+		if t == nil {
+			t = posture.Tags{}
+		}
+		views = append(views, signerView{
+			ID: s.ID, Name: s.Name, ExternalAuthURL: strPtr(s.ExternalAuthURL), ClientID: strPtr(s.ClientID),
+			Scopes: scopes, CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.UpdatedAt), Tags: t,
+			Links: api.SelfLink("external-jwt-signers", s.ID),
+		})
+	}
+	return api.List(c, views)
+}
+
+// ExtJWTOptions configures NewExtJWT.
+type ExtJWTOptions struct {
+	// Store finds signers by issuer and identities by id or external id.
+	Store IdentityStore
+	// Now is the clock tokens are checked against (default time.Now).
+	Now api.Clock
+	// HTTP fetches key sets (default: a client with a 5 s timeout).
+	HTTP *http.Client
+	// KeysTTL is how long a fetched key set is used (default 5 minutes).
+	KeysTTL time.Duration
+	// RefreshAfter is how soon a key set may be fetched again for a token
+	// whose key id it lacks (a rotated key; default 10 s).
+	RefreshAfter time.Duration
+	// Leeway is the clock skew allowed on exp, nbf and iat (default 0).
+	Leeway time.Duration
+	Logger *slog.Logger
+}
+
+// ExtJWT verifies the JWTs of external signers (api.ExtJWTVerifier): the
+// token's issuer picks the signer; the signature is checked with the
+// signer's certificate key or a key of its JWKS (fetched with a timeout and
+// cached); the token must be unexpired and carry the signer's audience; the
+// claim the signer names (sub by default) is the identity's externalId or
+// id. Every failure is 401 INVALID_AUTH with a message that says which.
+type ExtJWT struct {
+	opts ExtJWTOptions
+
+	mu   sync.Mutex
+	sets map[string]*keySet // by JWKS endpoint
+}
+
+// keySet is a cached JWKS.
+type keySet struct {
+	mu      sync.Mutex // held while fetching
+	byKid   map[string]crypto.PublicKey
+	all     []crypto.PublicKey
+	fetched time.Time
+}
+
+// NewExtJWT returns a verifier.
+func NewExtJWT(opts ExtJWTOptions) *ExtJWT {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.HTTP == nil {
+		opts.HTTP = &http.Client{Timeout: 5 * time.Second}
+	}
+	if opts.KeysTTL <= 0 {
+		opts.KeysTTL = 5 * time.Minute
+	}
+	if opts.RefreshAfter <= 0 {
+		opts.RefreshAfter = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &ExtJWT{opts: opts, sets: map[string]*keySet{}}
+}
+
+// extJWTMethods are the signature algorithms accepted: asymmetric only, so
+// that a public key can never be used as an HMAC secret.
+var extJWTMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+func invalidAuth(format string, args ...any) *posture.Error {
+	return &posture.Error{Code: posture.CodeInvalidAuth, Message: fmt.Sprintf(format, args...)}
+}
+
+// VerifyJWT implements api.ExtJWTVerifier.
+func (x *ExtJWT) VerifyJWT(ctx context.Context, token string) (posture.Identity, error) {
+	var none posture.Identity
+	var unverified jwt.MapClaims
+	parsed, _, err := jwt.NewParser().ParseUnverified(token, &unverified)
+	if err != nil {
+		return none, invalidAuth("the bearer token is not a JWT")
+	}
+	if alg := parsed.Method.Alg(); !slices.Contains(extJWTMethods, alg) {
+		return none, invalidAuth("the JWT's algorithm %s is not accepted (use one of %s)", alg, strings.Join(extJWTMethods, ", "))
+	}
+	issuer, _ := unverified.GetIssuer()
+	if issuer == "" {
+		return none, invalidAuth("the JWT has no issuer (iss)")
+	}
+	signer, err := x.opts.Store.ExternalJWTSignerByIssuer(issuer)
+	if errors.Is(err, posture.ErrNotFound) {
+		return none, invalidAuth("no external JWT signer trusts the issuer %q", issuer)
+	}
+	if err != nil {
+		return none, err
+	}
+	if !signer.Enabled {
+		return none, invalidAuth("the external JWT signer %q is disabled", signer.Name)
+	}
+	claims := jwt.MapClaims{}
+	parser := jwt.NewParser(
+		jwt.WithValidMethods(extJWTMethods),
+		jwt.WithIssuer(signer.Issuer),
+		jwt.WithAudience(signer.Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(x.opts.Leeway),
+		jwt.WithTimeFunc(x.opts.Now),
+	)
+	_, err = parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		return x.key(ctx, signer, t)
+	})
+	if err != nil {
+		return none, x.explain(signer, err)
+	}
+	prop := signer.ClaimsProperty
+	if prop == "" {
+		prop = posture.DefaultClaimsProperty
+	}
+	name, _ := claims[prop].(string)
+	if name == "" {
+		return none, invalidAuth("the JWT has no %q claim naming the identity", prop)
+	}
+	var identity posture.Identity
+	if signer.UseExternalID {
+		identity, err = x.opts.Store.IdentityByExternalID(name)
+	} else {
+		identity, err = x.opts.Store.Identity(name)
+	}
+	if errors.Is(err, posture.ErrNotFound) {
+		what := "id"
+		if signer.UseExternalID {
+			what = "externalId"
+		}
+		return none, invalidAuth("no identity has the %s %q of the JWT's %q claim", what, name, prop)
+	}
+	return identity, err
+}
+
+// explain turns a parse failure into the message the caller sees.
+func (x *ExtJWT) explain(s posture.ExternalJWTSigner, err error) error {
+	var pe *posture.Error
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return invalidAuth("the JWT has expired")
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return invalidAuth("the JWT is not valid yet")
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return invalidAuth("the JWT's audience does not include %q", s.Audience)
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return invalidAuth("the JWT has no expiry (exp)")
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrInvalidKeyType):
+		return invalidAuth("the JWT's signature does not verify with the key of the external JWT signer %q", s.Name)
+	}
+	return invalidAuth("the JWT is not valid: %v", err)
+}
+
+// key returns the key (or keys) to verify a token of the signer with.
+func (x *ExtJWT) key(ctx context.Context, s posture.ExternalJWTSigner, t *jwt.Token) (any, error) {
+	if s.CertPEM != "" {
+		cert, err := pki.ParseCertificatePEM([]byte(s.CertPEM))
+		if err != nil {
+			return nil, invalidAuth("the certificate of the external JWT signer %q cannot be read", s.Name)
+		}
+		return cert.PublicKey, nil
+	}
+	kid, _ := t.Header["kid"].(string)
+	set, err := x.keys(ctx, s, kid)
+	if err != nil {
+		x.opts.Logger.Warn("fetching the key set of an external JWT signer failed", "signer", s.ID, "endpoint", s.JWKSEndpoint, "err", err)
+		return nil, invalidAuth("the key set of the external JWT signer %q could not be fetched", s.Name)
+	}
+	if kid != "" {
+		k, ok := set.byKid[kid]
+		if !ok {
+			return nil, invalidAuth("the key set of the external JWT signer %q has no key %q", s.Name, kid)
+		}
+		return k, nil
+	}
+	if len(set.all) == 0 {
+		return nil, invalidAuth("the key set of the external JWT signer %q has no usable key", s.Name)
+	}
+	vks := jwt.VerificationKeySet{}
+	for _, k := range set.all {
+		vks.Keys = append(vks.Keys, k)
+	}
+	return vks, nil
+}
+
+// keys returns the signer's cached key set, fetching it when it is older
+// than KeysTTL, or when it lacks kid and is older than RefreshAfter.
+func (x *ExtJWT) keys(ctx context.Context, s posture.ExternalJWTSigner, kid string) (*keySet, error) {
+	x.mu.Lock()
+	set := x.sets[s.JWKSEndpoint]
+	if set == nil {
+		set = &keySet{}
+		x.sets[s.JWKSEndpoint] = set
+	}
+	x.mu.Unlock()
+
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	now := x.opts.Now()
+	age := now.Sub(set.fetched)
+	_, known := set.byKid[kid]
+	stale := set.fetched.IsZero() || age >= x.opts.KeysTTL || (kid != "" && !known && age >= x.opts.RefreshAfter)
+	if !stale {
+		return set.snapshot(), nil
+	}
+	byKid, all, err := x.fetch(ctx, s.JWKSEndpoint)
+	if err != nil {
+		if !set.fetched.IsZero() && age < x.opts.KeysTTL {
+			return set.snapshot(), nil // keep the keys we have
+		}
+		return nil, err
+	}
+	set.byKid, set.all, set.fetched = byKid, all, now
+	return set.snapshot(), nil
+}
+
+func (s *keySet) snapshot() *keySet {
+	return &keySet{byKid: s.byKid, all: s.all, fetched: s.fetched}
+}
+
+// maxJWKS bounds a fetched key set.
+const maxJWKS = 1 << 20
+
+func (x *ExtJWT) fetch(ctx context.Context, endpoint string) (map[string]crypto.PublicKey, []crypto.PublicKey, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := x.opts.HTTP.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("GET %s: %s", endpoint, resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKS+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > maxJWKS {
+		return nil, nil, fmt.Errorf("GET %s: the key set is larger than %d bytes", endpoint, maxJWKS)
+	}
+	var jwks pki.JWKS
+	if err := json.Unmarshal(data, &jwks); err != nil {
+		return nil, nil, fmt.Errorf("GET %s: not a JWKS: %w", endpoint, err)
+	}
+	byKid := map[string]crypto.PublicKey{}
+	var all []crypto.PublicKey
+	for _, k := range jwks.Keys {
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		pub, err := k.PublicKey()
+		if err != nil {
+			continue // a key type we cannot use; others may do
+		}
+		all = append(all, pub)
+		if k.KeyID != "" {
+			byKid[k.KeyID] = pub
+		}
+	}
+	return byKid, all, nil
+}

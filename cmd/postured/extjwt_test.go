@@ -1,0 +1,241 @@
+package main
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// selfSignedPEM is a certificate for the key, as an identity provider
+// publishes it.
+func selfSignedPEM(t testing.TB, key crypto.Signer) string {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test idp"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+func signJWT(t testing.TB, method jwt.SigningMethod, key crypto.Signer, kid string, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, claims)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// extLogin authenticates with a bearer JWT.
+func (n *testNode) extLogin(t testing.TB, token string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, n.srv.URL+api.ClientBase+"/authenticate?method=ext-jwt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := n.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+}
+
+// expectAuthFailure checks a 401 INVALID_AUTH whose message says why.
+func expectAuthFailure(t testing.TB, r response, reason string) {
+	t.Helper()
+	_, e := r.envelope(t)
+	if r.Status != http.StatusUnauthorized || e.Code != posture.CodeInvalidAuth || !strings.Contains(e.Message, reason) {
+		t.Fatalf("got %d %s, want 401 INVALID_AUTH saying %q", r.Status, r.Body, reason)
+	}
+}
+
+// TestExtJWTSigners: management CRUD and validation of external JWT
+// signers, the public client list, and ext-jwt authentication with an ECDSA
+// key pair made here (certificate signer) and an RSA key served as a JWKS:
+// a good token logs in; an expired one, one signed with another key, one for
+// another audience, one from an unknown issuer or a disabled signer are 401
+// INVALID_AUTH with a message that says which.
+func TestExtJWTSigners(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := selfSignedPEM(t, ecKey)
+	byExt := n.create(t, admin, "identities", map[string]any{"name": "jwt-user", "type": "User", "isAdmin": false, "externalId": "ext-123"})
+
+	// Validation.
+	valid := func() map[string]any {
+		return map[string]any{"name": "idp", "issuer": "https://idp.test", "audience": "postured", "certPem": certPEM,
+			"useExternalId": true, "enabled": true, "externalAuthUrl": "https://idp.test/auth", "clientId": "postured-client", "scopes": []string{"openid"}}
+	}
+	without := func(k string) map[string]any { m := valid(); delete(m, k); return m }
+	with := func(k string, v any) map[string]any { m := valid(); m[k] = v; return m }
+	for name, c := range map[string]struct {
+		body  map[string]any
+		field string
+	}{
+		"no name":            {without("name"), "name"},
+		"no issuer":          {without("issuer"), "issuer"},
+		"no audience":        {without("audience"), "audience"},
+		"no enabled":         {without("enabled"), "enabled"},
+		"no key":             {without("certPem"), "certPem"},
+		"both keys":          {with("jwksEndpoint", "https://idp.test/jwks"), "certPem"},
+		"bad certificate":    {with("certPem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), "certPem"},
+		"bad auth url":       {with("externalAuthUrl", "not a url"), "externalAuthUrl"},
+		"bad tag":            {with("tags", map[string]any{"x": 1.5}), "tags.x"},
+		"jwks not http":      {func() map[string]any { m := without("certPem"); m["jwksEndpoint"] = "ftp://idp.test/jwks"; return m }(), "jwksEndpoint"},
+		"jwks relative path": {func() map[string]any { m := without("certPem"); m["jwksEndpoint"] = "/jwks"; return m }(), "jwksEndpoint"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			expectError(t, n.do(t, http.MethodPost, mgmt+"/external-jwt-signers", admin, c.body), 400, posture.CodeCouldNotValidate, c.field)
+		})
+	}
+	signer := n.create(t, admin, "external-jwt-signers", valid())
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/external-jwt-signers", admin, with("name", "idp-2")), 400, posture.CodeCouldNotValidate, "issuer")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/external-jwt-signers", admin, with("issuer", "https://other.test")), 400, posture.CodeCouldNotValidate, "name")
+	d := n.detail(t, admin, "external-jwt-signers", signer)
+	if d["claimsProperty"] != "sub" || d["issuer"] != "https://idp.test" || d["useExternalId"] != true || d["enabled"] != true ||
+		d["fingerprint"] == nil || d["jwksEndpoint"] != nil || d["clientId"] != "postured-client" {
+		t.Fatalf("signer detail: %v", d)
+	}
+
+	// The client API lists enabled signers without a session.
+	r := n.do(t, http.MethodGet, api.ClientBase+"/external-jwt-signers", "", nil)
+	if data, _ := r.envelope(t); r.Status != http.StatusOK || !strings.Contains(string(data), `"name":"idp"`) ||
+		!strings.Contains(string(data), `"externalAuthUrl":"https://idp.test/auth"`) || strings.Contains(string(data), "BEGIN CERTIFICATE") {
+		t.Fatalf("client signer list: %d %s", r.Status, data)
+	}
+
+	now := time.Now()
+	claims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
+		c := jwt.MapClaims{"iss": "https://idp.test", "aud": "postured", "sub": "ext-123", "exp": now.Add(5 * time.Minute).Unix(), "iat": now.Unix()}
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+
+	// A good token: an API session of the identity with that externalId.
+	r = n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(nil)))
+	if r.Status != http.StatusOK {
+		t.Fatalf("ext-jwt login: %d %s", r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var s api.APISessionView
+	if err := json.Unmarshal(data, &s); err != nil || s.IdentityID != byExt || s.Token != r.Header.Get(api.HeaderSession) {
+		t.Fatalf("ext-jwt session: %s", data)
+	}
+	if r := n.do(t, http.MethodGet, api.ClientBase+"/current-identity", s.Token, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"name":"jwt-user"`) {
+		t.Fatalf("current identity of an ext-jwt session: %d %s", r.Status, r.Body)
+	}
+
+	otherKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) {
+		c["exp"] = now.Add(-time.Minute).Unix()
+	}))), "expired")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, otherKey, "", claims(nil))), "signature")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { c["aud"] = "someone-else" }))), "audience")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { c["iss"] = "https://evil.test" }))), "issuer")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { delete(c, "exp") }))), "exp")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { c["sub"] = "nobody" }))), "no identity")
+	expectAuthFailure(t, n.extLogin(t, ""), "Bearer")
+	expectAuthFailure(t, n.extLogin(t, "not.a.jwt"), "not a JWT")
+	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil))
+	hsToken, _ := hs.SignedString([]byte(certPEM))
+	expectAuthFailure(t, n.extLogin(t, hsToken), "algorithm")
+
+	// A disabled signer is refused; deleted, its issuer is unknown.
+	if r := n.do(t, http.MethodPatch, mgmt+"/external-jwt-signers/"+signer, admin, map[string]any{"enabled": false}); r.Status != http.StatusOK {
+		t.Fatalf("disable: %d %s", r.Status, r.Body)
+	}
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(nil))), "disabled")
+	if r := n.do(t, http.MethodGet, api.ClientBase+"/external-jwt-signers", "", nil); strings.Contains(string(r.Body), `"name":"idp"`) {
+		t.Fatalf("a disabled signer is listed to clients: %s", r.Body)
+	}
+	if r := n.do(t, http.MethodDelete, mgmt+"/external-jwt-signers/"+signer, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(nil))), "issuer")
+
+	// A JWKS signer: an RSA key served by an identity provider; the
+	// identity is named by its id in the "uid" claim. The key set is
+	// fetched once and cached.
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int32
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
+			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
+			"n": base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()),
+			"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(rsaKey.E)).Bytes()),
+		}}})
+	}))
+	defer idp.Close()
+	byID := n.create(t, admin, "identities", map[string]any{"name": "jwks-user", "type": "User", "isAdmin": false})
+	n.create(t, admin, "external-jwt-signers", map[string]any{"name": "idp-jwks", "issuer": "https://idp2.test", "audience": "aud-2",
+		"jwksEndpoint": idp.URL + "/jwks", "claimsProperty": "uid", "enabled": true})
+	jwksClaims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
+		c := jwt.MapClaims{"iss": "https://idp2.test", "aud": []string{"aud-2", "other"}, "uid": byID, "exp": now.Add(time.Minute).Unix()}
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+	for range 2 {
+		r = n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(nil)))
+		if data, _ := r.envelope(t); r.Status != http.StatusOK || !strings.Contains(string(data), `"identityId":"`+byID+`"`) {
+			t.Fatalf("JWKS login: %d %s", r.Status, r.Body)
+		}
+	}
+	if got := fetches.Load(); got != 1 {
+		t.Fatalf("the key set was fetched %d times, want 1 (cached)", got)
+	}
+	otherRSA, _ := rsa.GenerateKey(rand.Reader, 2048)
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, otherRSA, "k1", jwksClaims(nil))), "signature")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { c["aud"] = "aud-3" }))), "audience")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Second).Unix() }))), "expired")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k9", jwksClaims(nil))), `no key "k9"`)
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { delete(c, "uid") }))), `"uid"`)
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+func (n *testNode) passwordLogin(t testing.TB, username, password string) response {
+	t.Helper()
+	return n.do(t, http.MethodPost, api.ClientBase+"/authenticate?method=password", "", map[string]string{"username": username, "password": password})
+}
+
+// TestFailedLoginsAreRateLimited: failed logins are limited per username and
+// per source (429 SERVER_TOO_MANY_REQUESTS with Retry-After, even for the
+// right password, so that guessing learns nothing); the limits recover with
+// time; successes take nothing, so hundreds of logins from one address pass.
+func TestFailedLoginsAreRateLimited(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	clk := newStepClock(time.Now())
+	n.client.Login.Limiter.Configure(api.LimiterOptions{
+		SubjectBurst: 3, SubjectEvery: time.Minute, SourceBurst: 5, SourceEvery: time.Minute, Now: clk.Now,
+	})
+	n.createUser(t, "other-user", "other-password", false)
+
+	// Three failures for one username, then it is refused.
+	for range 3 {
+		expectError(t, n.passwordLogin(t, "admin", "wrong-password"), 401, posture.CodeInvalidAuth, "")
+	}
+	r := n.passwordLogin(t, "admin", testAdminPassword)
+	expectError(t, r, 429, posture.CodeTooManyRequests, "")
+	if r.Header.Get("Retry-After") != "60" {
+		t.Fatalf("Retry-After %q, want 60", r.Header.Get("Retry-After"))
+	}
+	// Other usernames still work until the source runs out: five failures
+	// in all from this address.
+	if r := n.passwordLogin(t, "other-user", "other-password"); r.Status != http.StatusOK {
+		t.Fatalf("another user: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.passwordLogin(t, "other-user", "wrong-password"), 401, posture.CodeInvalidAuth, "")
+	expectError(t, n.passwordLogin(t, "nobody-at-all", "wrong-password"), 401, posture.CodeInvalidAuth, "")
+	expectError(t, n.passwordLogin(t, "other-user", "other-password"), 429, posture.CodeTooManyRequests, "")
+
+	// The limits recover with time: one failure per minute.
+	clk.Advance(time.Minute)
+	if r := n.passwordLogin(t, "admin", testAdminPassword); r.Status != http.StatusOK {
+		t.Fatalf("after a minute: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.passwordLogin(t, "admin", "wrong-password"), 401, posture.CodeInvalidAuth, "")
+	expectError(t, n.passwordLogin(t, "admin", testAdminPassword), 429, posture.CodeTooManyRequests, "")
+	clk.Advance(10 * time.Minute)
+
+	// Successes take nothing: many logins from one address, concurrently,
+	// are never refused though the source allows only five failures.
+	const logins, workers = 200, 16
+	var refused atomic.Int32
+	var wg sync.WaitGroup
+	next := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			for range next {
+				if r := n.passwordLogin(t, "other-user", "other-password"); r.Status != http.StatusOK {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	start := time.Now()
+	for range logins {
+		next <- struct{}{}
+	}
+	close(next)
+	wg.Wait()
+	if refused.Load() != 0 {
+		t.Fatalf("%d of %d successful logins were refused", refused.Load(), logins)
+	}
+	t.Logf("%d logins from one address in %v", logins, time.Since(start).Round(time.Millisecond))
+}
+
+// TestWrongMFACodesAreRateLimited: wrong TOTP codes count against the
+// identity; once it has none left, even a right code is refused (429).
+func TestWrongMFACodesAreRateLimited(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	clk := useStepClock(n)
+	n.client.Login.Limiter.Configure(api.LimiterOptions{SubjectBurst: 2, SubjectEvery: time.Minute, Now: clk.Now})
+	tok := n.createUser(t, "limited-user", "limited-password", false)
+	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
+	partial, _ := n.loginSession(t, "limited-user", "limited-password")
+	for range 2 {
+		expectError(t, n.do(t, http.MethodPost, api.ClientBase+"/authenticate/mfa", partial, map[string]string{"code": wrongCode(t, secret, clk.Now())}), 400, posture.CodeMFAInvalidToken, "")
+	}
+	expectError(t, n.do(t, http.MethodPost, api.ClientBase+"/authenticate/mfa", partial, map[string]string{"code": totpAt(t, secret, clk.Now())}), 429, posture.CodeTooManyRequests, "")
+	clk.Advance(time.Minute)
+	if r := n.do(t, http.MethodPost, api.ClientBase+"/authenticate/mfa", partial, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
+		t.Fatalf("after a minute: %d %s", r.Status, r.Body)
+	}
+}
