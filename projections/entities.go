@@ -109,11 +109,7 @@ func onEntity[T posture.Entity](h entityHooks[T]) {
 func reevaluateChange(tx *Tx, kind posture.Kind, id string, before []selector) error {
 	switch kind {
 	case posture.KindIdentity:
-		sessions, err := childIDs(tx.b, posture.KindIdentity, id, KindAPISession)
-		if err != nil {
-			return err
-		}
-		return reevaluate(tx, id, sessions, tx.event.At, true)
+		return reevaluate(tx, id, tx.graph.sessionsOf(id), tx.event.At, true)
 	case posture.KindCheck, posture.KindServicePolicy:
 		selectors := append(before, tx.graph.identitySelectors(kind, id)...)
 		if len(selectors) == 0 {

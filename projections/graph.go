@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/json"
 	"slices"
 	"sort"
 	"strings"
@@ -75,6 +76,7 @@ type graph struct {
 	byAttr   map[posture.Kind]map[string]map[string]struct{}
 	policies map[posture.Kind]map[string]*policyNode
 	roleIdx  map[roleKey]map[string]struct{}
+	sessions map[string]map[string]struct{} // identity id -> its API session ids
 }
 
 func newGraph() *graph {
@@ -83,7 +85,33 @@ func newGraph() *graph {
 		byAttr:   map[posture.Kind]map[string]map[string]struct{}{},
 		policies: map[posture.Kind]map[string]*policyNode{},
 		roleIdx:  map[roleKey]map[string]struct{}{},
+		sessions: map[string]map[string]struct{}{},
 	}
+}
+
+// addSession and dropSession track which API sessions an identity has.
+func (g *graph) addSession(identityID, apiSessionID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	addTo(g.sessions, identityID, apiSessionID)
+}
+
+func (g *graph) dropSession(identityID, apiSessionID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	removeFrom(g.sessions, identityID, apiSessionID)
+}
+
+// sessionsOf lists, sorted, an identity's API sessions.
+func (g *graph) sessionsOf(identityID string) []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]string, 0, len(g.sessions[identityID]))
+	for id := range g.sessions[identityID] {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func addTo[K comparable](m map[K]map[string]struct{}, k K, id string) {
@@ -418,7 +446,19 @@ func (g *graph) load(r reader) error {
 	if err := loadKind[posture.EdgeRouterPolicy](g, r); err != nil {
 		return err
 	}
-	return loadKind[posture.ServiceEdgeRouterPolicy](g, r)
+	if err := loadKind[posture.ServiceEdgeRouterPolicy](g, r); err != nil {
+		return err
+	}
+	return scan(r, []byte("p/s/"), func(key, value []byte) (bool, error) {
+		var st struct {
+			IdentityID string `json:"identityId"`
+		}
+		if err := json.Unmarshal(value, &st); err != nil {
+			return false, err
+		}
+		addTo(g.sessions, st.IdentityID, strings.TrimPrefix(string(key), "p/s/"))
+		return true, nil
+	})
 }
 
 func loadKind[T posture.Entity](g *graph, r reader) error {

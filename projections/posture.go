@@ -148,12 +148,9 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 	}
 	sessions := []string{p.APISessionID}
 	if identityWide {
-		var err error
-		if sessions, err = childIDs(tx.b, posture.KindIdentity, p.IdentityID, KindAPISession); err != nil {
-			return err
-		}
+		sessions = tx.graph.sessionsOf(p.IdentityID)
 	}
-	return reevaluate(tx, p.IdentityID, sessions, e.At, false)
+	return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
 }
 
 // reevaluate brings the policy states of an identity's API sessions up to
@@ -163,6 +160,12 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 // changed (or always, with touched: a model change), and the next deadline
 // of each API session is indexed for the timer.
 func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, touched bool) error {
+	return reevaluateWith(tx, identityID, nil, apiSessions, at, touched)
+}
+
+// reevaluateWith is reevaluate with the identity's posture data already at
+// hand (nil: read it).
+func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiSessions []string, at time.Time, touched bool) error {
 	if len(apiSessions) == 0 {
 		return nil
 	}
@@ -170,9 +173,11 @@ func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, t
 	if err != nil {
 		return err
 	}
-	var ip posture.IdentityPosture
-	if _, err := getJSON(tx.r(), identityPostureKey(identityID), &ip); err != nil {
-		return err
+	if ip == nil {
+		ip = &posture.IdentityPosture{}
+		if _, err := getJSON(tx.r(), identityPostureKey(identityID), ip); err != nil {
+			return err
+		}
 	}
 	g := tx.graph
 	cache := map[string]*posture.Check{}
@@ -199,7 +204,7 @@ func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, t
 		if !found {
 			continue
 		}
-		d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace}
+		d := evaluator.Data{Identity: *ip, Session: st.Posture, MFAGrace: cfg.MFAGrace}
 		states := make(map[string]bool, len(withChecks))
 		var deadline time.Time
 		for _, p := range withChecks {
@@ -209,11 +214,15 @@ func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, t
 				deadline = until
 			}
 		}
-		if !mapsEqual(states, st.Policies) {
+		statesChanged := !mapsEqual(states, st.Policies)
+		if statesChanged {
 			changed = true
 			if err := removeUngranted(tx, identityID, sid, states); err != nil {
 				return err
 			}
+		}
+		if !statesChanged && st.Deadline.Equal(deadline) {
+			continue // nothing to write
 		}
 		if !st.Deadline.Equal(deadline) {
 			if !st.Deadline.IsZero() {
@@ -351,6 +360,7 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 
 // startSessionPosture creates an API session's posture record.
 func startSessionPosture(tx *Tx, s posture.APISession) error {
+	tx.graph.addSession(s.IdentityID, s.ID)
 	return tx.put(sessionStateKey(s.ID), sessionState{
 		IdentityID: s.IdentityID,
 		Posture:    posture.SessionPosture{APISessionID: s.ID, SDKInfo: s.SDKInfo},
@@ -363,6 +373,9 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 	st, found, err := loadSessionState(tx, apiSessionID)
 	if err != nil {
 		return err
+	}
+	if found {
+		tx.graph.dropSession(st.IdentityID, apiSessionID)
 	}
 	if found && !st.Deadline.IsZero() {
 		if err := tx.del(dueKey(st.Deadline, apiSessionID)); err != nil {
@@ -389,10 +402,7 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 // clearMFAPosture forgets the MFA passes of all of an identity's API
 // sessions (MFA was removed) and re-evaluates them at the event's time.
 func clearMFAPosture(tx *Tx, identityID string) error {
-	ids, err := childIDs(tx.b, posture.KindIdentity, identityID, KindAPISession)
-	if err != nil {
-		return err
-	}
+	ids := tx.graph.sessionsOf(identityID)
 	for _, id := range ids {
 		st, found, err := loadSessionState(tx, id)
 		if err != nil || !found {
