@@ -48,3 +48,27 @@ type FailedServiceRequest struct {
 // MaxFailedRequests is how many failed service requests are kept per
 // identity (the seed's 50; the oldest is dropped).
 const MaxFailedRequests = 50
+
+// HistoryEntry is one line of an identity's audit timeline: a posture fact,
+// an access change or a session decision, with the event that caused it.
+type HistoryEntry struct {
+	Seq          uint64          `json:"seq"`
+	At           time.Time       `json:"at"`
+	Kind         string          `json:"kind"`
+	Event        string          `json:"event"`
+	APISessionID string          `json:"apiSessionId,omitempty"`
+	Summary      string          `json:"summary"`
+	Detail       json.RawMessage `json:"detail,omitempty"`
+}
+
+// History kinds.
+const (
+	HistoryPosture    = "posture"
+	HistoryEndpoint   = "endpoint"
+	HistoryMFA        = "mfa"
+	HistoryDeadline   = "deadline"
+	HistoryAccess     = "access"
+	HistorySession    = "session"
+	HistoryAPISession = "api-session"
+	HistoryModel      = "model"
+)

@@ -18,6 +18,9 @@ func init() {
 		if err := startSessionPosture(tx, s); err != nil {
 			return err
 		}
+		if err := tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session started ("+s.AuthMethod+")", nil); err != nil {
+			return err
+		}
 		return tx.put(entityKey(KindAPISession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionTouched) error {
@@ -30,6 +33,12 @@ func init() {
 		return tx.put(entityKey(KindAPISession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionDeleted) error {
+		if found, err := getJSON(tx.r(), entityKey(KindAPISession, p.ID), &posture.APISession{}); err != nil || !found {
+			return err
+		}
+		if err := tx.history(p.IdentityID, p.ID, posture.HistoryAPISession, "API session ended ("+p.Reason+")", nil); err != nil {
+			return err
+		}
 		return deleteAPISession(tx, p.ID)
 	})
 }

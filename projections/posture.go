@@ -60,9 +60,16 @@ func init() {
 		if err := tx.put(entityKey(KindAPISession, s.ID), s); err != nil {
 			return err
 		}
+		if err := tx.history(p.IdentityID, p.APISessionID, posture.HistoryMFA, "MFA passed", nil); err != nil {
+			return err
+		}
 		return reevaluate(tx, p.IdentityID, []string{p.APISessionID}, e.At, false)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.DeadlineReached) error {
+		summary := "deadline " + p.Deadline.UTC().Format(time.RFC3339Nano) + " reached"
+		if err := tx.history(p.IdentityID, p.APISessionID, posture.HistoryDeadline, summary, p); err != nil {
+			return err
+		}
 		return reevaluate(tx, p.IdentityID, []string{p.APISessionID}, e.At, false)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.SessionDenied) error { return recordFailure(tx, e, p) })
@@ -146,6 +153,22 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			}
 		}
 	}
+	for _, r := range p.Responses {
+		var err error
+		switch {
+		case r.TypeID != posture.ResponseEndpointState:
+			err = tx.history(p.IdentityID, p.APISessionID, posture.HistoryPosture, responseSummary(r), r)
+		case r.Woken || r.Unlocked:
+			what := map[bool]string{true: "woken", false: "unlocked"}[r.Woken]
+			if r.Woken && r.Unlocked {
+				what = "woken and unlocked"
+			}
+			err = tx.history(p.IdentityID, p.APISessionID, posture.HistoryEndpoint, "endpoint "+what, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	sessions := []string{p.APISessionID}
 	if identityWide {
 		sessions = tx.graph.sessionsOf(p.IdentityID)
@@ -196,6 +219,12 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		}
 	}
 	changed := touched
+	if touched {
+		summary := fmt.Sprintf("%s changed what applies to the identity", tx.event.Type)
+		if err := tx.history(identityID, "", posture.HistoryModel, summary, nil); err != nil {
+			return err
+		}
+	}
 	for _, sid := range apiSessions {
 		st, found, err := loadSessionState(tx, sid)
 		if err != nil {
@@ -217,6 +246,9 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		statesChanged := !mapsEqual(states, st.Policies)
 		if statesChanged {
 			changed = true
+			if err := recordTransitions(tx, identityID, sid, st.Policies, states); err != nil {
+				return err
+			}
 			if err := removeUngranted(tx, identityID, sid, states); err != nil {
 				return err
 			}
@@ -243,6 +275,47 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 	}
 	if changed {
 		return tx.put(changedKey(identityID), at)
+	}
+	return nil
+}
+
+// recordTransitions writes a history entry for each policy whose state
+// changed for an API session.
+func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after map[string]bool) error {
+	ids := make([]string, 0, len(before)+len(after))
+	for id := range before {
+		ids = append(ids, id)
+	}
+	for id := range after {
+		if _, ok := before[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	state := func(m map[string]bool, id string) string {
+		pass, ok := m[id]
+		switch {
+		case !ok:
+			return "not applicable"
+		case pass:
+			return "passing"
+		}
+		return "failing"
+	}
+	for _, id := range ids {
+		was, now := state(before, id), state(after, id)
+		if was == now {
+			continue
+		}
+		name := id
+		if p, err := getEntity[posture.ServicePolicy](tx.r(), posture.KindServicePolicy, id); err == nil {
+			name = p.Name
+		}
+		detail := map[string]string{"policyId": id, "policyName": name, "from": was, "to": now}
+		summary := fmt.Sprintf("policy %s: %s -> %s", name, was, now)
+		if err := tx.history(identityID, apiSessionID, posture.HistoryAccess, summary, detail); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -293,6 +366,9 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 			return err
 		}
 		if found && !granted(tx.graph, identityID, s.ServiceID, s.Type, states) {
+			if err := sessionHistory(tx, s, "removed: no passing "+s.Type+" policy left"); err != nil {
+				return err
+			}
 			if err := deleteSession(tx, s); err != nil {
 				return err
 			}
@@ -340,6 +416,14 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	}
 	prefix := failedPrefix(p.IdentityID)
 	if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), f); err != nil {
+		return err
+	}
+	failing := make([]string, 0, len(p.PolicyFailures))
+	for _, pf := range p.PolicyFailures {
+		failing = append(failing, pf.PolicyName)
+	}
+	summary := fmt.Sprintf("%s session for service %s denied: failing policies %s", p.Type, p.ServiceName, strings.Join(failing, ", "))
+	if err := tx.history(p.IdentityID, p.APISessionID, posture.HistorySession, summary, p.PolicyFailures); err != nil {
 		return err
 	}
 	var keys [][]byte
@@ -391,6 +475,9 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 		if found, err := getJSON(tx.r(), entityKey(KindSession, id), &s); err != nil {
 			return err
 		} else if found {
+			if err := sessionHistory(tx, s, "removed: its API session ended"); err != nil {
+				return err
+			}
 			if err := deleteSession(tx, s); err != nil {
 				return err
 			}

@@ -1,6 +1,9 @@
 package projections
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/seed-0809debe/posture"
 )
 
@@ -24,6 +27,9 @@ func init() {
 		if err := tx.putRaw(relationKey(KindAPISession, s.APISessionID, KindSession, s.ID), nil); err != nil {
 			return err
 		}
+		if err := sessionHistory(tx, s, "created by policies "+strings.Join(p.Policies, ", ")); err != nil {
+			return err
+		}
 		return tx.put(entityKey(KindSession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.SessionDeleted) error {
@@ -31,8 +37,19 @@ func init() {
 		if found, err := getJSON(tx.r(), entityKey(KindSession, p.ID), &s); err != nil || !found {
 			return err
 		}
+		if err := sessionHistory(tx, s, "deleted by the client"); err != nil {
+			return err
+		}
 		return deleteSession(tx, s)
 	})
+}
+
+// sessionHistory records a session's creation or end in its identity's
+// history.
+func sessionHistory(tx *Tx, s posture.Session, what string) error {
+	summary := fmt.Sprintf("%s session %s for service %s %s", s.Type, s.ID, s.ServiceID, what)
+	detail := map[string]string{"sessionId": s.ID, "serviceId": s.ServiceID, "type": s.Type}
+	return tx.history(s.IdentityID, s.APISessionID, posture.HistorySession, summary, detail)
 }
 
 func deleteSession(tx *Tx, s posture.Session) error {

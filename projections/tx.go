@@ -24,6 +24,8 @@ type Tx struct {
 	graph *graph
 	hot   *hotCache
 	event posture.Event // the event being applied
+	// historyN numbers the history entries of the event per identity.
+	historyN map[string]int
 }
 
 // r reads through the hot cache, filling it.
