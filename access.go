@@ -72,3 +72,63 @@ const (
 	HistoryAPISession = "api-session"
 	HistoryModel      = "model"
 )
+
+// Explanation is an access decision as it stood at a moment: for each API
+// session of the identity, each granting policy with each check's actual
+// and expected values and deadlines, and the history entries that explain
+// the outcome.
+type Explanation struct {
+	IdentityID  string               `json:"identityId"`
+	ServiceID   string               `json:"serviceId"`
+	ServiceName string               `json:"serviceName"`
+	Type        string               `json:"type"`
+	At          time.Time            `json:"at"`
+	Decision    string               `json:"decision"` // granted, denied, no-permission, no-api-session
+	APISessions []SessionExplanation `json:"apiSessions"`
+}
+
+// Decisions of an Explanation.
+const (
+	DecisionGranted      = "granted"
+	DecisionDenied       = "denied"
+	DecisionNoPermission = "no-permission"
+	DecisionNoAPISession = "no-api-session"
+)
+
+// SessionExplanation is the decision for one API session.
+type SessionExplanation struct {
+	APISessionID string              `json:"apiSessionId"`
+	Granted      bool                `json:"granted"`
+	Policies     []PolicyExplanation `json:"policies"`
+	// LastChange is the history entry that last changed a granting
+	// policy's outcome before the moment (nil if none did).
+	LastChange *HistoryEntry `json:"lastChange,omitempty"`
+	// Related are the facts the checks' deadlines hang on (the last MFA
+	// pass, wake and unlock).
+	Related []HistoryEntry `json:"related,omitempty"`
+}
+
+// PolicyExplanation is one granting policy.
+type PolicyExplanation struct {
+	PolicyID   string             `json:"policyId"`
+	PolicyName string             `json:"policyName"`
+	Passing    bool               `json:"passing"`
+	Checks     []CheckExplanation `json:"checks"`
+}
+
+// CheckExplanation is one check of a policy.
+type CheckExplanation struct {
+	PostureCheckID   string          `json:"postureCheckId"`
+	PostureCheckName string          `json:"postureCheckName"`
+	PostureCheckType CheckType       `json:"postureCheckType"`
+	Passing          bool            `json:"passing"`
+	ActualValue      json.RawMessage `json:"actualValue"`
+	ExpectedValue    json.RawMessage `json:"expectedValue"`
+	Criteria         json.RawMessage `json:"criteria,omitempty"`
+	// Deadlines: when a passing check stops passing (ValidUntil), and for
+	// MFA the timeout and the wake/unlock grace ends.
+	ValidUntil      *time.Time `json:"validUntil,omitempty"`
+	TimeoutEndsAt   *time.Time `json:"timeoutEndsAt,omitempty"`
+	WakeGraceEnds   *time.Time `json:"wakeGraceEndsAt,omitempty"`
+	UnlockGraceEnds *time.Time `json:"unlockGraceEndsAt,omitempty"`
+}

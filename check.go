@@ -92,14 +92,16 @@ var OSTypes = []string{OSWindows, OSWindowsServer, OSLinux, OSMacOS, OSIOS, OSAn
 // CanonicalOSType maps any spelling of a supported OS type ("WINDOWS",
 // "Windows Server", "macos", "windows_server") to its canonical name.
 func CanonicalOSType(s string) (string, bool) {
-	key := strings.NewReplacer(" ", "", "_", "", "-", "").Replace(strings.ToLower(s))
+	key := osKeyReplacer.Replace(strings.ToLower(s))
 	for _, t := range OSTypes {
-		if strings.ToLower(t) == key {
+		if strings.EqualFold(t, key) {
 			return t, true
 		}
 	}
 	return "", false
 }
+
+var osKeyReplacer = strings.NewReplacer(" ", "", "_", "", "-", "")
 
 // NormalizeHex lower-cases s and drops every character that is not a hex
 // digit, so that "AA:BB-cc" and "aabbcc" compare equal (MAC addresses,

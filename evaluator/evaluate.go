@@ -40,6 +40,7 @@
 package evaluator
 
 import (
+	"github.com/Masterminds/semver/v3"
 	"slices"
 	"time"
 
@@ -62,6 +63,15 @@ type Data struct {
 	// keeps passing after a wake or unlock event. A negative value counts as
 	// zero. Callers normally pass DefaultMFAGrace.
 	MFAGrace time.Duration
+	// Ranges, when set, parses OS version ranges, typically from a cache
+	// (the same ranges are evaluated over and over). Nil parses every time
+	// with ParseVersionRange.
+	Ranges RangeParser
+}
+
+// RangeParser parses a version range as ParseVersionRange does.
+type RangeParser interface {
+	Parse(r string) (*semver.Constraints, error)
 }
 
 // Verdict is the outcome of evaluating one check against posture data at one
@@ -107,7 +117,7 @@ type Verdict struct {
 func Evaluate(c posture.Check, d Data, now time.Time) Verdict {
 	switch c.TypeID {
 	case posture.CheckOS:
-		return evalOS(c, d.Identity.OS)
+		return evalOS(c, d.Identity.OS, d.Ranges)
 	case posture.CheckMAC:
 		return evalMAC(c, d.Identity.MAC)
 	case posture.CheckDomain:

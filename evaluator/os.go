@@ -30,7 +30,7 @@ type OSValue struct {
 	Build   string `json:"build"`
 }
 
-func evalOS(c posture.Check, os *posture.OSPosture) Verdict {
+func evalOS(c posture.Check, os *posture.OSPosture, ranges RangeParser) Verdict {
 	v := Verdict{Actual: OSValue{}, Expected: cloneOperatingSystems(c.OperatingSystems)}
 	if os == nil {
 		v.Reason = "no OS posture received"
@@ -53,8 +53,12 @@ func evalOS(c posture.Check, os *posture.OSPosture) Verdict {
 		return v
 	}
 	invalid := 0
+	parse := ParseVersionRange
+	if ranges != nil {
+		parse = ranges.Parse
+	}
 	for _, r := range entry.Versions {
-		cs, err := ParseVersionRange(r)
+		cs, err := parse(r)
 		if err != nil {
 			invalid++
 			continue

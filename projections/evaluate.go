@@ -1,13 +1,34 @@
 package projections
 
 import (
+	"sync"
+
 	"bytes"
 	"encoding/json"
+	"github.com/Masterminds/semver/v3"
 	"time"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/evaluator"
 )
+
+// policyState is evalPolicy without the check results: whether all checks
+// pass and the earliest deadline of a passing one (what re-evaluation
+// keeps).
+func policyState(checks []posture.Check, d evaluator.Data, at time.Time) (bool, time.Time) {
+	passing := true
+	var deadline time.Time
+	for _, c := range checks {
+		v := evaluator.Evaluate(c, d, at)
+		if !v.Pass {
+			passing = false
+		}
+		if v.Pass && !v.ValidUntil.IsZero() && (deadline.IsZero() || v.ValidUntil.Before(deadline)) {
+			deadline = v.ValidUntil
+		}
+	}
+	return passing, deadline
+}
 
 // evalPolicy evaluates a policy's checks at a time. It returns whether all
 // pass, each check's result, and the earliest deadline after which a
@@ -75,4 +96,27 @@ func policyChecks(r reader, g *graph, policyID string, cache map[string]*posture
 		}
 	}
 	return out, nil
+}
+
+// rangeCache keeps parsed OS version ranges: the same few ranges are
+// evaluated on every OS posture fact. Ranges come from checks, so the cache
+// stays as small as the model.
+type rangeCache struct {
+	m sync.Map // string -> rangeResult
+}
+
+type rangeResult struct {
+	c   *semver.Constraints
+	err error
+}
+
+// Parse implements evaluator.RangeParser.
+func (rc *rangeCache) Parse(r string) (*semver.Constraints, error) {
+	if v, ok := rc.m.Load(r); ok {
+		res := v.(rangeResult)
+		return res.c, res.err
+	}
+	c, err := evaluator.ParseVersionRange(r)
+	rc.m.Store(r, rangeResult{c, err})
+	return c, err
 }

@@ -2,8 +2,11 @@ package projections
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"reflect"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -32,6 +35,40 @@ func isHot(key []byte) bool {
 // apply has since replaced. A nil value records a deleted key.
 type hotCache struct {
 	m sync.Map // string -> []byte (nil: absent)
+	// decoded holds the decoded form of hot values, each tagged with the
+	// bytes it was decoded from: an entry is used only while those very
+	// bytes are still the cached value, so a reader can never install a
+	// stale decoding.
+	decoded sync.Map // string -> decodedValue
+}
+
+type decodedValue struct {
+	raw *byte
+	typ reflect.Type
+	v   reflect.Value
+}
+
+// decode fills v (a pointer) from raw, the cached bytes of a hot key,
+// reusing an earlier decoding of the same bytes. Decoded values are shared:
+// callers copy before they change a slice or map inside one.
+func (h *hotCache) decode(key string, raw []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	if len(raw) > 0 {
+		if d, ok := h.decoded.Load(key); ok {
+			dv := d.(decodedValue)
+			if dv.raw == &raw[0] && dv.typ == rv.Type() {
+				rv.Elem().Set(dv.v)
+				return nil
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return err
+	}
+	if len(raw) > 0 {
+		h.decoded.Store(key, decodedValue{raw: &raw[0], typ: rv.Type(), v: reflect.ValueOf(rv.Elem().Interface())})
+	}
+	return nil
 }
 
 func (h *hotCache) store(key, value []byte) {
@@ -87,3 +124,24 @@ func (h hotReader) Get(key []byte) ([]byte, io.Closer, error) {
 }
 
 func (h hotReader) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) { return h.r.NewIter(o) }
+
+// getJSONHot decodes a hot key through the decoded cache. It reports false
+// when the key is not hot or the reader is not a hotReader.
+func getJSONHot(r reader, key []byte, v any) (found, ok bool, err error) {
+	h, isHR := r.(hotReader)
+	if !isHR || !isHot(key) {
+		return false, false, nil
+	}
+	data, closer, err := h.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, true, err
+	}
+	closer.Close()
+	if err := h.hot.decode(string(key), data, v); err != nil {
+		return false, true, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return true, true, nil
+}

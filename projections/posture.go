@@ -110,6 +110,8 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			}
 			proc := posture.ProcessPosture{CheckID: r.ID, At: e.At, Path: r.Path, IsRunning: r.IsRunning,
 				Hash: posture.NormalizeHex(r.Hash), SignerFingerprints: fps}
+			// Decoded values are shared with the cache: change a copy.
+			ip.Processes = slices.Clone(ip.Processes)
 			i := slices.IndexFunc(ip.Processes, func(x posture.ProcessPosture) bool { return x.Path == r.Path })
 			if i >= 0 {
 				ip.Processes[i] = proc
@@ -233,11 +235,11 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		if !found {
 			continue
 		}
-		d := evaluator.Data{Identity: *ip, Session: st.Posture, MFAGrace: cfg.MFAGrace}
+		d := evaluator.Data{Identity: *ip, Session: st.Posture, MFAGrace: cfg.MFAGrace, Ranges: tx.ranges}
 		states := make(map[string]bool, len(withChecks))
 		var deadline time.Time
 		for _, p := range withChecks {
-			pass, _, until := evalPolicy(p.checks, d, at)
+			pass, until := policyState(p.checks, d, at)
 			states[p.id] = pass
 			if !until.IsZero() && (deadline.IsZero() || until.Before(deadline)) {
 				deadline = until
@@ -307,10 +309,7 @@ func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after ma
 		if was == now {
 			continue
 		}
-		name := id
-		if p, err := getEntity[posture.ServicePolicy](tx.r(), posture.KindServicePolicy, id); err == nil {
-			name = p.Name
-		}
+		name := nameOf[posture.ServicePolicy](tx, posture.KindServicePolicy, id)
 		detail := map[string]string{"policyId": id, "policyName": name, "from": was, "to": now}
 		summary := fmt.Sprintf("policy %s: %s -> %s", name, was, now)
 		if err := tx.history(identityID, apiSessionID, posture.HistoryAccess, summary, detail); err != nil {

@@ -68,7 +68,7 @@ func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, no
 	if _, err := getJSON(s.r(), sessionStateKey(apiSessionID), &st); err != nil {
 		return nil, err
 	}
-	d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace}
+	d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace, Ranges: s.ranges}
 	cache := map[string]*posture.Check{}
 	out := make([]posture.PolicyResult, 0, len(policyIDs))
 	for _, pid := range policyIDs {

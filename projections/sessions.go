@@ -27,7 +27,11 @@ func init() {
 		if err := tx.putRaw(relationKey(KindAPISession, s.APISessionID, KindSession, s.ID), nil); err != nil {
 			return err
 		}
-		if err := sessionHistory(tx, s, "created by policies "+strings.Join(p.Policies, ", ")); err != nil {
+		names := make([]string, len(p.Policies))
+		for i, id := range p.Policies {
+			names[i] = nameOf[posture.ServicePolicy](tx, posture.KindServicePolicy, id)
+		}
+		if err := sessionHistory(tx, s, "created by policies "+strings.Join(names, ", ")); err != nil {
 			return err
 		}
 		return tx.put(entityKey(KindSession, s.ID), s)
@@ -47,7 +51,8 @@ func init() {
 // sessionHistory records a session's creation or end in its identity's
 // history.
 func sessionHistory(tx *Tx, s posture.Session, what string) error {
-	summary := fmt.Sprintf("%s session %s for service %s %s", s.Type, s.ID, s.ServiceID, what)
+	service := nameOf[posture.Service](tx, posture.KindService, s.ServiceID)
+	summary := fmt.Sprintf("%s session %s for service %s %s", s.Type, s.ID, service, what)
 	detail := map[string]string{"sessionId": s.ID, "serviceId": s.ServiceID, "type": s.Type}
 	return tx.history(s.IdentityID, s.APISessionID, posture.HistorySession, summary, detail)
 }
@@ -88,4 +93,15 @@ func (s *Store) APISessionSessions(apiSessionID string) ([]posture.Session, erro
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// nameOf is the name of an entity, or its id when it is gone.
+func nameOf[T posture.Entity](tx *Tx, kind posture.Kind, id string) string {
+	var v struct {
+		Name string `json:"name"`
+	}
+	if found, err := getJSON(tx.r(), entityKey(kind, id), &v); err != nil || !found || v.Name == "" {
+		return id
+	}
+	return v.Name
 }

@@ -38,10 +38,11 @@ type Source interface {
 // Store is the projection database. Apply is called by one goroutine (Run);
 // queries may run concurrently with it.
 type Store struct {
-	db    *pebble.DB
-	log   *slog.Logger
-	graph *graph
-	hot   *hotCache
+	db     *pebble.DB
+	log    *slog.Logger
+	graph  *graph
+	hot    *hotCache
+	ranges *rangeCache
 
 	mu        sync.Mutex
 	applied   uint64
@@ -74,7 +75,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, changed: make(chan struct{})}
+	s := &Store{db: db, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
 	data, closer, err := db.Get(cursorKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -122,7 +123,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	tx := &Tx{b: b, graph: s.graph, hot: s.hot}
+	tx := &Tx{b: b, graph: s.graph, hot: s.hot, ranges: s.ranges}
 	var last posture.Event
 	modelSeq := uint64(0)
 	for _, e := range events {

@@ -20,10 +20,11 @@ type reader interface {
 
 // Tx is the write side of one apply batch. Reads see the batch's own writes.
 type Tx struct {
-	b     *pebble.Batch
-	graph *graph
-	hot   *hotCache
-	event posture.Event // the event being applied
+	b      *pebble.Batch
+	graph  *graph
+	hot    *hotCache
+	ranges *rangeCache
+	event  posture.Event // the event being applied
 	// historyN numbers the history entries of the event per identity.
 	historyN map[string]int
 }
@@ -59,6 +60,9 @@ func (tx *Tx) delPrefix(prefix []byte) error {
 
 // getJSON decodes the value at key into v; found is false when absent.
 func getJSON(r reader, key []byte, v any) (found bool, err error) {
+	if found, ok, err := getJSONHot(r, key, v); ok {
+		return found, err
+	}
 	data, closer, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil

@@ -36,12 +36,13 @@ type Store interface {
 
 // API is the management API's handlers and their dependencies.
 type API struct {
-	Info    *api.Info
-	Login   *api.Login
-	Auth    *api.Auth
-	Store   Store
-	Posture PostureStore
-	Writer  *api.Writer
+	Info      *api.Info
+	Login     *api.Login
+	Auth      *api.Auth
+	Store     Store
+	Posture   PostureStore
+	Explainer Explainer
+	Writer    *api.Writer
 }
 
 // Routes lists every operation of the management API.

@@ -1,6 +1,7 @@
 package management
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -16,6 +17,14 @@ import (
 type PostureStore interface {
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
 	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
+	History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error)
+}
+
+// Explainer rebuilds an access decision at a moment from the log (the
+// node's wiring implements it: the live projection for now, a replay for a
+// past moment).
+type Explainer interface {
+	Explain(ctx context.Context, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error)
 }
 
 // The posture-data shape of the seed's section 2.2.
@@ -158,12 +167,90 @@ func (a *API) failedRequests(c echo.Context) error {
 	return c.JSON(http.StatusOK, api.Envelope{Data: out})
 }
 
-// postureRoutes are the posture read models: posture data and failed
-// service requests.
+// queryTime parses an optional RFC 3339 query parameter.
+func queryTime(c echo.Context, name string) (time.Time, error) {
+	s := c.QueryParam(name)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, posture.Invalid(name, "must be an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
+type historyView struct {
+	posture.HistoryEntry
+	At api.Time `json:"at"`
+}
+
+// postureHistory is GET /identities/:id/posture-history?since=&until=: the
+// identity's audit timeline, oldest first.
+func (a *API) postureHistory(c echo.Context) error {
+	id := c.Param("id")
+	since, err := queryTime(c, "since")
+	if err != nil {
+		return err
+	}
+	until, err := queryTime(c, "until")
+	if err != nil {
+		return err
+	}
+	entries, err := a.Posture.History(id, since, until)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
+			return err
+		}
+	}
+	views := make([]historyView, len(entries))
+	for i, e := range entries {
+		views[i] = historyView{HistoryEntry: e, At: api.Time(e.At)}
+	}
+	return api.List(c, views)
+}
+
+// policyAdvice is GET /identities/:id/policy-advice/:serviceId?at=&type=:
+// the decision as it stood at the moment (default now), rebuilt from the
+// log.
+func (a *API) policyAdvice(c echo.Context) error {
+	id, serviceID := c.Param("id"), c.Param("serviceId")
+	at, err := queryTime(c, "at")
+	if err != nil {
+		return err
+	}
+	typ := posture.Dial
+	switch strings.ToLower(c.QueryParam("type")) {
+	case "", "dial":
+	case "bind":
+		typ = posture.Bind
+	default:
+		return posture.Invalid("type", "must be Dial or Bind", c.QueryParam("type"))
+	}
+	if err := a.exists(posture.KindIdentity, "identity", id); err != nil && at.IsZero() {
+		return err
+	}
+	if err := a.exists(posture.KindService, "service", serviceID); err != nil && at.IsZero() {
+		return err
+	}
+	x, err := a.Explainer.Explain(c.Request().Context(), id, serviceID, typ, at)
+	if err != nil {
+		return err
+	}
+	return api.OK(c, x)
+}
+
+// postureRoutes are the posture read models: posture data, failed service
+// requests, the audit timeline and the decision at a moment.
 func (a *API) postureRoutes() []api.Route {
 	return []api.Route{
 		{Method: http.MethodGet, Path: "/identities/:id/posture-data", Access: api.Admin, Handler: a.postureData},
 		{Method: http.MethodGet, Path: "/identities/:id/failed-service-requests", Access: api.Admin, Handler: a.failedRequests},
+		{Method: http.MethodGet, Path: "/identities/:id/posture-history", Access: api.Admin, Handler: a.postureHistory},
+		{Method: http.MethodGet, Path: "/identities/:id/policy-advice/:serviceId", Access: api.Admin, Handler: a.policyAdvice},
 	}
 }
 

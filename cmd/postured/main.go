@@ -21,6 +21,10 @@ var (
 
 type cli struct {
 	Serve   serveCmd   `cmd:"" help:"Run the controller: the client and management APIs over HTTPS."`
+	Replay  replayCmd  `cmd:"" help:"Rebuild the projections from the log into a fresh directory, up to a sequence or a time."`
+	Audit   auditCmd   `cmd:"" help:"Audit timelines rebuilt from the log."`
+	Explain explainCmd `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
+	Events  eventsCmd  `cmd:"" help:"The event log."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
 

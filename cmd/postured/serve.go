@@ -66,8 +66,13 @@ func (s *serveCmd) advertise(ln net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
+// signalContext ends on SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
 func (s *serveCmd) Run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	log := s.logger()
 
@@ -218,7 +223,8 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 	n.writer = w
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
 		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now()}
-	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w}
+	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w,
+		Explainer: explainer{log: n.elog, store: n.store}}
 	n.client.ServiceAdmin = n.management
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)

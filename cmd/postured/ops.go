@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+func parseTime(flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return t, nil
+}
+
+type auditCmd struct {
+	Identity auditIdentityCmd `cmd:"" name:"identity" help:"An identity's timeline: posture facts, access changes and session decisions."`
+}
+
+type auditIdentityCmd struct {
+	logFlags
+	ID    string `arg:"" help:"Identity id."`
+	Since string `help:"Only entries at or after this time (RFC 3339)."`
+	Until string `help:"Only entries at or before this time (RFC 3339)."`
+	JSON  bool   `name:"json" help:"One JSON object per line instead of a table."`
+}
+
+func (a *auditIdentityCmd) Run() error {
+	ctx := context.Background()
+	since, err := parseTime("since", a.Since)
+	if err != nil {
+		return err
+	}
+	until, err := parseTime("until", a.Until)
+	if err != nil {
+		return err
+	}
+	l, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	store, err := replayInMemory(ctx, l, cutoff{until: until})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	entries, err := store.History(a.ID, since, until)
+	if err != nil {
+		return err
+	}
+	return writeHistory(os.Stdout, entries, a.JSON)
+}
+
+// writeHistory prints a timeline as a table or as JSON lines.
+func writeHistory(w io.Writer, entries []posture.HistoryEntry, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for _, e := range entries {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tSEQ\tKIND\tAPI SESSION\tWHAT\tCAUSE")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(api.TimeFormat), e.Seq, e.Kind, orDash(e.APISessionID), e.Summary, e.Event)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+type explainCmd struct {
+	logFlags
+	Identity string `required:"" help:"Identity id."`
+	Service  string `required:"" help:"Service id."`
+	At       string `help:"The moment (RFC 3339); default now."`
+	Type     string `default:"Dial" enum:"Dial,Bind" help:"Dial or Bind."`
+	JSON     bool   `name:"json" help:"Print the explanation as JSON."`
+}
+
+func (x *explainCmd) Run() error {
+	ctx := context.Background()
+	at, err := parseTime("at", x.At)
+	if err != nil {
+		return err
+	}
+	if at.IsZero() {
+		at = time.Now().UTC()
+	}
+	l, err := x.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	store, err := replayInMemory(ctx, l, cutoff{until: at})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	e, err := store.Explain(x.Identity, x.Service, x.Type, at)
+	if err != nil {
+		return err
+	}
+	if x.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	return writeExplanation(os.Stdout, e)
+}
+
+// writeExplanation prints a decision for people.
+func writeExplanation(w io.Writer, e posture.Explanation) error {
+	fmt.Fprintf(w, "%s of service %s (%s) by identity %s at %s: %s\n", e.Type, e.ServiceName, e.ServiceID, e.IdentityID,
+		e.At.UTC().Format(api.TimeFormat), strings.ToUpper(e.Decision))
+	for _, s := range e.APISessions {
+		verdict := "denied"
+		if s.Granted {
+			verdict = "granted"
+		}
+		fmt.Fprintf(w, "\nAPI session %s: %s\n", s.APISessionID, verdict)
+		for _, p := range s.Policies {
+			fmt.Fprintf(w, "  policy %s (%s): %s\n", p.PolicyName, p.PolicyID, passing(p.Passing))
+			if len(p.Checks) == 0 {
+				fmt.Fprintln(w, "    no posture checks: always passes")
+			}
+			for _, c := range p.Checks {
+				fmt.Fprintf(w, "    %s check %s: %s\n", c.PostureCheckType, c.PostureCheckName, passing(c.Passing))
+				fmt.Fprintf(w, "      actual:   %s\n      expected: %s\n", c.ActualValue, c.ExpectedValue)
+				for _, d := range []struct {
+					what string
+					t    *time.Time
+				}{{"valid until", c.ValidUntil}, {"MFA timeout ends", c.TimeoutEndsAt}, {"wake grace ends", c.WakeGraceEnds}, {"unlock grace ends", c.UnlockGraceEnds}} {
+					if d.t != nil {
+						fmt.Fprintf(w, "      %s: %s\n", d.what, d.t.UTC().Format(api.TimeFormat))
+					}
+				}
+			}
+		}
+		for _, r := range s.Related {
+			fmt.Fprintf(w, "  fact: %s at %s (event %d, %s)\n", r.Summary, r.At.UTC().Format(api.TimeFormat), r.Seq, r.Event)
+		}
+		if s.LastChange != nil {
+			fmt.Fprintf(w, "  last change: %s at %s (event %d, %s)\n", s.LastChange.Summary, s.LastChange.At.UTC().Format(api.TimeFormat), s.LastChange.Seq, s.LastChange.Event)
+		}
+	}
+	return nil
+}
+
+func passing(ok bool) string {
+	if ok {
+		return "passing"
+	}
+	return "failing"
+}
+
+type eventsCmd struct {
+	Tail eventsTailCmd `cmd:"" help:"Follow the log live: one JSON line per event (for a SIEM pipe)."`
+}
+
+type eventsTailCmd struct {
+	logFlags
+	Identity string   `help:"Only events about this identity."`
+	Type     []string `help:"Only events of these types (repeatable, or comma-separated)."`
+	From     uint64   `help:"Start at this sequence (default: after the newest event)."`
+}
+
+func (t *eventsTailCmd) Run() error {
+	ctx, stop := signalContext()
+	defer stop()
+	l, err := t.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	from := t.From
+	if from == 0 {
+		last, err := l.LastSeq(ctx)
+		if err != nil {
+			return err
+		}
+		from = last + 1
+	}
+	types := map[string]bool{}
+	for _, ty := range t.Type {
+		for _, x := range strings.Split(ty, ",") {
+			types[strings.TrimSpace(x)] = true
+		}
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetEscapeHTML(false)
+	err = l.Consume(ctx, from, func(batch []posture.Event) error {
+		for _, e := range batch {
+			if len(types) > 0 && !types[e.Type] {
+				continue
+			}
+			if t.Identity != "" && !aboutIdentity(e, t.Identity) {
+				continue
+			}
+			if err := enc.Encode(tailLine{Event: e, Seq: e.Seq}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// tailLine is an event with its sequence, as events tail prints it.
+type tailLine struct {
+	posture.Event
+	Seq uint64 `json:"seq"`
+}
+
+// aboutIdentity reports whether an event concerns an identity: its subject
+// is the identity's (posture, sessions, API sessions, MFA), or its payload
+// names the identity.
+func aboutIdentity(e posture.Event, id string) bool {
+	if strings.HasSuffix(e.Subject, "."+id) {
+		return true
+	}
+	var p struct {
+		IdentityID string `json:"identityId"`
+		ID         string `json:"id"`
+		Entity     struct {
+			ID         string `json:"id"`
+			IdentityID string `json:"identityId"`
+		} `json:"entity"`
+	}
+	if json.Unmarshal(e.Data, &p) != nil {
+		return false
+	}
+	return p.IdentityID == id || p.Entity.ID == id || p.Entity.IdentityID == id ||
+		(strings.HasPrefix(e.Type, "identity.") && p.ID == id)
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/eventlog"
+)
+
+var rewriteScenario = flag.Bool("rewrite-scenario", false, "run the ops scenario live and record it in testdata/ops")
+
+const (
+	scenarioEvents      = "testdata/ops/scenario.events.jsonl"
+	scenarioCheckpoints = "testdata/ops/checkpoints.json"
+	scenarioGrace       = time.Second
+)
+
+// checkpoint is what the live system showed at a moment of the scenario.
+type checkpoint struct {
+	Name     string                         `json:"name"`
+	At       time.Time                      `json:"at"`
+	Seq      uint64                         `json:"seq"`
+	Identity posture.IdentityPosture        `json:"identityPosture"`
+	Sessions []posture.SessionPosture       `json:"sessionPosture"`
+	Failures []posture.FailedServiceRequest `json:"failures"`
+}
+
+type scenarioIDs struct {
+	Identity string    `json:"identity"`
+	CRM      string    `json:"crm"`
+	Vault    string    `json:"vault"`
+	WakeAt   time.Time `json:"wakeAt"`
+}
+
+type scenarioRecord struct {
+	IDs         scenarioIDs  `json:"ids"`
+	Checkpoints []checkpoint `json:"checkpoints"`
+}
+
+// TestRecordScenario runs the ops scenario on a live node and records its
+// events and what the live system showed at each checkpoint. Run it with
+// -rewrite-scenario, then review the diff.
+func TestRecordScenario(t *testing.T) {
+	if !*rewriteScenario {
+		t.Skip("run with -rewrite-scenario to record testdata/ops")
+	}
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.MFAGrace = scenarioGrace
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	var rec scenarioRecord
+	mark := func(name string) {
+		seq := n.lastSeq(t)
+		if err := n.store.WaitFor(t.Context(), seq); err != nil {
+			t.Fatal(err)
+		}
+		e, err := n.elog.Get(t.Context(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, sessions, err := n.store.PostureData(rec.IDs.Identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failures, err := n.store.FailedRequests(rec.IDs.Identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Checkpoints = append(rec.Checkpoints, checkpoint{Name: name, At: e.At, Seq: seq, Identity: ip, Sessions: sessions, Failures: failures})
+	}
+	rec.IDs.CRM = n.create(t, admin, "services", map[string]any{"name": "crm"})
+	rec.IDs.Vault = n.create(t, admin, "services", map[string]any{"name": "vault"})
+	osCheck := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "windows-10",
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.19041"}}}})
+	mfa := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-on-wake", "promptOnWake": true})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-crm", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"@" + rec.IDs.CRM}, "postureCheckRoles": []string{"@" + osCheck}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-vault", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"@" + rec.IDs.Vault}, "postureCheckRoles": []string{"@" + mfa}})
+	ep := n.endpoint(t, admin, "laptop-7", "laptops")
+	rec.IDs.Identity = ep.id
+	mark("logged in")
+
+	session := func(svc string, want int) {
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != want {
+			t.Fatalf("session for %s: %d %s", svc, r.Status, r.Body)
+		}
+	}
+	respond := func(body map[string]any) {
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, body); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	session(rec.IDs.CRM, http.StatusConflict)
+	respond(map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "10.0.19045"})
+	session(rec.IDs.CRM, http.StatusCreated)
+	mark("good posture")
+
+	if _, err := n.writer.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.MFAPassed{IdentityID: ep.id, APISessionID: ep.apiSessionID}); err != nil {
+		t.Fatal(err)
+	}
+	session(rec.IDs.Vault, http.StatusCreated)
+	from := n.lastSeq(t) + 1
+	respond(map[string]any{"id": "0", "typeId": "ENDPOINT_STATE", "woken": true})
+	wake, err := n.elog.Get(t.Context(), from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.IDs.WakeAt = wake.At
+	n.waitForEvent(t, from, posture.TypeDeadlineReached, 15*time.Second)
+	mark("grace over")
+
+	respond(map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "6.1.7601"})
+	session(rec.IDs.CRM, http.StatusConflict)
+	mark("bad posture")
+
+	// Record the log.
+	f, err := os.Create(scenarioEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := n.elog.Read(t.Context(), 1, 0, func(batch []posture.Event) error {
+		for _, e := range batch {
+			line, err := json.Marshal(tailLine{Event: e, Seq: e.Seq})
+			if err != nil {
+				return err
+			}
+			if _, err := f.Write(append(line, '\n')); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.MarshalIndent(rec, "", "  ")
+	if err := os.WriteFile(scenarioCheckpoints, append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loadScenario appends the recorded events to a fresh embedded log, with
+// their ids and times.
+func loadScenario(t *testing.T) (*eventlog.Log, scenarioRecord) {
+	t.Helper()
+	var rec scenarioRecord
+	data, err := os.ReadFile(scenarioCheckpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	l, err := eventlog.Open(t.Context(), eventlog.Options{Dir: filepath.Join(t.TempDir(), "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	f, err := os.Open(scenarioEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line tailLine
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		seq, err := l.Append(t.Context(), line.Event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq != line.Seq {
+			t.Fatalf("event %s appended at %d, recorded at %d", line.ID, seq, line.Seq)
+		}
+	}
+	return l, rec
+}
+
+// TestReplayUntilMatchesTheLiveSystem replays the recorded scenario up to
+// each checkpoint's time: posture data and the failure ring are what the
+// live system showed then.
+func TestReplayUntilMatchesTheLiveSystem(t *testing.T) {
+	l, rec := loadScenario(t)
+	for _, cp := range rec.Checkpoints {
+		store, err := replayInMemory(t.Context(), l, cutoff{until: cp.At})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, sessions, err := store.PostureData(rec.IDs.Identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failures, err := store.FailedRequests(rec.IDs.Identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := checkpoint{Name: cp.Name, At: cp.At, Seq: store.Cursor(), Identity: ip, Sessions: sessions, Failures: failures}
+		if diff := cmp.Diff(asJSON(t, cp), asJSON(t, got)); diff != "" {
+			t.Errorf("%s: replay until %s differs from the live system (-live +replay):\n%s", cp.Name, cp.At, diff)
+		}
+		store.Close()
+	}
+	// A full replay by sequence ends where the log ends.
+	store, err := replayInMemory(t.Context(), l, cutoff{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	last, _ := l.LastSeq(t.Context())
+	if store.Cursor() != last {
+		t.Fatalf("full replay cursor %d, log ends at %d", store.Cursor(), last)
+	}
+	partial, err := replayInMemory(t.Context(), l, cutoff{toSeq: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer partial.Close()
+	if partial.Cursor() != 5 {
+		t.Fatalf("replay --to-seq 5 stopped at %d", partial.Cursor())
+	}
+}
+
+func asJSON(t *testing.T, v any) string {
+	data, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// TestExplainAroundTheGrace explains the vault decision inside the wake
+// grace (passing) and one second after it (failing), naming the wake event
+// and the deadline.
+func TestExplainAroundTheGrace(t *testing.T) {
+	l, rec := loadScenario(t)
+	explain := func(at time.Time) posture.Explanation {
+		store, err := replayInMemory(t.Context(), l, cutoff{until: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		x, err := store.Explain(rec.IDs.Identity, rec.IDs.Vault, posture.Dial, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	deadline := rec.IDs.WakeAt.Add(scenarioGrace)
+	inside := explain(deadline.Add(-500 * time.Millisecond))
+	after := explain(deadline.Add(time.Second))
+	if inside.Decision != posture.DecisionGranted {
+		t.Fatalf("inside the grace: %s", asJSON(t, inside))
+	}
+	if after.Decision != posture.DecisionDenied {
+		t.Fatalf("after the grace: %s", asJSON(t, after))
+	}
+	for _, x := range []posture.Explanation{inside, after} {
+		s := x.APISessions[0]
+		check := s.Policies[0].Checks[0]
+		if check.WakeGraceEnds == nil || !check.WakeGraceEnds.Equal(deadline) {
+			t.Fatalf("the deadline is not named: %s", asJSON(t, check))
+		}
+		woke := false
+		for _, r := range s.Related {
+			woke = woke || (r.Kind == posture.HistoryEndpoint && r.At.Equal(rec.IDs.WakeAt))
+		}
+		if !woke {
+			t.Fatalf("the wake event is not named: %s", asJSON(t, s.Related))
+		}
+	}
+	if s := after.APISessions[0]; s.LastChange == nil || s.LastChange.Event != posture.TypeDeadlineReached {
+		t.Fatalf("the last change after the grace is not the deadline: %s", asJSON(t, after.APISessions[0].LastChange))
+	}
+	var b bytes.Buffer
+	if err := writeExplanation(&b, after); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "wake grace ends") || !strings.Contains(b.String(), "DENIED") {
+		t.Fatalf("explanation text:\n%s", b.String())
+	}
+}
+
+// TestAuditGolden prints the identity's timeline from the recorded scenario
+// and compares it with the golden table (-rewrite regenerates it).
+func TestAuditGolden(t *testing.T) {
+	l, rec := loadScenario(t)
+	store, err := replayInMemory(context.Background(), l, cutoff{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	entries, err := store.History(rec.IDs.Identity, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := writeHistory(&b, entries, false); err != nil {
+		t.Fatal(err)
+	}
+	golden := "testdata/ops/audit.golden"
+	if *rewriteSpecs {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), b.String()); diff != "" {
+		t.Fatalf("audit differs from %s (-want +got):\n%s", golden, diff)
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/mattn/go-isatty"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/projections"
+)
+
+// logFlags name the event log of the ops commands: the embedded log of a
+// stopped node's data directory, or a running cluster.
+type logFlags struct {
+	DataDir        string   `default:"./data" help:"Data directory of a stopped node (its embedded log is opened)."`
+	NatsURL        []string `name:"nats-url" sep:"," help:"NATS JetStream server or cluster URLs of a running deployment (or a node's --nats-listen)."`
+	StreamReplicas int      `default:"1" hidden:""`
+}
+
+func (f logFlags) open(ctx context.Context) (*eventlog.Log, error) {
+	if len(f.NatsURL) == 0 {
+		dir := filepath.Join(f.DataDir, "nats")
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", dir, err)
+		}
+	}
+	return eventlog.Open(ctx, eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas})
+}
+
+// cutoff says where a replay stops: after sequence toSeq (0: the end of the
+// log when the replay starts), and before the first event later than until
+// (zero: no time limit).
+type cutoff struct {
+	toSeq uint64
+	until time.Time
+}
+
+var errCutoff = errors.New("cutoff reached")
+
+// replay applies the log from the start into store, up to the cutoff,
+// calling progress after each batch. It returns the number of events
+// applied.
+func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cutoff, progress func(applied, total uint64)) (uint64, error) {
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	to := last
+	if c.toSeq != 0 && c.toSeq < to {
+		to = c.toSeq
+	}
+	var applied uint64
+	err = l.Read(ctx, store.Cursor()+1, to, func(batch []posture.Event) error {
+		cut := len(batch)
+		if !c.until.IsZero() {
+			for i, e := range batch {
+				if e.At.After(c.until) {
+					cut = i
+					break
+				}
+			}
+		}
+		if err := store.Apply(batch[:cut]); err != nil {
+			return err
+		}
+		applied += uint64(cut)
+		if progress != nil {
+			progress(store.Cursor(), to)
+		}
+		if cut < len(batch) {
+			return errCutoff
+		}
+		return nil
+	})
+	if errors.Is(err, errCutoff) {
+		err = nil
+	}
+	return applied, err
+}
+
+// replayInMemory rebuilds the projection as it stood at the cutoff, in
+// memory. The caller closes the store.
+func replayInMemory(ctx context.Context, l *eventlog.Log, c cutoff) (*projections.Store, error) {
+	store, err := projections.Open(projections.Options{Dir: "replay", FS: vfs.NewMem()})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := replay(ctx, l, store, c, nil); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+type replayCmd struct {
+	logFlags
+	Out   string `help:"Directory of the rebuilt projection (default <data-dir>/replay); it must not exist or be empty."`
+	ToSeq uint64 `name:"to-seq" help:"Stop after this sequence."`
+	Until string `help:"Stop before the first event later than this time (RFC 3339)."`
+}
+
+func (r *replayCmd) Run() error {
+	ctx := context.Background()
+	c := cutoff{toSeq: r.ToSeq}
+	if r.Until != "" {
+		t, err := time.Parse(time.RFC3339Nano, r.Until)
+		if err != nil {
+			return fmt.Errorf("--until: %w", err)
+		}
+		c.until = t
+	}
+	out := r.Out
+	if out == "" {
+		out = filepath.Join(r.DataDir, "replay")
+	}
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		return fmt.Errorf("%s is not empty: choose another --out or remove it", out)
+	}
+	l, err := r.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	store, err := projections.Open(projections.Options{Dir: out})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	bar := newProgress(os.Stderr)
+	start := time.Now()
+	n, err := replay(ctx, l, store, c, bar.update)
+	bar.done()
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Printf("replayed %d events (cursor %d) into %s in %.2fs: %.0f events/s\n", n, store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
+	return nil
+}
+
+// progress draws a progress bar on a terminal and nothing otherwise.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	last time.Time
+	t0   time.Time
+}
+
+func newProgress(f *os.File) *progress {
+	return &progress{w: f, tty: isatty.IsTerminal(f.Fd()), t0: time.Now()}
+}
+
+func (p *progress) update(done, total uint64) {
+	if !p.tty || time.Since(p.last) < 100*time.Millisecond || total == 0 {
+		return
+	}
+	p.last = time.Now()
+	const width = 40
+	filled := int(float64(width) * float64(done) / float64(total))
+	rate := float64(done) / max(time.Since(p.t0).Seconds(), 1e-9)
+	fmt.Fprintf(p.w, "\r[%-*s] %3d%% %d/%d events %.0f/s", width, bars(filled), 100*done/total, done, total, rate)
+}
+
+func (p *progress) done() {
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func bars(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '='
+	}
+	return string(b)
+}

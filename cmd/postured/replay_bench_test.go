@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/projections"
+)
+
+// replayLog fills a fresh log with a history: a model of 1,000 identities,
+// 50 services, two checks and 50 policies; an API session per identity;
+// then, per ten events, eight posture submissions (OS and MAC, one in twenty
+// of them failing the OS check), one activity record and one session.
+func replayLog(b *testing.B, total int) *eventlog.Log {
+	ctx := context.Background()
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(b.TempDir(), "nats")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var events []posture.Payload
+	os := posture.Check{ID: "os", Name: "os", TypeID: posture.CheckOS, RoleAttributes: []string{"os"},
+		OperatingSystems: []posture.OperatingSystem{{Type: posture.OSWindows, Versions: []string{">=10.0.19041"}}}}
+	mac := posture.Check{ID: "mac", Name: "mac", TypeID: posture.CheckMAC, RoleAttributes: []string{"os"}, MACAddresses: []string{"aa:bb:cc:dd:ee:ff"}}
+	events = append(events, posture.Created[posture.Check]{Entity: os}, posture.Created[posture.Check]{Entity: mac})
+	for i := range 50 {
+		id := fmt.Sprintf("svc%02d", i)
+		events = append(events, posture.Created[posture.Service]{Entity: posture.Service{ID: id, Name: id, RoleAttributes: []string{fmt.Sprintf("team-%d", i%10)}}})
+		events = append(events, posture.Created[posture.ServicePolicy]{Entity: posture.ServicePolicy{ID: "p" + id, Name: "p" + id, Type: posture.Dial, Semantic: posture.AllOf,
+			IdentityRoles: []string{fmt.Sprintf("#team-%d", i%10)}, ServiceRoles: []string{"@" + id}, PostureCheckRoles: []string{"#os"}}})
+	}
+	const identities = 1000
+	for i := range identities {
+		id := fmt.Sprintf("id%04d", i)
+		events = append(events, posture.Created[posture.Identity]{Entity: posture.Identity{ID: id, Name: id, Type: posture.IdentityDevice, RoleAttributes: []string{fmt.Sprintf("team-%d", i%10)}}})
+		events = append(events, posture.APISessionCreated{APISession: posture.APISession{ID: "as" + id, TokenHash: "h" + id, IdentityID: id, CreatedAt: at, LastActivityAt: at}})
+	}
+	for i := 0; len(events) < total; i++ {
+		id := fmt.Sprintf("id%04d", i%identities)
+		switch i % 10 {
+		case 7:
+			events = append(events, posture.APISessionTouched{ID: "as" + id, IdentityID: id, At: at.Add(time.Duration(i) * time.Millisecond)})
+		case 8:
+			events = append(events, posture.SessionCreated{Session: posture.Session{ID: fmt.Sprintf("s%d", i), IdentityID: id, APISessionID: "as" + id,
+				ServiceID: fmt.Sprintf("svc%02d", i%50), Type: posture.Dial, CreatedAt: at}, Policies: []string{fmt.Sprintf("psvc%02d", i%50)}})
+		default:
+			// One response in twenty flips the OS check, so policies change
+			// state, sessions are removed and history grows.
+			version := "10.0.19045"
+			if i%20 == 0 {
+				version = "6.1.7601"
+			}
+			events = append(events, posture.PostureRecorded{IdentityID: id, APISessionID: "as" + id, Responses: []posture.PostureResponse{
+				{ID: "os", TypeID: "OS", Type: "Windows", Version: version}, {ID: "mac", TypeID: "MAC", MACAddresses: []string{"AA:BB:CC:DD:EE:FF"}}}})
+		}
+	}
+	events = events[:total]
+	// Appended in order (sequences are the history), 64 at a time.
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for start := 0; start < len(events); start += 64 {
+		end := min(start+64, len(events))
+		batch := make([]posture.Event, end-start)
+		for i := range batch {
+			batch[i] = posture.MustEvent(events[start+i], at.Add(time.Duration(start+i)*time.Millisecond))
+		}
+		// Order within the group does not matter for the benchmark's
+		// cost, but keep it: append one by one.
+		for _, e := range batch {
+			if _, err := l.Append(ctx, e); err != nil && !failed.Swap(true) {
+				b.Fatal(err)
+			}
+		}
+	}
+	wg.Wait()
+	return l
+}
+
+// BenchmarkReplay rebuilds a projection from a log of 100,000 events into a
+// fresh Pebble directory and reports events per second.
+func BenchmarkReplay(b *testing.B) {
+	const total = 100_000
+	l := replayLog(b, total)
+	b.ResetTimer()
+	var rate float64
+	for i := range b.N {
+		store, err := projections.Open(projections.Options{Dir: filepath.Join(b.TempDir(), fmt.Sprintf("replay-%d", i))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		n, err := replay(context.Background(), l, store, cutoff{}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rate = float64(n) / time.Since(start).Seconds()
+		store.Close()
+	}
+	b.ReportMetric(rate, "events/s")
+}

@@ -1,0 +1,151 @@
+package projections
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Explain rebuilds an access decision at a moment from the projection (for
+// a past moment, the caller replays the log into a store up to it first):
+// the identity's API sessions, the policies of the type that grant it the
+// service, each check evaluated at the moment, and the history entries
+// behind the outcome.
+func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
+	x := posture.Explanation{IdentityID: identityID, ServiceID: serviceID, Type: typ, At: at, APISessions: []posture.SessionExplanation{}}
+	if svc, err := Get[posture.Service](s, serviceID); err == nil {
+		x.ServiceName = svc.Name
+	}
+	var pids []string
+	for _, g := range s.ServicesFor(identityID, typ) {
+		if g.ServiceID == serviceID {
+			pids = g.Policies
+		}
+	}
+	if len(pids) == 0 {
+		x.Decision = posture.DecisionNoPermission
+		return x, nil
+	}
+	sessions := s.graph.sessionsOf(identityID)
+	if len(sessions) == 0 {
+		x.Decision = posture.DecisionNoAPISession
+		return x, nil
+	}
+	cfg, err := s.Config()
+	if err != nil {
+		return x, err
+	}
+	history, err := s.History(identityID, time.Time{}, at)
+	if err != nil {
+		return x, err
+	}
+	x.Decision = posture.DecisionDenied
+	for _, sid := range sessions {
+		results, err := s.Evaluate(identityID, sid, pids, at)
+		if err != nil {
+			return x, err
+		}
+		se := posture.SessionExplanation{APISessionID: sid, Policies: []posture.PolicyExplanation{}}
+		for _, r := range results {
+			pe := posture.PolicyExplanation{PolicyID: r.PolicyID, PolicyName: r.PolicyName, Passing: r.Passing, Checks: []posture.CheckExplanation{}}
+			for _, cr := range r.Checks {
+				pe.Checks = append(pe.Checks, checkExplanation(cr, cfg.MFAGrace))
+			}
+			se.Policies = append(se.Policies, pe)
+			se.Granted = se.Granted || r.Passing
+		}
+		se.LastChange, se.Related = explainHistory(history, sid, pids)
+		if se.Granted {
+			x.Decision = posture.DecisionGranted
+		}
+		x.APISessions = append(x.APISessions, se)
+	}
+	return x, nil
+}
+
+func checkExplanation(cr posture.CheckResult, grace time.Duration) posture.CheckExplanation {
+	ce := posture.CheckExplanation{
+		PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
+		Passing: cr.Pass, ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria,
+	}
+	if !cr.ValidUntil.IsZero() {
+		t := cr.ValidUntil
+		ce.ValidUntil = &t
+	}
+	if cr.Check.TypeID != posture.CheckMFA || len(cr.Criteria) == 0 {
+		return ce
+	}
+	var c struct {
+		PassedMFAAt    *time.Time `json:"passedMfaAt"`
+		WokenAt        *time.Time `json:"wokenAt"`
+		UnlockedAt     *time.Time `json:"unlockedAt"`
+		TimeoutSeconds int64      `json:"timeoutSeconds"`
+	}
+	if json.Unmarshal(cr.Criteria, &c) != nil || c.PassedMFAAt == nil {
+		return ce
+	}
+	if c.TimeoutSeconds > 0 {
+		t := c.PassedMFAAt.Add(time.Duration(c.TimeoutSeconds) * time.Second)
+		ce.TimeoutEndsAt = &t
+	}
+	// A wake or unlock at or after the last TOTP starts a grace.
+	if cr.Check.PromptOnWake && c.WokenAt != nil && !c.WokenAt.Before(*c.PassedMFAAt) {
+		t := c.WokenAt.Add(grace)
+		ce.WakeGraceEnds = &t
+	}
+	if cr.Check.PromptOnUnlock && c.UnlockedAt != nil && !c.UnlockedAt.Before(*c.PassedMFAAt) {
+		t := c.UnlockedAt.Add(grace)
+		ce.UnlockGraceEnds = &t
+	}
+	return ce
+}
+
+// explainHistory picks, from an identity's history up to the moment, the
+// last change of one of the policies for the API session (or a deadline
+// reached on it), and the last MFA pass, wake and unlock of the session.
+func explainHistory(history []posture.HistoryEntry, apiSessionID string, policies []string) (*posture.HistoryEntry, []posture.HistoryEntry) {
+	relevant := map[string]bool{}
+	for _, p := range policies {
+		relevant[p] = true
+	}
+	var last *posture.HistoryEntry
+	var mfa, wake, unlock *posture.HistoryEntry
+	for i := range history {
+		h := &history[i]
+		if h.APISessionID != apiSessionID && h.APISessionID != "" {
+			continue
+		}
+		switch h.Kind {
+		case posture.HistoryAccess:
+			var d struct {
+				PolicyID string `json:"policyId"`
+			}
+			if json.Unmarshal(h.Detail, &d) == nil && relevant[d.PolicyID] {
+				last = h
+			}
+		case posture.HistoryMFA:
+			mfa = h
+		case posture.HistoryEndpoint:
+			var r posture.PostureResponse
+			_ = json.Unmarshal(h.Detail, &r)
+			if r.Woken {
+				wake = h
+			}
+			if r.Unlocked {
+				unlock = h
+			}
+		}
+	}
+	var related []posture.HistoryEntry
+	for _, h := range []*posture.HistoryEntry{mfa, wake, unlock} {
+		if h != nil && (len(related) == 0 || related[len(related)-1].Seq != h.Seq) {
+			related = append(related, *h)
+		}
+	}
+	if last != nil {
+		cp := *last
+		last = &cp
+	}
+	return last, related
+}
