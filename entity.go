@@ -35,6 +35,8 @@ var eventNames = map[Kind]string{
 	KindEdgeRouterPolicy:        "edge-router-policy",
 	KindServiceEdgeRouterPolicy: "service-edge-router-policy",
 	KindExternalJWTSigner:       "external-jwt-signer",
+	KindCA:                      "ca",
+	KindEnrollment:              "enrollment",
 }
 
 // Entity is a record of the model: something an administrator creates,
@@ -87,6 +89,8 @@ func init() {
 	registerEntity[EdgeRouterPolicy]()
 	registerEntity[ServiceEdgeRouterPolicy]()
 	registerEntity[ExternalJWTSigner]()
+	registerEntity[CA]()
+	registerEntity[Enrollment]()
 }
 
 func (e Identity) EntityKind() Kind                { return KindIdentity }
@@ -183,6 +187,7 @@ type EdgeRouter struct {
 	Tags              Tags      `json:"tags"`
 	CreatedAt         time.Time `json:"createdAt"`
 	UpdatedAt         time.Time `json:"updatedAt"`
+	RouterEnrollment            // enrollment token and certificates (enrollment.go)
 }
 
 // EdgeRouterPolicy grants identities the use of edge routers.

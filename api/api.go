@@ -42,6 +42,8 @@ type Options struct {
 	// System routes (metrics, health) that are not rewritten to the client
 	// API when reached without a prefix.
 	SystemPaths []string
+	// Metrics, when set, counts requests by route and status.
+	Metrics *Metrics
 }
 
 // New returns an echo instance with the error handler, request ids,
@@ -56,6 +58,9 @@ func New(opts Options) *echo.Echo {
 	e.HTTPErrorHandler = ErrorHandler(opts.Logger)
 	e.Pre(rewrite(opts.SystemPaths))
 	e.Use(middleware.RequestID())
+	if opts.Metrics != nil {
+		e.Use(opts.Metrics.Middleware(e))
+	}
 	e.Use(middleware.Recover())
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -67,6 +72,9 @@ func New(opts Options) *echo.Echo {
 	})
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogRemoteIP: true,
+		// The error handler writes the response first, so that the logged
+		// status is the one the client gets.
+		HandleError: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			opts.Logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request",
 				slog.String("requestId", v.RequestID), slog.String("method", v.Method),

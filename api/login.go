@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,6 +35,8 @@ type Login struct {
 	Auth   *Auth
 	// ExtJWT verifies ext-jwt authentications; nil disables the method.
 	ExtJWT ExtJWTVerifier
+	// Cert verifies cert authentications; nil disables the method.
+	Cert CertVerifier
 	// Limiter limits failed attempts (nil: no limit).
 	Limiter *Limiter
 }
@@ -65,6 +68,10 @@ func (l *Login) Authenticate(c echo.Context) error {
 		}
 		return l.extJWT(c)
 	case AuthCert:
+		if l.Cert == nil {
+			break
+		}
+		return l.cert(c)
 	case "":
 		return posture.Invalid("method", "method is required: password, cert or ext-jwt", method)
 	default:
@@ -139,6 +146,40 @@ func (l *Login) extJWT(c echo.Context) error {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
 	}
 	return l.startSession(c, identity, "", AuthExtJWT, req)
+}
+
+// CertVerifier verifies the client certificate chain (leaf first) of a cert
+// authentication and returns the identity and the authenticator it names.
+// Its failures are 401 INVALID_AUTH errors that say what was wrong.
+type CertVerifier interface {
+	VerifyCert(chain []*x509.Certificate) (posture.Identity, string, error)
+}
+
+// cert authenticates with the client certificate of the TLS connection
+// (mutual TLS). Failures count against the source.
+func (l *Login) cert(c echo.Context) error {
+	var req authenticateRequest
+	if err := Decode(c, &req); err != nil {
+		return err
+	}
+	state := c.Request().TLS
+	if state == nil || len(state.PeerCertificates) == 0 {
+		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "cert authentication needs a client certificate on the TLS connection"}
+	}
+	if err := l.Limiter.Allow(c, ""); err != nil {
+		return err
+	}
+	identity, authenticatorID, err := l.Cert.VerifyCert(state.PeerCertificates)
+	if posture.CodeOf(err) == posture.CodeInvalidAuth {
+		l.Limiter.Failed(c, "")
+	}
+	if err != nil {
+		return err
+	}
+	if identity.Disabled {
+		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
+	}
+	return l.startSession(c, identity, authenticatorID, AuthCert, req)
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.

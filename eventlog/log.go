@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -52,6 +53,9 @@ type Log struct {
 	name   string
 	prefix string
 	log    *slog.Logger
+
+	kvMu sync.Mutex
+	kv   jetstream.KeyValue // the node registry, opened on first use (nodes.go)
 }
 
 // Open connects to (or starts) the NATS server and creates the stream if it
@@ -172,7 +176,13 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
 	var seq uint64
 	err = retry(ctx, func() error {
-		ack, err := l.js.PublishMsg(ctx, msg, pub...)
+		// Each attempt waits for its acknowledgement at most
+		// appendAttempt: an acknowledgement lost with a server that died
+		// would otherwise hold the append until ctx ends. The retry
+		// carries the same message id.
+		actx, cancel := context.WithTimeout(ctx, appendAttempt)
+		defer cancel()
+		ack, err := l.js.PublishMsg(actx, msg, pub...)
 		if err != nil {
 			return err
 		}
@@ -187,6 +197,10 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	}
 	return seq, nil
 }
+
+// appendAttempt bounds one attempt of an append (JetStream's own default
+// request timeout is 5s, and applies only to a ctx without a deadline).
+const appendAttempt = 2 * time.Second
 
 // LastSeq is the sequence of the newest event in the log (0 when empty).
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {

@@ -52,6 +52,9 @@ func deleteAPISession(tx *Tx, id string) error {
 	if err := tx.del(uniqueKey(KindAPISession, "token", s.TokenHash)); err != nil {
 		return err
 	}
+	if err := endSessionCertificates(tx, id); err != nil {
+		return err
+	}
 	if err := tx.del(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, id)); err != nil {
 		return err
 	}

@@ -46,6 +46,8 @@ func secondaryKeys(e posture.Entity) []kv {
 		unique("name", v.Name)
 	case posture.EdgeRouter:
 		unique("name", v.Name)
+		unique("fingerprint", v.Fingerprint)
+		unique("enrollmentToken", v.EnrollmentToken)
 	case posture.EdgeRouterPolicy:
 		unique("name", v.Name)
 	case posture.ServiceEdgeRouterPolicy:
@@ -53,6 +55,13 @@ func secondaryKeys(e posture.Entity) []kv {
 	case posture.ExternalJWTSigner:
 		unique("name", v.Name)
 		unique("issuer", v.Issuer)
+	case posture.CA:
+		unique("name", v.Name)
+		unique("fingerprint", v.Fingerprint)
+	case posture.Enrollment:
+		unique("token", v.Token)
+		unique("username", v.Username)
+		out = append(out, kv{relationKey(posture.KindIdentity, v.IdentityID, kind, v.ID), nil})
 	}
 	return out
 }
@@ -238,9 +247,12 @@ func init() {
 		if err := deleteMFA(tx, old.ID); err != nil {
 			return err
 		}
+		if err := deleteIdentityEnrollments(tx, old.ID); err != nil {
+			return err
+		}
 		return dropIdentityPosture(tx, old.ID)
 	}})
-	onEntity(entityHooks[posture.Authenticator]{})
+	onEntity(entityHooks[posture.Authenticator]{beforeDelete: dropAuthenticatorExtension})
 	onEntity(entityHooks[posture.Check]{})
 	onEntity(entityHooks[posture.Service]{})
 	onEntity(entityHooks[posture.Config]{})

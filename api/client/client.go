@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/pki"
 )
 
 // Spec is this API's OpenAPI document.
@@ -33,6 +34,15 @@ type API struct {
 	MFAGrace time.Duration
 	// Started is when this node started: the earliest service-update time.
 	Started time.Time
+	// PKI issues certificates from CSRs (enrollment, extension, ephemeral
+	// certificates) and serves the CA bundle; Signer signs enrollment JWTs
+	// and challenges with the key of the served TLS certificate; Enroll
+	// reads enrollments, CAs and certificates (enroll.go).
+	PKI    *pki.CA
+	Signer *pki.Signer
+	Enroll EnrollStore
+	// Controllers lists the live nodes (GET /controllers); nil: no route.
+	Controllers *api.Controllers
 }
 
 // Routes lists every operation of the client API.
@@ -44,6 +54,10 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.Login.Routes(api.Partial)...)
 	routes = append(routes, a.identityRoutes()...)
 	routes = append(routes, a.postureRoutes()...)
+	routes = append(routes, a.enrollRoutes()...)
+	if a.Controllers != nil {
+		routes = append(routes, a.Controllers.Route(api.Session))
+	}
 	return routes
 }
 

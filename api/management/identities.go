@@ -22,6 +22,8 @@ type identityInput struct {
 	ExternalID     *string      `json:"externalId,omitempty"`
 	Disabled       *bool        `json:"disabled,omitempty"`
 	Tags           posture.Tags `json:"tags,omitempty"`
+	// Enrollment asks for a one-time enrollment on create (enrollments.go).
+	Enrollment *enrollmentRequest `json:"enrollment,omitempty"`
 }
 
 func (a *API) identities() *resource[posture.Identity, identityInput] {
@@ -119,7 +121,7 @@ func (a *API) identityView(i posture.Identity) any {
 		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": api.Ref("identity-types", i.Type, i.Type),
 		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
 		"externalId": nilIfEmpty(i.ExternalID), "disabled": i.Disabled, "tags": i.Tags,
-		"authenticators": auths, "isMfaEnabled": a.isMFAEnabled(i.ID), "hasApiSession": false,
+		"authenticators": auths, "isMfaEnabled": a.isMFAEnabled(i.ID), "hasApiSession": false, "enrollment": a.enrollmentSummary(i.ID),
 		"createdAt": api.Time(i.CreatedAt), "updatedAt": api.Time(i.UpdatedAt), "_links": links,
 	}
 }

@@ -8,11 +8,13 @@ package management
 import (
 	_ "embed"
 	"encoding/json"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/pki"
 )
 
 // Spec is this API's OpenAPI document.
@@ -43,6 +45,17 @@ type API struct {
 	Posture   PostureStore
 	Explainer Explainer
 	Writer    *api.Writer
+
+	// Controllers lists the live nodes (GET /controllers); nil: no route.
+	Controllers *api.Controllers
+
+	// Signer signs enrollment JWTs (identities, routers, CAs) with the key
+	// of the served TLS certificate; Enrollments reads enrollments;
+	// EnrollmentDuration is how long new enrollment tokens are valid
+	// (default 180 minutes). See cas.go and enrollments.go.
+	Signer             *pki.Signer
+	Enrollments        EnrollmentStore
+	EnrollmentDuration time.Duration
 }
 
 // Routes lists every operation of the management API.
@@ -52,7 +65,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.Login.Routes(api.Admin)...)
 	routes = append(routes, a.checks().routes()...)
 	routes = append(routes, a.checkRoutes()...)
-	routes = append(routes, a.identities().routes()...)
+	routes = append(routes, a.identityResourceRoutes()...)
 	routes = append(routes, a.identityRoutes()...)
 	routes = append(routes, a.authenticatorRoutes()...)
 	routes = append(routes, a.services().routes()...)
@@ -65,6 +78,10 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.relationRoutes()...)
 	routes = append(routes, a.extJWTRoutes()...)
 	routes = append(routes, a.postureRoutes()...)
+	routes = append(routes, a.pkiRoutes()...)
+	if a.Controllers != nil {
+		routes = append(routes, a.Controllers.Route(api.Admin))
+	}
 	return routes
 }
 

@@ -232,9 +232,12 @@ func (a *API) edgeRouters() *resource[posture.EdgeRouter, edgeRouterInput] {
 			var r posture.EdgeRouter
 			var err error
 			if old != nil {
-				r.ID, r.CreatedAt = old.ID, old.CreatedAt
+				r.ID, r.CreatedAt, r.RouterEnrollment = old.ID, old.CreatedAt, old.RouterEnrollment
 			} else {
 				r.ID, r.CreatedAt = posture.NewID(), now
+				if r.RouterEnrollment, err = a.routerEnrollment(r.ID, now); err != nil {
+					return r, err
+				}
 			}
 			r.UpdatedAt = now
 			if r.Name, err = name("name", in.Name); err != nil {
@@ -266,7 +269,9 @@ func edgeRouterView(r posture.EdgeRouter) map[string]any {
 	return map[string]any{
 		"id": r.ID, "name": r.Name, "roleAttributes": r.RoleAttributes, "isTunnelerEnabled": r.IsTunnelerEnabled,
 		"cost": r.Cost, "noTraversal": r.NoTraversal, "disabled": r.Disabled, "hostname": r.Hostname,
-		"appData": r.AppData, "isOnline": false, "isVerified": false, "syncStatus": "",
+		"appData": r.AppData, "isOnline": false, "isVerified": r.IsVerified, "syncStatus": "",
+		"fingerprint": nilIfEmpty(r.Fingerprint), "enrollmentToken": nilIfEmpty(r.EnrollmentToken), "enrollmentJwt": nilIfEmpty(r.EnrollmentJWT),
+		"enrollmentCreatedAt": api.Time(r.EnrollmentCreatedAt), "enrollmentExpiresAt": api.Time(r.EnrollmentExpiresAt),
 		"supportedProtocols": map[string]string{}, "tags": r.Tags,
 		"createdAt": api.Time(r.CreatedAt), "updatedAt": api.Time(r.UpdatedAt),
 		"_links": api.SelfLink(string(posture.KindEdgeRouter), r.ID),

@@ -43,6 +43,10 @@ func TestEveryRouteIsDeclared(t *testing.T) {
 			declared = append(declared, r.Method+" "+a.base+r.Path)
 		}
 	}
+	// The system routes (metrics, probes) are outside the two APIs.
+	for _, p := range api.SystemPaths {
+		declared = append(declared, http.MethodGet+" "+p)
+	}
 	for _, r := range n.handler.Routes() {
 		served = append(served, r.Method+" "+r.Path)
 	}

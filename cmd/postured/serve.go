@@ -29,6 +29,8 @@ import (
 
 type serveCmd struct {
 	DataDir           string        `default:"./data" help:"Directory for the embedded NATS store, the projections and the PKI."`
+	PKIDir            string        `name:"pki-dir" help:"Directory of the CA and the server certificate (default: <data-dir>/pki). Nodes of a cluster share one."`
+	Name              string        `help:"Name of this node in GET /controllers (default: the advertised host:port)."`
 	Listen            string        `default:":1280" help:"Address the HTTPS APIs listen on."`
 	Advertise         string        `help:"host:port clients reach this node at (default: from --listen, localhost for a wildcard host)."`
 	NatsURL           []string      `name:"nats-url" sep:"," help:"External NATS JetStream server or cluster URLs (comma-separated). Default: an embedded server."`
@@ -129,6 +131,8 @@ type node struct {
 	advertise  string
 	auth       *api.Auth
 	writer     *api.Writer
+	metrics    *api.Metrics
+	self       eventlog.Node // this node's entry in the node registry
 	handler    *echo.Echo
 	client     *client.API
 	management *management.API
@@ -175,7 +179,7 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
 		return nil, err
 	}
-	if n.ca, err = pki.Open(filepath.Join(s.DataDir, "pki"), pki.Options{}); err != nil {
+	if n.ca, err = pki.Open(s.pkiDir(), pki.Options{}); err != nil {
 		return nil, err
 	}
 	host, _, _ := net.SplitHostPort(advertise)
@@ -200,12 +204,13 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 	if err := n.store.WaitFor(openCtx, last); err != nil {
 		return nil, err
 	}
-	w := &api.Writer{Log: n.elog, Barrier: n.store, Now: time.Now}
+	n.metrics = n.newMetrics()
+	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.store, Now: time.Now}
 	if err := bootstrap(openCtx, w, n.store, s, log); err != nil {
 		return nil, err
 	}
 
-	n.auth = &api.Auth{Sessions: n.store, Log: n.elog, Now: time.Now, Timeout: s.APISessionTimeout, Logger: log}
+	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: log}
 	info := &api.Info{
 		Version: version, Revision: revision, BuildDate: buildDate, Advertise: advertise,
 		Specs: []api.Spec{
@@ -214,25 +219,33 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 		},
 	}
 	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}),
-		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: log})}
-	n.handler = api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version})
+		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: log}),
+		Cert:   &client.CertAuth{CA: n.ca, Store: n.store}}
+	n.handler = api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version,
+		SystemPaths: api.SystemPaths, Metrics: n.metrics})
 	signer, err := n.ca.NewSigner(n.serverCert)
 	if err != nil {
 		return nil, err
 	}
 	n.writer = w
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
-		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now()}
+		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store}
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w,
-		Explainer: explainer{log: n.elog, store: n.store}}
+		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store}
 	n.client.ServiceAdmin = n.management
+	if err := n.openCluster(openCtx, s); err != nil {
+		return nil, err
+	}
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
 	return n, nil
 }
 
 func (n *node) tlsConfig() *tls.Config {
-	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12}
+	// Client certificates are requested, not required, and verified by the
+	// handlers (cert login, enrollment, extension) against postured's CA
+	// and the verified CAs.
+	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
 }
 
 // Run runs the background loops until ctx ends or the projection stops.
@@ -250,7 +263,8 @@ func (n *node) Run(ctx context.Context) error {
 		}
 	})
 	g.Go(func() error { return n.auth.SweepIdle(gctx, n.store, min(n.timeout/4, 30*time.Second)) })
-	deadlines := &api.Deadlines{Log: n.elog, Due: n.store, Now: time.Now, Logger: n.log}
+	deadlines := &api.Deadlines{Log: n.writer.Log, Due: n.store, Now: time.Now, Logger: n.log}
+	g.Go(func() error { return n.announce(gctx) })
 	g.Go(func() error { return deadlines.Run(gctx) })
 	return g.Wait()
 }

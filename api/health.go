@@ -1,0 +1,133 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// SystemPaths are the routes outside the two APIs: the Prometheus metrics
+// and the liveness and readiness probes. They are public, are not rewritten
+// to the client API, and are served by RegisterSystem.
+var SystemPaths = []string{"/metrics", "/livez", "/readyz"}
+
+// Progress is the projection's progress (projections.Store implements it).
+type Progress interface {
+	Cursor() uint64
+	AppliedAt() time.Time
+	WaitFor(ctx context.Context, seq uint64) error
+	Err() error
+}
+
+// LogState is the position of the log.
+type LogState struct {
+	LastSeq             uint64
+	FirstTime, LastTime time.Time // when the oldest and newest events were stored
+}
+
+// LogStater reads the log's position (cmd adapts eventlog.Log.State).
+type LogStater func(ctx context.Context) (LogState, error)
+
+// Lag is how far a projection is behind the log.
+type Lag struct {
+	Cursor  uint64
+	LastSeq uint64
+	Events  uint64
+	Seconds float64
+}
+
+// lag compares the projection with the log: in events, and in seconds of
+// log time between the newest event stored and the newest event applied.
+func lag(p Progress, st LogState) Lag {
+	l := Lag{Cursor: p.Cursor(), LastSeq: st.LastSeq}
+	if l.Cursor >= l.LastSeq {
+		return l
+	}
+	l.Events = l.LastSeq - l.Cursor
+	since := p.AppliedAt()
+	if since.IsZero() || l.Cursor == 0 {
+		since = st.FirstTime
+	}
+	l.Seconds = max(0, st.LastTime.Sub(since).Seconds())
+	return l
+}
+
+// Health answers the probes.
+//
+// Liveness is the process answering HTTP. Readiness is the projection being
+// caught up with the log: the log's last sequence is read at the time of the
+// check, and the node is ready if its projection applies it within Wait. A
+// node that cannot reach the log, whose projection stopped on an error, or
+// that is still replaying a long log is not ready.
+type Health struct {
+	Progress Progress
+	State    LogStater
+	// Wait bounds how long readiness waits for the projection to reach the
+	// log's end (default 1s); Timeout bounds reading the log's position
+	// (default 2s).
+	Wait    time.Duration
+	Timeout time.Duration
+}
+
+// ReadyView is the body of /readyz.
+type ReadyView struct {
+	Ready      bool    `json:"ready"`
+	Reason     string  `json:"reason,omitempty"`
+	Cursor     uint64  `json:"cursor"`
+	LastSeq    uint64  `json:"lastSequence"`
+	LagEvents  uint64  `json:"lagEvents"`
+	LagSeconds float64 `json:"lagSeconds"`
+}
+
+// Check reports readiness.
+func (h *Health) Check(ctx context.Context) ReadyView {
+	if err := h.Progress.Err(); err != nil {
+		return ReadyView{Reason: "the projection stopped: " + err.Error(), Cursor: h.Progress.Cursor()}
+	}
+	timeout, wait := h.Timeout, h.Wait
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	if wait <= 0 {
+		wait = time.Second
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	st, err := h.State(sctx)
+	cancel()
+	if err != nil {
+		return ReadyView{Reason: "the log is unreachable", Cursor: h.Progress.Cursor()}
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	err = h.Progress.WaitFor(wctx, st.LastSeq)
+	cancel()
+	l := lag(h.Progress, st)
+	v := ReadyView{Ready: err == nil, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
+	if err != nil {
+		v.Reason = "the projection is catching up with the log"
+	}
+	return v
+}
+
+// Live is GET /livez.
+func (h *Health) Live(c echo.Context) error {
+	return c.JSON(http.StatusOK, Envelope{Data: map[string]bool{"alive": true}})
+}
+
+// Ready is GET /readyz: 200 when ready, 503 otherwise, with the figures.
+func (h *Health) Ready(c echo.Context) error {
+	v := h.Check(c.Request().Context())
+	status := http.StatusOK
+	if !v.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	return c.JSON(status, Envelope{Data: v})
+}
+
+// RegisterSystem serves SystemPaths on e, outside the two APIs.
+func RegisterSystem(e *echo.Echo, m *Metrics, h *Health) {
+	e.GET("/metrics", m.Handler)
+	e.GET("/livez", h.Live)
+	e.GET("/readyz", h.Ready)
+}

@@ -1,0 +1,374 @@
+package management
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/pki"
+)
+
+// EnrollmentStore is what the enrollment operations read besides Store
+// (projections.Store implements it).
+type EnrollmentStore interface {
+	IdentityEnrollments(identityID string) ([]posture.Enrollment, error)
+	EnrollmentByUsername(username string) (posture.Enrollment, error)
+}
+
+// enrollmentRequest is the enrollment field of an identity create:
+// {ott: true}, {ottca: "<caId>"} or {updb: "<username>"}.
+type enrollmentRequest struct {
+	OTT   *bool   `json:"ott,omitempty"`
+	OTTCA *string `json:"ottca,omitempty"`
+	UPDB  *string `json:"updb,omitempty"`
+}
+
+// method returns the one enrollment method the request asks for ("" for
+// none) with its CA id or username.
+func (r *enrollmentRequest) method() (method, caID, username string, err error) {
+	if r == nil {
+		return "", "", "", nil
+	}
+	n := 0
+	if r.OTT != nil && *r.OTT {
+		method, n = posture.EnrollOTT, n+1
+	}
+	if r.OTTCA != nil {
+		method, caID, n = posture.EnrollOTTCA, *r.OTTCA, n+1
+	}
+	if r.UPDB != nil {
+		method, username, n = posture.EnrollUPDB, *r.UPDB, n+1
+	}
+	if n > 1 {
+		return "", "", "", posture.Invalid("enrollment", "give one of ott, ottca and updb", nil)
+	}
+	return method, caID, username, nil
+}
+
+// enrollmentDuration is how long new enrollment tokens are valid.
+func (a *API) enrollmentDuration() time.Duration {
+	if a.EnrollmentDuration > 0 {
+		return a.EnrollmentDuration
+	}
+	return posture.DefaultEnrollmentDuration
+}
+
+// newEnrollment validates and makes an enrollment of an identity with a
+// fresh one-time token and its JWT. isNew says that the identity is being
+// created in the same change (it has no authenticators or enrollments yet).
+// It runs inside the model change, on the latest state.
+func (a *API) newEnrollment(identityID string, isNew bool, method, caID, username string, expiresAt, now time.Time) (posture.Enrollment, error) {
+	e := posture.Enrollment{ID: posture.NewID(), Method: method, IdentityID: identityID, Token: posture.NewToken(),
+		ExpiresAt: expiresAt.UTC(), CreatedAt: now, UpdatedAt: now}
+	switch method {
+	case posture.EnrollOTT:
+	case posture.EnrollOTTCA:
+		if _, err := get[posture.CA](a.Store, "CA", caID); err != nil {
+			return e, posture.Invalid("enrollment.ottca", "no CA with this id", caID)
+		}
+		e.CAID = caID
+	case posture.EnrollUPDB:
+		if err := api.CheckLength("enrollment.updb", username, 4, 100); err != nil {
+			return e, err
+		}
+		if _, err := a.Store.AuthenticatorByUsername(username); err == nil {
+			return e, posture.Invalid("enrollment.updb", "username is already in use", username)
+		} else if !errors.Is(err, posture.ErrNotFound) {
+			return e, err
+		}
+		if _, err := a.Enrollments.EnrollmentByUsername(username); err == nil {
+			return e, posture.Invalid("enrollment.updb", "username is already in use by an enrollment", username)
+		} else if !errors.Is(err, posture.ErrNotFound) {
+			return e, err
+		}
+		e.Username = username
+	default:
+		return e, posture.Invalid("method", "must be ott, ottca or updb", method)
+	}
+	if !expiresAt.After(now) {
+		return e, posture.Invalid("expiresAt", "must be in the future", api.Time(expiresAt))
+	}
+	if !isNew {
+		if err := a.enrollable(identityID, method); err != nil {
+			return e, err
+		}
+	}
+	if a.Signer != nil {
+		jwt, err := a.Signer.SignEnrollment(pki.EnrollmentClaims{
+			Method: method, Issuer: a.issuer(), Subject: identityID, Token: e.Token, ExpiresAt: e.ExpiresAt,
+		})
+		if err != nil {
+			return e, err
+		}
+		e.JWT = jwt
+	}
+	return e, nil
+}
+
+// enrollable refuses a second enrollment of the same kind: an identity has
+// at most one certificate (ott or ottca) and one password (updb), enrolled
+// or pending.
+func (a *API) enrollable(identityID, method string) error {
+	kind := func(m string) string {
+		if m == posture.EnrollUPDB || m == posture.MethodPassword {
+			return posture.MethodPassword
+		}
+		return posture.MethodCert
+	}
+	want := kind(method)
+	pending, err := a.Enrollments.IdentityEnrollments(identityID)
+	if err != nil {
+		return err
+	}
+	for _, e := range pending {
+		if kind(e.Method) == want {
+			return &posture.Error{Code: posture.CodeEnrollmentExists, Message: "the identity already has a pending " + e.Method + " enrollment"}
+		}
+	}
+	auths, err := a.Store.IdentityAuthenticators(identityID)
+	if err != nil {
+		return err
+	}
+	for _, au := range auths {
+		if au.Method == want {
+			return &posture.Error{Code: posture.CodeEnrollmentExists, Message: "the identity already has a " + au.Method + " authenticator"}
+		}
+	}
+	return nil
+}
+
+// createIdentity is POST /identities. With an enrollment field, the
+// identity and its enrollment are created in one model change: the
+// identity first, then the enrollment, each expecting the one before. If
+// the enrollment loses a race for the model after the identity went in,
+// the change resumes with the enrollment alone.
+func (a *API) createIdentity(c echo.Context) error {
+	var in identityInput
+	if err := decodeObject(c, &in); err != nil {
+		return err
+	}
+	method, caID, username, err := in.Enrollment.method()
+	if err != nil {
+		return err
+	}
+	r := a.identities()
+	var created string
+	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+		now := a.Writer.Now().UTC()
+		var out []posture.Payload
+		resume := false
+		if created != "" {
+			_, err := a.Store.RawEntity(posture.KindIdentity, created)
+			resume = err == nil
+		}
+		if !resume {
+			i, err := r.build(in, nil, now)
+			if err != nil {
+				return nil, err
+			}
+			created = i.ID
+			out = append(out, posture.Created[posture.Identity]{Entity: i})
+		}
+		if method != "" {
+			e, err := a.newEnrollment(created, true, method, caID, username, now.Add(a.enrollmentDuration()), now)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, posture.Created[posture.Enrollment]{Entity: e})
+		}
+		return out, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.CreatedAt(c, string(posture.KindIdentity), created)
+}
+
+// identityResourceRoutes are the identity resource's routes, with the
+// create that understands the enrollment field.
+func (a *API) identityResourceRoutes() []api.Route {
+	routes := a.identities().routes()
+	for i, r := range routes {
+		if r.Method == http.MethodPost && r.Path == "/"+string(posture.KindIdentity) {
+			routes[i].Handler = a.createIdentity
+		}
+	}
+	return routes
+}
+
+// enrollmentSummary is the enrollment field of an identity detail:
+// {ott: {id, jwt, token, expiresAt}, ottca: {..., caId, ca}, updb: {...,
+// username}} for its pending enrollments.
+func (a *API) enrollmentSummary(identityID string) map[string]any {
+	out := map[string]any{}
+	if a.Enrollments == nil {
+		return out
+	}
+	list, err := a.Enrollments.IdentityEnrollments(identityID)
+	if err != nil {
+		return out
+	}
+	for _, e := range list {
+		v := map[string]any{"id": e.ID, "jwt": e.JWT, "token": e.Token, "expiresAt": api.Time(e.ExpiresAt)}
+		switch e.Method {
+		case posture.EnrollOTTCA:
+			v["caId"] = e.CAID
+			v["ca"] = a.caRef(e.CAID)
+		case posture.EnrollUPDB:
+			v["username"] = e.Username
+		}
+		out[e.Method] = v
+	}
+	return out
+}
+
+func (a *API) caRef(id string) any {
+	ca, err := get[posture.CA](a.Store, "CA", id)
+	if err != nil {
+		return nil
+	}
+	return api.Ref(string(posture.KindCA), ca.ID, ca.Name)
+}
+
+func (a *API) enrollmentView(e posture.Enrollment) any {
+	identityName := ""
+	if raw, err := a.Store.RawEntity(posture.KindIdentity, e.IdentityID); err == nil {
+		identityName = nameOf(raw)
+	}
+	links := api.SelfLink(string(posture.KindEnrollment), e.ID)
+	links["identity"] = api.Link{Href: "./identities/" + e.IdentityID}
+	v := map[string]any{
+		"id": e.ID, "method": e.Method, "identityId": e.IdentityID,
+		"identity": api.Ref(string(posture.KindIdentity), e.IdentityID, identityName),
+		"token":    e.Token, "jwt": e.JWT, "expiresAt": api.Time(e.ExpiresAt),
+		"caId": nilIfEmpty(e.CAID), "username": nilIfEmpty(e.Username), "tags": posture.Tags{},
+		"createdAt": api.Time(e.CreatedAt), "updatedAt": api.Time(e.UpdatedAt), "_links": links,
+	}
+	if e.CAID != "" {
+		v["ca"] = a.caRef(e.CAID)
+	}
+	return v
+}
+
+func (a *API) listEnrollments(c echo.Context) error {
+	all, err := list[posture.Enrollment](a.Store)
+	if err != nil {
+		return err
+	}
+	views := make([]any, len(all))
+	for i, e := range all {
+		views[i] = a.enrollmentView(e)
+	}
+	return api.List(c, views)
+}
+
+func (a *API) identityEnrollments(c echo.Context) error {
+	id := c.Param("id")
+	if _, err := get[posture.Identity](a.Store, "identity", id); err != nil {
+		return err
+	}
+	all, err := a.Enrollments.IdentityEnrollments(id)
+	if err != nil {
+		return err
+	}
+	views := make([]any, len(all))
+	for i, e := range all {
+		views[i] = a.enrollmentView(e)
+	}
+	return api.List(c, views)
+}
+
+func (a *API) detailEnrollment(c echo.Context) error {
+	e, err := get[posture.Enrollment](a.Store, "enrollment", c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return api.OK(c, a.enrollmentView(e))
+}
+
+type enrollmentInput struct {
+	Method     string    `json:"method"`
+	IdentityID string    `json:"identityId"`
+	ExpiresAt  *api.Time `json:"expiresAt"`
+	CAID       string    `json:"caId"`
+	Username   string    `json:"username"`
+}
+
+// createEnrollment is POST /enrollments {method, identityId, expiresAt,
+// caId, username}: a new one-time enrollment for an existing identity (for
+// example after the first one expired).
+func (a *API) createEnrollment(c echo.Context) error {
+	var in enrollmentInput
+	if err := decodeObject(c, &in); err != nil {
+		return err
+	}
+	var id string
+	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
+		if _, err := get[posture.Identity](a.Store, "identity", in.IdentityID); err != nil {
+			return nil, posture.Invalid("identityId", "no identity with this id", in.IdentityID)
+		}
+		now := a.Writer.Now().UTC()
+		expires := now.Add(a.enrollmentDuration())
+		if in.ExpiresAt != nil {
+			expires = time.Time(*in.ExpiresAt)
+		}
+		e, err := a.newEnrollment(in.IdentityID, false, in.Method, in.CAID, in.Username, expires, now)
+		if err != nil {
+			return nil, err
+		}
+		id = e.ID
+		return []posture.Payload{posture.Created[posture.Enrollment]{Entity: e}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.CreatedAt(c, string(posture.KindEnrollment), id)
+}
+
+// deleteEnrollment is DELETE /enrollments/:id: the token stops working.
+func (a *API) deleteEnrollment(c echo.Context) error {
+	id := c.Param("id")
+	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
+		if _, err := get[posture.Enrollment](a.Store, "enrollment", id); err != nil {
+			return nil, err
+		}
+		return []posture.Payload{posture.Deleted[posture.Enrollment]{ID: id}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}
+
+// pkiRoutes are the CA and enrollment operations.
+func (a *API) pkiRoutes() []api.Route {
+	return append(a.caRoutes(),
+		api.Route{Method: http.MethodGet, Path: "/enrollments", Access: api.Admin, Handler: a.listEnrollments},
+		api.Route{Method: http.MethodPost, Path: "/enrollments", Access: api.Admin, Handler: a.createEnrollment},
+		api.Route{Method: http.MethodGet, Path: "/enrollments/:id", Access: api.Admin, Handler: a.detailEnrollment},
+		api.Route{Method: http.MethodDelete, Path: "/enrollments/:id", Access: api.Admin, Handler: a.deleteEnrollment},
+		api.Route{Method: http.MethodGet, Path: "/identities/:id/enrollments", Access: api.Admin, Handler: a.identityEnrollments},
+	)
+}
+
+// routerEnrollment is the enrollment of a new edge router: a one-time token
+// and its JWT (em "erott"), valid for the enrollment duration.
+func (a *API) routerEnrollment(routerID string, now time.Time) (posture.RouterEnrollment, error) {
+	e := posture.RouterEnrollment{
+		EnrollmentToken: posture.NewToken(), EnrollmentCreatedAt: now, EnrollmentExpiresAt: now.Add(a.enrollmentDuration()),
+	}
+	if a.Signer != nil {
+		jwt, err := a.Signer.SignEnrollment(pki.EnrollmentClaims{
+			Method: posture.EnrollEROTT, Issuer: a.issuer(), Subject: routerID, Token: e.EnrollmentToken, ExpiresAt: e.EnrollmentExpiresAt,
+		})
+		if err != nil {
+			return e, err
+		}
+		e.EnrollmentJWT = jwt
+	}
+	return e, nil
+}

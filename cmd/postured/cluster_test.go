@@ -1,0 +1,546 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// natsCluster is an in-process NATS JetStream cluster on loopback: real
+// servers with cluster routes, each with its own store.
+type natsCluster struct {
+	servers []*server.Server
+	urls    []string
+}
+
+// startNATSCluster starts size servers that route to each other on
+// loopback ports picked for them, and returns once JetStream has a meta
+// leader that sees every server.
+func startNATSCluster(t testing.TB, size int) *natsCluster {
+	t.Helper()
+	c := &natsCluster{}
+	var routes []string
+	for range size {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		routes = append(routes, "nats://"+ln.Addr().String())
+		ln.Close()
+	}
+	t.Cleanup(func() {
+		for _, ns := range c.servers {
+			ns.Shutdown()
+		}
+	})
+	for i := range size {
+		port, err := strconv.Atoi(routes[i][strings.LastIndex(routes[i], ":")+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("nats-%d", i+1),
+			Host:       "127.0.0.1",
+			Port:       -1,
+			JetStream:  true,
+			StoreDir:   t.TempDir(),
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster:    server.ClusterOpts{Name: "postured-test", Host: "127.0.0.1", Port: port},
+			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		c.servers = append(c.servers, ns)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i, ns := range c.servers {
+		if !ns.ReadyForConnections(time.Until(deadline)) {
+			t.Fatalf("nats-%d not ready", i+1)
+		}
+		c.urls = append(c.urls, ns.ClientURL())
+	}
+	for !c.formed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the JetStream cluster did not form within 30s")
+		}
+		time.Sleep(50 * time.Millisecond) // server state has no barrier to wait on
+	}
+	return c
+}
+
+func (c *natsCluster) formed() bool {
+	leader := false
+	for _, ns := range c.servers {
+		if !ns.JetStreamIsCurrent() {
+			return false
+		}
+		// Only the meta leader lists the peers.
+		if ns.JetStreamIsLeader() && len(ns.JetStreamClusterPeers()) == len(c.servers) {
+			leader = true
+		}
+	}
+	return leader
+}
+
+// streamLeader is the server leading the event stream (nil while none is).
+func (c *natsCluster) streamLeader() *server.Server {
+	for _, ns := range c.servers {
+		if ns.Running() && ns.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, "POSTURED") {
+			return ns
+		}
+	}
+	return nil
+}
+
+// server is the running server of that name (nil if none).
+func (c *natsCluster) server(name string) *server.Server {
+	for _, ns := range c.servers {
+		if ns.Running() && ns.Name() == name {
+			return ns
+		}
+	}
+	return nil
+}
+
+// clusterNode is a postured node on the NATS cluster, served over TLS on
+// a loopback port of its own and advertised at it. kill stops it the way a
+// crash looks to clients: connections drop, the node stops.
+type clusterNode struct {
+	*testNode
+	kill func()
+}
+
+// startClusterNode starts a node on the cluster with an R3 stream. Nodes of
+// one test share pkiDir, so that clients trust every node and session
+// tokens verify on every node.
+func startClusterNode(t testing.TB, nc *natsCluster, pkiDir, name string) *clusterNode {
+	t.Helper()
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.urls, 3, pkiDir, name
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := openNode(ctx, &cfg, ln.Addr().String(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(n.handler)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.TLS = n.tlsConfig()
+	srv.StartTLS()
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(runCtx) }()
+	cn := &clusterNode{testNode: &testNode{node: n, srv: srv, cfg: cfg, http: &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64},
+	}}}
+	var once sync.Once
+	cn.kill = func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			stop()
+			<-done
+			n.Close()
+		})
+	}
+	t.Cleanup(cn.kill)
+	return cn
+}
+
+// postResult is one answered (or failed) request of a load.
+type postResult struct {
+	status    int
+	requestID string
+	err       error
+}
+
+// post sends body to url with an API session token, from any goroutine.
+func post(c *http.Client, url, token string, body []byte) postResult {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return postResult{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.HeaderSession, token)
+	resp, err := c.Do(req)
+	if err != nil {
+		return postResult{err: err}
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return postResult{status: resp.StatusCode, requestID: resp.Header.Get("X-Request-Id")}
+}
+
+// postureByRequest counts the posture.recorded events of the log by the
+// request that appended them.
+func postureByRequest(t *testing.T, n *testNode) map[string]int {
+	t.Helper()
+	count := map[string]int{}
+	ids := map[string]bool{}
+	if err := n.elog.Read(t.Context(), 1, 0, func(b []posture.Event) error {
+		for _, e := range b {
+			if ids[e.ID] {
+				t.Errorf("event %s is in the log twice", e.ID)
+			}
+			ids[e.ID] = true
+			if e.Type == posture.TypePostureRecorded {
+				count[e.RequestID]++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return count
+}
+
+// checkExactlyOnce: every request answered 2xx appended exactly one event,
+// and no request appended two.
+func checkExactlyOnce(t *testing.T, results []postResult, inLog map[string]int) (ok, failed int) {
+	t.Helper()
+	for _, r := range results {
+		if r.err != nil || r.status/100 != 2 {
+			failed++
+			continue
+		}
+		ok++
+		if inLog[r.requestID] != 1 {
+			t.Errorf("request %s was answered %d but is in the log %d times", r.requestID, r.status, inLog[r.requestID])
+		}
+	}
+	for id, n := range inLog {
+		if n > 1 {
+			t.Errorf("request %s appended %d posture events", id, n)
+		}
+	}
+	return ok, failed
+}
+
+// postureSetup is an OS check guarding a service for every identity, and
+// endpoints logged in through one node.
+func postureSetup(t *testing.T, n *clusterNode, endpoints int) (check, svc string, eps []endpoint) {
+	t.Helper()
+	admin := n.adminToken(t)
+	check = n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "modern-windows",
+		"operatingSystems": []any{map[string]any{"type": "WINDOWS", "versions": []string{">=10.0.0"}}}})
+	svc = n.create(t, admin, "services", map[string]any{"name": "crm"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "windows-dial-crm", "type": "Dial",
+		"identityRoles": []string{"#all"}, "serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"@" + check}})
+	for i := range endpoints {
+		eps = append(eps, n.endpoint(t, admin, fmt.Sprintf("laptop-%02d", i)))
+	}
+	return check, svc, eps
+}
+
+// TestClusterConvergesAcrossNodes: two postured nodes on a three-node NATS
+// cluster with an R3 stream. What is written through A (posture, a session,
+// the API session itself) is served by B, GET /controllers lists both, and
+// the two projections are byte-equal.
+func TestClusterConvergesAcrossNodes(t *testing.T) {
+	nc := startNATSCluster(t, 3)
+	pkiDir := t.TempDir()
+	a := startClusterNode(t, nc, pkiDir, "node-a")
+	b := startClusterNode(t, nc, pkiDir, "node-b")
+	check, svc, eps := postureSetup(t, a, 1)
+	ep := eps[0]
+	if r := a.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token,
+		map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0.19045"}); r.Status != http.StatusCreated {
+		t.Fatalf("posture through A: %d %s", r.Status, r.Body)
+	}
+	r := a.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("session through A: %d %s", r.Status, r.Body)
+	}
+	var sess struct{ ID string }
+	data, _ := r.envelope(t)
+	if err := json.Unmarshal(data, &sess); err != nil {
+		t.Fatal(err)
+	}
+
+	// B follows the log: once it applied A's last write it serves it.
+	if err := b.store.WaitFor(t.Context(), a.lastSeq(t)); err != nil {
+		t.Fatal(err)
+	}
+	admin := b.adminToken(t)
+	var pd map[string]any
+	b.getJSON(t, mgmt+"/identities/"+ep.id+"/posture-data", admin, &pd)
+	if os, _ := pd["os"].(map[string]any); os == nil || os["version"] != "10.0.19045" {
+		t.Fatalf("posture data through B: %v", pd)
+	}
+	if ids := b.sessionIDs(t, ep.token); !slices.Contains(ids, sess.ID) {
+		t.Fatalf("the session created on A is not listed on B: %v", ids)
+	}
+	var cur api.APISessionView
+	b.getJSON(t, clientAPI+"/current-api-session", ep.token, &cur)
+	if cur.ID != ep.apiSessionID {
+		t.Fatalf("the API session on B is %s, want %s", cur.ID, ep.apiSessionID)
+	}
+
+	// Both nodes are listed, each with its own address, in both APIs.
+	var controllers []struct {
+		ID           string `json:"id"`
+		Name         string `json:"name"`
+		IsOnline     bool   `json:"isOnline"`
+		CertPEM      string `json:"certPem"`
+		Fingerprint  string `json:"fingerprint"`
+		LastJoinedAt string `json:"lastJoinedAt"`
+		APIAddresses map[string][]struct {
+			URL     string `json:"url"`
+			Version string `json:"version"`
+		} `json:"apiAddresses"`
+	}
+	b.getJSON(t, clientAPI+"/controllers", ep.token, &controllers)
+	if len(controllers) != 2 || controllers[0].Name != "node-a" || controllers[1].Name != "node-b" || controllers[0].ID == controllers[1].ID {
+		t.Fatalf("controllers: %+v", controllers)
+	}
+	for i, n := range []*clusterNode{a, b} {
+		c := controllers[i]
+		want := n.srv.URL + api.ClientBase
+		if got := c.APIAddresses["edge-client"]; len(got) != 1 || got[0].URL != want || got[0].Version != "v1" {
+			t.Errorf("%s: edge-client address %+v, want %s", c.Name, got, want)
+		}
+		if !c.IsOnline || c.LastJoinedAt == "" || !strings.HasPrefix(c.CertPEM, "-----BEGIN CERTIFICATE-----") || len(c.Fingerprint) != 40 {
+			t.Errorf("%s: %+v", c.Name, c)
+		}
+	}
+	if r := a.do(t, http.MethodGet, mgmt+"/controllers", admin, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"totalCount":2`) {
+		t.Fatalf("management controllers: %d %s", r.Status, r.Body)
+	}
+
+	if diff := cmp.Diff(a.dumpCaughtUp(t), b.dumpCaughtUp(t)); diff != "" {
+		t.Fatalf("the projections of A and B differ (-A +B):\n%s", diff)
+	}
+}
+
+// TestClusterSurvivesNATSNodeLoss: 16 clients post 2,000 posture responses
+// through two postured nodes; a third of the way in, the NATS server
+// leading the stream is shut down. Appends retry on the remaining quorum
+// with the same message id: every response answered 2xx is in the log
+// exactly once, and both projections are byte-equal.
+func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
+	nc := startNATSCluster(t, 3)
+	pkiDir := t.TempDir()
+	a := startClusterNode(t, nc, pkiDir, "node-a")
+	b := startClusterNode(t, nc, pkiDir, "node-b")
+	const clients, total = 16, 2000
+	check, _, eps := postureSetup(t, a, clients)
+	if err := b.store.WaitFor(t.Context(), a.lastSeq(t)); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0.19045"})
+
+	results := make([]postResult, total)
+	var next, done atomic.Int64
+	killNow, killed := make(chan struct{}), make(chan string, 1)
+	go func() {
+		<-killNow
+		// The stream leader if a node is connected to it (an election and
+		// a reconnect at once), else the server node A is connected to.
+		victim := nc.streamLeader()
+		connA, connB := a.elog.Conn().ConnectedServerName(), b.elog.Conn().ConnectedServerName()
+		if victim == nil || (victim.Name() != connA && victim.Name() != connB) {
+			victim = nc.server(connA)
+		}
+		if victim == nil {
+			killed <- "nothing"
+			return
+		}
+		leader := ""
+		if victim.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, "POSTURED") {
+			leader = ", the stream leader,"
+		}
+		victim.Shutdown()
+		killed <- fmt.Sprintf("%s%s (A was connected to %s, B to %s)", victim.Name(), leader, connA, connB)
+	}()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		n := []*clusterNode{a, b}[c%2]
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				results[i] = post(n.http, n.srv.URL+clientAPI+"/posture-response", eps[c].token, body)
+				if done.Add(1) == total/3 {
+					close(killNow)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("shut down %s a third of the way in; %d requests in %s", <-killed, total, time.Since(start).Round(time.Millisecond))
+
+	ok, failed := checkExactlyOnce(t, results, postureByRequest(t, a.testNode))
+	t.Logf("%d answered 2xx, %d not", ok, failed)
+	if ok < total*9/10 {
+		for _, r := range results {
+			if r.err != nil || r.status/100 != 2 {
+				t.Fatalf("only %d of %d requests succeeded; first failure: %d %v", ok, total, r.status, r.err)
+			}
+		}
+	}
+	if diff := cmp.Diff(a.dumpCaughtUp(t), b.dumpCaughtUp(t)); diff != "" {
+		t.Fatalf("the projections of A and B differ (-A +B):\n%s", diff)
+	}
+}
+
+// TestClusterFailoverKeepsAPISessions: 16 clients logged in through A post
+// posture to A; a third of the way in, A dies. Each client moves to B with
+// the same API session token and goes on; every response answered 2xx is in
+// the log exactly once.
+func TestClusterFailoverKeepsAPISessions(t *testing.T) {
+	nc := startNATSCluster(t, 3)
+	pkiDir := t.TempDir()
+	a := startClusterNode(t, nc, pkiDir, "node-a")
+	b := startClusterNode(t, nc, pkiDir, "node-b")
+	const clients, total = 16, 2000
+	check, _, eps := postureSetup(t, a, clients)
+	body, _ := json.Marshal(map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0.19045"})
+
+	results := make([]postResult, 0, total)
+	var mu sync.Mutex
+	var next, done, movedOn atomic.Int64
+	killNow := make(chan struct{})
+	go func() {
+		<-killNow
+		a.kill()
+	}()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			n := a
+			for {
+				if next.Add(1) > total {
+					return
+				}
+				for {
+					r := post(n.http, n.srv.URL+clientAPI+"/posture-response", eps[c].token, body)
+					mu.Lock()
+					results = append(results, r)
+					mu.Unlock()
+					if r.err == nil && r.status/100 == 2 {
+						break
+					}
+					if n == b {
+						t.Errorf("client %d: B answered %d %v", c, r.status, r.err)
+						return
+					}
+					n = b // A is gone: fail over, same token
+					movedOn.Add(1)
+				}
+				if done.Add(1) == total/3 {
+					close(killNow)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := movedOn.Load(); got != clients {
+		t.Errorf("%d clients failed over, want %d", got, clients)
+	}
+	for _, ep := range eps {
+		var cur api.APISessionView
+		b.getJSON(t, clientAPI+"/current-api-session", ep.token, &cur)
+		if cur.ID != ep.apiSessionID {
+			t.Fatalf("API session on B: %s, want %s", cur.ID, ep.apiSessionID)
+		}
+	}
+	ok, failed := checkExactlyOnce(t, results, postureByRequest(t, b.testNode))
+	t.Logf("%d answered 2xx, %d failed while A died", ok, failed)
+	if ok != total {
+		t.Fatalf("%d responses answered 2xx, want %d", ok, total)
+	}
+}
+
+// TestClusterDeadlineFiresOnce: an MFA check with a 2-second timeout, two
+// nodes running their timer loops. The deadline becomes one
+// deadline.reached event; what B's timer appends for it is the same message
+// and lands on the same sequence.
+func TestClusterDeadlineFiresOnce(t *testing.T) {
+	nc := startNATSCluster(t, 3)
+	pkiDir := t.TempDir()
+	a := startClusterNode(t, nc, pkiDir, "node-a")
+	b := startClusterNode(t, nc, pkiDir, "node-b")
+	admin := a.adminToken(t)
+	svc := a.create(t, admin, "services", map[string]any{"name": "timed"})
+	mfa := a.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-2s", "timeoutSeconds": 2})
+	a.create(t, admin, "service-policies", map[string]any{"name": "timed", "type": "Dial", "identityRoles": []string{"#all"},
+		"serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"@" + mfa}})
+	ep := a.endpoint(t, admin, "mfa-cluster")
+	if _, err := a.writer.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.MFAPassed{IdentityID: ep.id, APISessionID: ep.apiSessionID}); err != nil {
+		t.Fatal(err)
+	}
+	start := a.lastSeq(t)
+	if r := a.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != http.StatusCreated {
+		t.Fatalf("session after MFA: %d %s", r.Status, r.Body)
+	}
+	if err := b.store.WaitFor(t.Context(), a.lastSeq(t)); err != nil {
+		t.Fatal(err)
+	}
+	due, err := b.store.DueDeadlines(time.Now().Add(time.Minute), 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("deadlines pending on B: %+v %v", due, err)
+	}
+
+	e := a.waitForEvent(t, start+1, posture.TypeDeadlineReached, 15*time.Second)
+	if err := b.store.WaitFor(t.Context(), e.Seq); err != nil {
+		t.Fatal(err)
+	}
+	// B's timer appends the same event (its id is derived from the
+	// deadline): the stream answers with the first copy's sequence.
+	if seq, err := b.writer.Log.Append(t.Context(), api.DeadlineEvent(due[0])); err != nil || seq != e.Seq {
+		t.Fatalf("B's copy of the deadline: seq %d (want %d) %v", seq, e.Seq, err)
+	}
+	if ids := b.sessionIDs(t, ep.token); len(ids) != 0 {
+		t.Fatalf("the session outlived its deadline on B: %v", ids)
+	}
+	var deadlines []posture.Event
+	if err := b.elog.Read(t.Context(), start, 0, func(batch []posture.Event) error {
+		for _, e := range batch {
+			if e.Type == posture.TypeDeadlineReached {
+				deadlines = append(deadlines, e)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(deadlines) != 1 {
+		t.Fatalf("%d deadline events in the log, want 1: %+v", len(deadlines), deadlines)
+	}
+	if diff := cmp.Diff(a.dumpCaughtUp(t), b.dumpCaughtUp(t)); diff != "" {
+		t.Fatalf("the projections of A and B differ (-A +B):\n%s", diff)
+	}
+}

@@ -1,0 +1,233 @@
+package eventlog_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+)
+
+// cluster is an in-process NATS JetStream cluster on loopback: real
+// servers with cluster routes, each with its own store.
+type cluster struct {
+	servers []*server.Server
+	urls    []string
+}
+
+// startCluster starts size servers that route to each other on loopback
+// ports picked for them. It returns once JetStream has a meta leader and
+// every server is current.
+func startCluster(t testing.TB, size int) *cluster {
+	t.Helper()
+	c := &cluster{}
+	var routes []string
+	for range size {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		routes = append(routes, "nats://"+ln.Addr().String())
+		ln.Close()
+	}
+	t.Cleanup(func() {
+		for _, ns := range c.servers {
+			ns.Shutdown()
+		}
+	})
+	for i := range size {
+		port := must(strconv.Atoi(routes[i][strings.LastIndex(routes[i], ":")+1:]))
+		ns, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("nats-%d", i+1),
+			Host:       "127.0.0.1",
+			Port:       -1,
+			JetStream:  true,
+			StoreDir:   t.TempDir(),
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster:    server.ClusterOpts{Name: "postured-test", Host: "127.0.0.1", Port: port},
+			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		c.servers = append(c.servers, ns)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i, ns := range c.servers {
+		if !ns.ReadyForConnections(time.Until(deadline)) {
+			t.Fatalf("nats-%d not ready", i+1)
+		}
+		c.urls = append(c.urls, ns.ClientURL())
+	}
+	for !c.formed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the JetStream cluster did not form within 30s")
+		}
+		time.Sleep(50 * time.Millisecond) // server state has no barrier to wait on
+	}
+	return c
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func (c *cluster) formed() bool {
+	leader := false
+	for _, ns := range c.servers {
+		if !ns.JetStreamIsCurrent() {
+			return false
+		}
+		// Only the meta leader lists the peers.
+		if ns.JetStreamIsLeader() && len(ns.JetStreamClusterPeers()) == len(c.servers) {
+			leader = true
+		}
+	}
+	return leader
+}
+
+// streamLeader is the server leading the stream (nil while none is).
+func (c *cluster) streamLeader(stream string) *server.Server {
+	for _, ns := range c.servers {
+		if ns.Running() && ns.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return ns
+		}
+	}
+	return nil
+}
+
+func openClusterLog(t testing.TB, c *cluster) *eventlog.Log {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := eventlog.Open(ctx, eventlog.Options{URLs: c.urls, Replicas: len(c.servers)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestClusterAppendSurvivesLeaderLoss appends from concurrent writers to an
+// R3 stream and shuts the stream's leader down in the middle: every append
+// that was acknowledged is in the log exactly once, none failed, and the
+// sequences are the log's.
+func TestClusterAppendSurvivesLeaderLoss(t *testing.T) {
+	c := startCluster(t, 3)
+	l := openClusterLog(t, c)
+	const writers, total = 8, 1200
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	var next, acked atomic.Int64
+	killed := make(chan string, 1)
+	var mu sync.Mutex
+	seqOf := map[string]uint64{} // event id -> acknowledged sequence
+	var failed []error
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				if i == total/3 {
+					leader := c.streamLeader("POSTURED")
+					if leader != nil {
+						killed <- leader.Name()
+						leader.Shutdown()
+					}
+				}
+				e := event("load", int(i))
+				seq, err := l.Append(ctx, e)
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, err)
+				} else {
+					seqOf[e.ID] = seq
+					acked.Add(1)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case name := <-killed:
+		t.Logf("shut down the stream leader %s after %d appends", name, total/3)
+	default:
+		t.Fatal("no stream leader to shut down")
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d appends failed, first: %v", len(failed), failed[0])
+	}
+
+	count := map[string]int{}
+	var events []posture.Event
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if err := l.Read(rctx, 1, 0, func(b []posture.Event) error {
+		events = append(events, b...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		count[e.ID]++
+		if seq, ok := seqOf[e.ID]; ok && seq != e.Seq {
+			t.Errorf("event %s acknowledged at %d, stored at %d", e.ID, seq, e.Seq)
+		}
+	}
+	for id := range seqOf {
+		if count[id] != 1 {
+			t.Errorf("acknowledged event %s is in the log %d times", id, count[id])
+		}
+	}
+	if len(events) != int(acked.Load()) {
+		t.Errorf("the log holds %d events, %d were acknowledged", len(events), acked.Load())
+	}
+}
+
+// TestNodeRegistry: nodes announce themselves, are listed by name, and a
+// withdrawn node is gone.
+func TestNodeRegistry(t *testing.T) {
+	c := startCluster(t, 3)
+	a, b := openClusterLog(t, c), openClusterLog(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	joined := time.Now().UTC().Truncate(time.Millisecond)
+	if err := a.Announce(ctx, eventlog.Node{ID: "nodeA", Name: "a", APIAddress: "https://a:1280", JoinedAt: joined}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Announce(ctx, eventlog.Node{ID: "nodeB", Name: "b", APIAddress: "https://b:1280", JoinedAt: joined}); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := b.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 2 || nodes[0].ID != "nodeA" || nodes[1].APIAddress != "https://b:1280" || !nodes[0].JoinedAt.Equal(joined) {
+		t.Fatalf("nodes: %+v", nodes)
+	}
+	if err := a.Withdraw(ctx, "nodeA"); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, err = a.Nodes(ctx); err != nil || len(nodes) != 1 || nodes[0].ID != "nodeB" {
+		t.Fatalf("after withdrawing a: %+v %v", nodes, err)
+	}
+}
