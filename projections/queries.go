@@ -66,3 +66,18 @@ func (s *Store) ServicesFor(identityID, typ string) []posture.Grant {
 	}
 	return out
 }
+
+// Reachable lists, sorted, what the policies of a kind that select an entity
+// through one role field select through another: the services of the
+// service policies that select an identity, the edge routers of the edge
+// router policies that select it, and so on.
+func (s *Store) Reachable(policyKind posture.Kind, from, id, to string) []string {
+	links := s.graph.grants(policyKind, from, to, id, "")
+	out := make([]string, 0, len(links))
+	for _, l := range links {
+		if len(out) == 0 || out[len(out)-1] != l.target {
+			out = append(out, l.target)
+		}
+	}
+	return out
+}

@@ -21,6 +21,7 @@ type Store interface {
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	Selecting(policyKind posture.Kind, field, id string) []string
 	Selected(policyKind posture.Kind, policyID, field string) []string
+	Reachable(policyKind posture.Kind, from, id, to string) []string
 	ServicesFor(identityID, typ string) []posture.Grant
 	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)

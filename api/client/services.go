@@ -289,18 +289,7 @@ func (a *API) routers(ids []string) []edgeRouterView {
 
 // union collects, sorted, what the policies selecting an entity select.
 func (a *API) union(policyKind posture.Kind, from, id, to string) []string {
-	set := map[string]bool{}
-	for _, pid := range a.Store.Selecting(policyKind, from, id) {
-		for _, x := range a.Store.Selected(policyKind, pid, to) {
-			set[x] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for x := range set {
-		out = append(out, x)
-	}
-	slices.Sort(out)
-	return out
+	return a.Store.Reachable(policyKind, from, id, to)
 }
 
 // routersFor are the edge routers an identity may use for a service: those

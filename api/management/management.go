@@ -29,6 +29,7 @@ type Store interface {
 	IDByName(kind posture.Kind, name string) (string, error)
 	Selecting(policyKind posture.Kind, field, id string) []string
 	Selected(policyKind posture.Kind, policyID, field string) []string
+	Reachable(policyKind posture.Kind, from, id, to string) []string
 	RoleAttributes(kind posture.Kind) []string
 	IdentityByExternalID(externalID string) (posture.Identity, error)
 	AuthenticatorByUsername(username string) (posture.Authenticator, error)

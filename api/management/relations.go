@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
 
 	"github.com/labstack/echo/v4"
 
@@ -106,20 +105,9 @@ func (a *API) relationRoutes() []api.Route {
 	}
 }
 
-// union walks policies selecting an entity and collects what each selects.
+// union walks the policies selecting an entity to what they select.
 func (a *API) union(policyKind posture.Kind, fromField, id, toField string) []string {
-	set := map[string]bool{}
-	for _, pid := range a.Store.Selecting(policyKind, fromField, id) {
-		for _, x := range a.Store.Selected(policyKind, pid, toField) {
-			set[x] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for x := range set {
-		out = append(out, x)
-	}
-	sort.Strings(out)
-	return out
+	return a.Store.Reachable(policyKind, fromField, id, toField)
 }
 
 // identityServices are the services any service policy grants the identity.
