@@ -19,8 +19,6 @@ import (
 type Store interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
-	Selecting(policyKind posture.Kind, field, id string) []string
-	Selected(policyKind posture.Kind, policyID, field string) []string
 	Reachable(policyKind posture.Kind, from, id, to string) []string
 	ServicesFor(identityID, typ string) []posture.Grant
 	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
