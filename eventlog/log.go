@@ -168,7 +168,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	if e.ID == "" || e.Type == "" || e.Subject == "" {
 		return 0, errors.New("eventlog: event needs an ID, a Type and a Subject")
 	}
-	body, err := json.Marshal(e)
+	body, err := encode(e)
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: encode: %w", err)
 	}
@@ -244,6 +244,36 @@ func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 		return posture.Event{}, err
 	}
 	return decode(m.Data, m.Sequence)
+}
+
+// envelope is an event without its payload, which encode splices in as it
+// is: payloads come from json.Marshal, so validating and compacting them a
+// second time (as marshalling a json.RawMessage does) is wasted work.
+type envelope struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	Schema    int       `json:"schema"`
+	Subject   string    `json:"subject"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor,omitempty"`
+	RequestID string    `json:"requestId,omitempty"`
+}
+
+// encode is json.Marshal of the event, without re-validating its payload.
+func encode(e posture.Event) ([]byte, error) {
+	head, err := json.Marshal(envelope{e.ID, e.Type, e.Schema, e.Subject, e.At, e.Actor, e.RequestID})
+	if err != nil {
+		return nil, err
+	}
+	data := []byte(e.Data)
+	if len(data) == 0 {
+		data = []byte("null")
+	}
+	out := make([]byte, 0, len(head)+len(data)+9)
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, `,"data":`...)
+	out = append(out, data...)
+	return append(out, '}'), nil
 }
 
 func decode(data []byte, seq uint64) (posture.Event, error) {

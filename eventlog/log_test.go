@@ -2,6 +2,7 @@ package eventlog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -162,5 +163,19 @@ func TestConsumeFollowsNewEvents(t *testing.T) {
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("consume ended with %v", err)
+	}
+}
+
+// The envelope encoder writes what json.Marshal would.
+func TestEncodeMatchesMarshal(t *testing.T) {
+	e := posture.MustEvent(posture.APISessionTouched{ID: "s", IdentityID: "i", At: time.Unix(5, 0).UTC()}, time.Unix(7, 0))
+	e.Actor, e.RequestID = "me", "req"
+	got, err := eventlog.EncodeForTest(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(e)
+	if string(got) != string(want) {
+		t.Fatalf("encode:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -1,0 +1,4 @@
+package eventlog
+
+// EncodeForTest exposes encode to the external tests.
+var EncodeForTest = encode
