@@ -15,10 +15,10 @@ func init() {
 		if err := tx.putRaw(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, s.ID), nil); err != nil {
 			return err
 		}
-		if err := startSessionPosture(tx, s); err != nil {
+		if err := tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session started ("+s.AuthMethod+")", nil); err != nil {
 			return err
 		}
-		if err := tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session started ("+s.AuthMethod+")", nil); err != nil {
+		if err := startSessionPosture(tx, s); err != nil {
 			return err
 		}
 		return tx.put(entityKey(KindAPISession, s.ID), s)

@@ -90,6 +90,7 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 	if _, err := getJSON(tx.r(), identityPostureKey(p.IdentityID), &ip); err != nil {
 		return err
 	}
+	before := postureValues(ip)
 	identityWide, endpoint := false, false
 	for _, r := range p.Responses {
 		switch r.TypeID {
@@ -171,11 +172,41 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			return err
 		}
 	}
-	sessions := []string{p.APISessionID}
-	if identityWide {
-		sessions = tx.graph.sessionsOf(p.IdentityID)
+	// Only values decide the verdicts of OS, MAC, domain and process
+	// checks: a submission that repeats them (clients resubmit posture
+	// periodically) changes no policy. Time-based changes come with
+	// deadline events.
+	switch {
+	case endpoint:
+		sessions := []string{p.APISessionID}
+		if identityWide {
+			sessions = tx.graph.sessionsOf(p.IdentityID)
+		}
+		return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
+	case identityWide && postureValues(ip) != before:
+		return reevaluateWith(tx, p.IdentityID, &ip, tx.graph.sessionsOf(p.IdentityID), e.At, false)
 	}
-	return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
+	return nil
+}
+
+// postureValues is the part of identity-wide posture data that verdicts
+// depend on (not when or for which check it was sent), as a comparable
+// string.
+func postureValues(ip posture.IdentityPosture) string {
+	var b strings.Builder
+	if o := ip.OS; o != nil {
+		fmt.Fprintf(&b, "os:%q %q %q;", o.Type, o.Version, o.Build)
+	}
+	if m := ip.MAC; m != nil {
+		fmt.Fprintf(&b, "mac:%q;", m.Addresses)
+	}
+	if d := ip.Domain; d != nil {
+		fmt.Fprintf(&b, "domain:%q;", d.Domain)
+	}
+	for _, pr := range ip.Processes {
+		fmt.Fprintf(&b, "process:%q %t %q %q;", pr.Path, pr.IsRunning, pr.Hash, pr.SignerFingerprints)
+	}
+	return b.String()
 }
 
 // reevaluate brings the policy states of an identity's API sessions up to
@@ -441,14 +472,20 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	return nil
 }
 
-// startSessionPosture creates an API session's posture record.
+// startSessionPosture creates an API session's posture record and
+// evaluates its policies once, so that later facts change states from a
+// known start.
 func startSessionPosture(tx *Tx, s posture.APISession) error {
 	tx.graph.addSession(s.IdentityID, s.ID)
-	return tx.put(sessionStateKey(s.ID), sessionState{
+	err := tx.put(sessionStateKey(s.ID), sessionState{
 		IdentityID: s.IdentityID,
 		Posture:    posture.SessionPosture{APISessionID: s.ID, SDKInfo: s.SDKInfo},
 		Policies:   map[string]bool{},
 	})
+	if err != nil {
+		return err
+	}
+	return reevaluate(tx, s.IdentityID, []string{s.ID}, tx.event.At, false)
 }
 
 // endSessionPosture drops an API session's posture, deadline and sessions.

@@ -16,8 +16,10 @@ import (
 
 // replayLog fills a fresh log with a history: a model of 1,000 identities,
 // 50 services, two checks and 50 policies; an API session per identity;
-// then, per ten events, eight posture submissions (OS and MAC, one in twenty
-// of them failing the OS check), one activity record and one session.
+// then, per ten events, eight posture submissions (OS and MAC; in each round
+// over the identities a different twentieth of them reports an OS version
+// that fails the check, so one submission in ten changes a verdict), one
+// activity record and one session.
 func replayLog(b *testing.B, total int) *eventlog.Log {
 	ctx := context.Background()
 	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(b.TempDir(), "nats")})
@@ -52,10 +54,8 @@ func replayLog(b *testing.B, total int) *eventlog.Log {
 			events = append(events, posture.SessionCreated{Session: posture.Session{ID: fmt.Sprintf("s%d", i), IdentityID: id, APISessionID: "as" + id,
 				ServiceID: fmt.Sprintf("svc%02d", i%50), Type: posture.Dial, CreatedAt: at}, Policies: []string{fmt.Sprintf("psvc%02d", i%50)}})
 		default:
-			// One response in twenty flips the OS check, so policies change
-			// state, sessions are removed and history grows.
 			version := "10.0.19045"
-			if i%20 == 0 {
+			if (i/identities+i%identities)%20 == 0 {
 				version = "6.1.7601"
 			}
 			events = append(events, posture.PostureRecorded{IdentityID: id, APISessionID: "as" + id, Responses: []posture.PostureResponse{
