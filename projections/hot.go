@@ -125,6 +125,20 @@ func (h hotReader) Get(key []byte) ([]byte, io.Closer, error) {
 
 func (h hotReader) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) { return h.r.NewIter(o) }
 
+// storeDecoded records the value a hot key was just written from, so that
+// the next read need not decode the bytes again. v is the value (not a
+// pointer); the writer does not change it afterwards.
+func (h *hotCache) storeDecoded(key, raw []byte, v any) {
+	if !isHot(key) || len(raw) == 0 {
+		return
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	h.decoded.Store(string(key), decodedValue{raw: &raw[0], typ: reflect.PointerTo(rv.Type()), v: rv})
+}
+
 // getJSONHot decodes a hot key through the decoded cache. It reports false
 // when the key is not hot or the reader is not a hotReader.
 func getJSONHot(r reader, key []byte, v any) (found, ok bool, err error) {

@@ -37,7 +37,13 @@ func (tx *Tx) put(key []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
-	return tx.putRaw(key, data)
+	if !isHot(key) {
+		return tx.b.Set(key, data, nil)
+	}
+	cached := bytes.Clone(data)
+	tx.hot.store(key, cached)
+	tx.hot.storeDecoded(key, cached, v)
+	return tx.b.Set(key, data, nil)
 }
 
 func (tx *Tx) putRaw(key, value []byte) error {
