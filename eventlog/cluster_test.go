@@ -230,4 +230,10 @@ func TestNodeRegistry(t *testing.T) {
 	if nodes, err = a.Nodes(ctx); err != nil || len(nodes) != 1 || nodes[0].ID != "nodeB" {
 		t.Fatalf("after withdrawing a: %+v %v", nodes, err)
 	}
+	if err := b.Withdraw(ctx, "nodeB"); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, err = a.Nodes(ctx); err != nil || len(nodes) != 0 {
+		t.Fatalf("after withdrawing both: %+v %v", nodes, err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,13 +18,43 @@ const MaxBatch = 512
 // ends or fn returns an error. Each call of fn gets one event or several that
 // were already waiting (at most MaxBatch), so that the consumer can apply
 // them together. Consume returns fn's error, or ctx's when it ends.
+//
+// On a cluster, the consumer lives on one server. When that server dies
+// before the cluster notices (a kill, a power loss), the client's own
+// recovery may recreate the consumer on the dead server again and again, and
+// nothing is delivered any more. So a consumer that delivers nothing for
+// stallTimeout and in which the log holds events it has not delivered for a
+// stallCheck is replaced by a new one from the next undelivered sequence.
 func (l *Log) Consume(ctx context.Context, from uint64, fn func([]posture.Event) error) error {
 	if from == 0 {
 		from = 1
 	}
+	next := from
+	for {
+		err := l.consume(ctx, &next, fn)
+		if !errors.Is(err, errStalled) {
+			return err
+		}
+		l.log.Warn("eventlog: the consumer delivers nothing while the log is ahead; replacing it", "next", next)
+	}
+}
+
+// Stall detection: a consumer that delivered nothing for stallTimeout looks
+// at the log every stallCheck (one stream info request), and is stalled
+// when two looks in a row find the log ahead of it.
+const (
+	stallTimeout = 3 * time.Second
+	stallCheck   = time.Second
+)
+
+var errStalled = errors.New("eventlog: consumer stalled")
+
+// consume runs one ordered consumer from *next, advancing *next past every
+// delivered batch, until ctx ends, fn fails, or the consumer stalls.
+func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cons, err := l.orderedFrom(ctx, from)
+	cons, err := l.orderedFrom(ctx, *next)
 	if err != nil {
 		return err
 	}
@@ -39,38 +70,94 @@ func (l *Log) Consume(ctx context.Context, from uint64, fn func([]posture.Event)
 	}
 	// Cancel first: a callback blocked on a full channel must let go before
 	// Stop waits for it.
-	defer func() { cancel(); cc.Stop() }()
+	stalled := false
+	defer func() {
+		cancel()
+		if stalled {
+			// A stalled consumer may hold its lock for a request to a dead
+			// server (up to 10s); Close waits for it instead.
+			l.stopping.Go(cc.Stop)
+			return
+		}
+		cc.Stop()
+	}()
 
+	check := time.NewTicker(stallCheck / 2)
+	defer check.Stop()
+	var delivered, checked, aheadSince time.Time
+	delivered = time.Now()
 	batch := make([]posture.Event, 0, MaxBatch)
+	add := func(m jetstream.Msg) error {
+		e, err := decodeMsg(m)
+		if err != nil {
+			return err
+		}
+		if e.Seq >= *next { // a replaced consumer's leftovers are dropped
+			batch = append(batch, e)
+		}
+		return nil
+	}
 	for {
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case now := <-check.C:
+			// Quiet for a while: look at the log now and then. Ahead of
+			// the consumer at two looks stallCheck apart or more: stalled.
+			if now.Sub(delivered) < stallTimeout || now.Sub(checked) < stallCheck {
+				continue
+			}
+			checked = now
+			ahead, ok := l.ahead(ctx, *next)
+			switch {
+			case !ok: // the log unreachable: look again later
+			case !ahead:
+				aheadSince = time.Time{}
+			case aheadSince.IsZero():
+				aheadSince = now
+			default:
+				stalled = true
+				return errStalled
+			}
+			continue
 		case m := <-msgs:
-			e, err := decodeMsg(m)
-			if err != nil {
+			if err := add(m); err != nil {
 				return err
 			}
-			batch = append(batch, e)
 		}
 	drain:
 		for len(batch) < MaxBatch {
 			select {
 			case m := <-msgs:
-				e, err := decodeMsg(m)
-				if err != nil {
+				if err := add(m); err != nil {
 					return err
 				}
-				batch = append(batch, e)
 			default:
 				break drain
 			}
 		}
+		if len(batch) == 0 {
+			continue
+		}
 		if err := fn(batch); err != nil {
 			return err
 		}
+		*next = batch[len(batch)-1].Seq + 1
+		delivered, aheadSince = time.Now(), time.Time{}
 	}
+}
+
+// ahead reports whether the log holds the event at next; ok is false when
+// the log's position could not be read.
+func (l *Log) ahead(ctx context.Context, next uint64) (ahead, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return false, false
+	}
+	return info.State.LastSeq >= next, true
 }
 
 // Read delivers the events with from <= seq <= to, in order, and returns when
@@ -110,7 +197,7 @@ func (l *Log) Read(ctx context.Context, from, to uint64, fn func([]posture.Event
 
 func (l *Log) orderedFrom(ctx context.Context, from uint64) (jetstream.Consumer, error) {
 	var cons jetstream.Consumer
-	err := retry(ctx, func() error {
+	err := retry(ctx, func(ctx context.Context) error {
 		var err error
 		cons, err = l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,

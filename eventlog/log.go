@@ -56,6 +56,8 @@ type Log struct {
 
 	kvMu sync.Mutex
 	kv   jetstream.KeyValue // the node registry, opened on first use (nodes.go)
+
+	stopping sync.WaitGroup // stops of stalled consumers (consume.go)
 }
 
 // Open connects to (or starts) the NATS server and creates the stream if it
@@ -119,7 +121,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		Duplicates:  opts.Duplicates,
 		AllowDirect: true,
 	}
-	err = retry(ctx, func() error {
+	err = retry(ctx, func(ctx context.Context) error {
 		var err error
 		l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
 		return err
@@ -136,6 +138,7 @@ func (l *Log) Close() error {
 	if l.nc != nil {
 		l.nc.Close()
 	}
+	l.stopping.Wait() // their requests fail once the connection is closed
 	if l.ns != nil {
 		l.ns.Shutdown()
 		l.ns.WaitForShutdown()
@@ -175,11 +178,11 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}, opts...)
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
 	var seq uint64
-	err = retry(ctx, func() error {
+	err = retry(ctx, func(ctx context.Context) error {
 		// Each attempt waits for its acknowledgement at most
-		// appendAttempt: an acknowledgement lost with a server that died
-		// would otherwise hold the append until ctx ends. The retry
-		// carries the same message id.
+		// appendAttempt, so that an acknowledgement lost with a server
+		// that died is soon asked again. The retry carries the same
+		// message id.
 		actx, cancel := context.WithTimeout(ctx, appendAttempt)
 		defer cancel()
 		ack, err := l.js.PublishMsg(actx, msg, pub...)
@@ -198,14 +201,14 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	return seq, nil
 }
 
-// appendAttempt bounds one attempt of an append (JetStream's own default
-// request timeout is 5s, and applies only to a ctx without a deadline).
+// appendAttempt bounds one attempt of an append (shorter than
+// requestTimeout: a write waits on no election of its own).
 const appendAttempt = 2 * time.Second
 
 // LastSeq is the sequence of the newest event in the log (0 when empty).
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
 	var last uint64
-	err := retry(ctx, func() error {
+	err := retry(ctx, func(ctx context.Context) error {
 		info, err := l.stream.Info(ctx)
 		if err != nil {
 			return err
@@ -219,7 +222,7 @@ func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
 // LastSubjectSeq is the sequence of the newest event on subject (0 if none).
 func (l *Log) LastSubjectSeq(ctx context.Context, subject string) (uint64, error) {
 	var last uint64
-	err := retry(ctx, func() error {
+	err := retry(ctx, func(ctx context.Context) error {
 		m, err := l.stream.GetLastMsgForSubject(ctx, l.prefix+subject)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			last = 0
@@ -285,13 +288,21 @@ func decode(data []byte, seq uint64) (posture.Event, error) {
 	return e, nil
 }
 
-// retry runs f until it succeeds, fails with a permanent error, or ctx ends.
-// Timeouts and missing responders (a stream without quorum, a reconnecting
-// client) are transient.
-func retry(ctx context.Context, f func() error) error {
+// requestTimeout bounds one attempt of a request to JetStream. The client
+// applies its own 5s default only to a ctx without a deadline; with one, a
+// reply lost with a server that died (or a request dropped while the
+// cluster elects a leader) would hold the attempt until ctx ends.
+const requestTimeout = 5 * time.Second
+
+// retry runs f until it succeeds, fails with a permanent error, or ctx ends;
+// each attempt gets a ctx bounded by requestTimeout. Timeouts and missing
+// responders (a stream without quorum, a reconnecting client) are transient.
+func retry(ctx context.Context, f func(ctx context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	for {
-		err := f()
+		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		err := f(actx)
+		cancel()
 		if err == nil {
 			return nil
 		}

@@ -49,7 +49,7 @@ func (l *Log) registry(ctx context.Context) (jetstream.KeyValue, error) {
 		replicas = info.Config.Replicas
 	}
 	var kv jetstream.KeyValue
-	err := retry(ctx, func() error {
+	err := retry(ctx, func(ctx context.Context) error {
 		var err error
 		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      nodesBucket,
@@ -81,7 +81,7 @@ func (l *Log) Announce(ctx context.Context, n Node) error {
 	if err != nil {
 		return err
 	}
-	return retry(ctx, func() error {
+	return retry(ctx, func(ctx context.Context) error {
 		_, err := kv.Put(ctx, n.ID, data)
 		return err
 	})
@@ -93,7 +93,7 @@ func (l *Log) Withdraw(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return retry(ctx, func() error { return kv.Delete(ctx, id) })
+	return retry(ctx, func(ctx context.Context) error { return kv.Delete(ctx, id) })
 }
 
 // Nodes lists the nodes announced within NodeTTL, by name then ID.
@@ -103,7 +103,7 @@ func (l *Log) Nodes(ctx context.Context) ([]Node, error) {
 		return nil, err
 	}
 	var nodes []Node
-	err = retry(ctx, func() error {
+	err = retry(ctx, func(ctx context.Context) error {
 		nodes = nodes[:0]
 		w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 		if err != nil {
@@ -158,7 +158,7 @@ type State struct {
 // State reads the stream's position and placement.
 func (l *Log) State(ctx context.Context) (State, error) {
 	var st State
-	err := retry(ctx, func() error {
+	err := retry(ctx, func(ctx context.Context) error {
 		info, err := l.stream.Info(ctx)
 		if err != nil {
 			return err

@@ -544,3 +544,41 @@ func TestClusterDeadlineFiresOnce(t *testing.T) {
 		t.Fatalf("the projections of A and B differ (-A +B):\n%s", diff)
 	}
 }
+
+// TestControllersOnASingleNode: a node on its embedded server lists itself,
+// in the client API for any session and in the management API for admins,
+// with the id it keeps in its data directory across restarts.
+func TestControllersOnASingleNode(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.Name = "solo"
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	user := n.createUser(t, "plain-user", "user-password", false)
+	var list []struct {
+		ID           string `json:"id"`
+		Name         string `json:"name"`
+		IsOnline     bool   `json:"isOnline"`
+		APIAddresses map[string][]struct {
+			URL string `json:"url"`
+		} `json:"apiAddresses"`
+	}
+	n.getJSON(t, clientAPI+"/controllers", user, &list)
+	if len(list) != 1 || list[0].Name != "solo" || !list[0].IsOnline ||
+		list[0].APIAddresses["edge-management"][0].URL != "https://127.0.0.1:1280"+api.ManagementBase {
+		t.Fatalf("controllers: %+v", list)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+"/controllers", user, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("management controllers as a non-admin: %d", r.Status)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+"/controllers?filter=name%3D%22solo%22", admin, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), list[0].ID) {
+		t.Fatalf("management controllers: %d %s", r.Status, r.Body)
+	}
+	id := list[0].ID
+	n.srv.Close()
+	n.Close()
+	n = startTestNode(t, cfg)
+	n.getJSON(t, clientAPI+"/controllers", n.adminToken(t), &list)
+	if len(list) != 1 || list[0].ID != id {
+		t.Fatalf("after a restart: %+v, want id %s", list, id)
+	}
+}

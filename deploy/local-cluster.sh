@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# A three-node NATS JetStream cluster (deploy/nats/nats-{1,2,3}.conf) and two
+# postured nodes on this machine, each process in the background.
+#
+#   deploy/local-cluster.sh start    # start the five processes
+#   deploy/local-cluster.sh status   # which are running
+#   deploy/local-cluster.sh stop     # stop them (SIGTERM)
+#
+# Run it from the repository root: the NATS stores are ./data/nats-N (as the
+# configurations say), the postured nodes keep ./data/cluster/node-N and
+# share the CA in ./data/cluster/pki; logs and pids are in ./data/cluster.
+# NATS_SERVER and POSTURED name the binaries (default: nats-server and
+# postured from PATH). POSTURED_ADMIN_PASSWORD sets the admin's password on
+# the first start (otherwise it is generated and printed in node-1.log).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NATS_SERVER=${NATS_SERVER:-nats-server}
+POSTURED=${POSTURED:-postured}
+RUN=data/cluster
+NATS_URLS=nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224
+
+running() { [[ -f "$RUN/$1.pid" ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+
+launch() { # name, command...
+	local name=$1
+	shift
+	if running "$name"; then
+		echo "$name is already running (pid $(cat "$RUN/$name.pid"))"
+		return
+	fi
+	"$@" >"$RUN/$name.log" 2>&1 &
+	echo $! >"$RUN/$name.pid"
+	echo "$name started (pid $!, log $RUN/$name.log)"
+}
+
+# wait_for_https waits (at most 60s) until a node answers its liveness probe.
+wait_for_https() {
+	for _ in $(seq 120); do
+		if curl -sf --cacert "$RUN/pki/ca.pem" "https://localhost:$1/livez" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "no answer on https://localhost:$1 (see the logs in $RUN)" >&2
+	return 1
+}
+
+case "${1:-}" in
+start)
+	mkdir -p "$RUN"
+	for i in 1 2 3; do
+		launch "nats-$i" "$NATS_SERVER" -c "deploy/nats/nats-$i.conf"
+	done
+	# The first node creates the CA and the default admin; the second
+	# starts once the first answers, with the same CA.
+	launch node-1 "$POSTURED" serve --name node-1 --data-dir "$RUN/node-1" --pki-dir "$RUN/pki" \
+		--listen 127.0.0.1:1280 --nats-url "$NATS_URLS" --stream-replicas 3 --log-format json
+	wait_for_https 1280
+	launch node-2 "$POSTURED" serve --name node-2 --data-dir "$RUN/node-2" --pki-dir "$RUN/pki" \
+		--listen 127.0.0.1:1281 --nats-url "$NATS_URLS" --stream-replicas 3 --log-format json
+	wait_for_https 1281
+	echo "postured nodes on https://localhost:1280 and https://localhost:1281 (CA: $RUN/pki/ca.pem)"
+	;;
+status)
+	for name in nats-1 nats-2 nats-3 node-1 node-2; do
+		if running "$name"; then echo "$name running (pid $(cat "$RUN/$name.pid"))"; else echo "$name stopped"; fi
+	done
+	;;
+stop)
+	for name in node-2 node-1 nats-3 nats-2 nats-1; do
+		if running "$name"; then
+			kill "$(cat "$RUN/$name.pid")"
+			echo "$name stopped"
+		fi
+		rm -f "$RUN/$name.pid"
+	done
+	;;
+*)
+	echo "usage: $0 start|status|stop" >&2
+	exit 2
+	;;
+esac
