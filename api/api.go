@@ -70,6 +70,11 @@ func New(opts Options) *echo.Echo {
 			return next(c)
 		}
 	})
+	// Request logs are debug logs: without debug logging the middleware is
+	// left out, and costs nothing.
+	if !opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		return e
+	}
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogRemoteIP: true,
 		// The error handler writes the response first, so that the logged
