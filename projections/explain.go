@@ -17,12 +17,7 @@ func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (postur
 	if svc, err := Get[posture.Service](s, serviceID); err == nil {
 		x.ServiceName = svc.Name
 	}
-	var pids []string
-	for _, g := range s.ServicesFor(identityID, typ) {
-		if g.ServiceID == serviceID {
-			pids = g.Policies
-		}
-	}
+	pids := s.Granting(identityID, serviceID, typ)
 	if len(pids) == 0 {
 		x.Decision = posture.DecisionNoPermission
 		return x, nil

@@ -511,3 +511,19 @@ func (g *graph) selectedByAny(selectors []selector, identityID string) bool {
 	}
 	return false
 }
+
+// granting lists, sorted, the service policies of a type ("" for both) that
+// select both an identity and a service.
+func (g *graph) granting(identityID, serviceID, typ string) []string {
+	byService := g.selecting(posture.KindServicePolicy, FieldServiceRoles, serviceID)
+	var out []string
+	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
+		if _, ok := slices.BinarySearch(byService, pid); !ok {
+			continue
+		}
+		if ptype, _, _ := g.policy(posture.KindServicePolicy, pid); typ == "" || ptype == typ {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

@@ -366,15 +366,7 @@ func mapsEqual(a, b map[string]bool) bool {
 // the service. states holds the pass/fail of policies with checks; a
 // policy without checks passes.
 func granted(g *graph, identityID, serviceID, typ string, states map[string]bool) bool {
-	byService := g.selecting(posture.KindServicePolicy, FieldServiceRoles, serviceID)
-	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
-		if _, ok := slices.BinarySearch(byService, pid); !ok {
-			continue
-		}
-		ptype, _, _ := g.policy(posture.KindServicePolicy, pid)
-		if ptype != typ {
-			continue
-		}
+	for _, pid := range g.granting(identityID, serviceID, typ) {
 		if pass, hasChecks := states[pid]; !hasChecks || pass {
 			return true
 		}

@@ -89,13 +89,7 @@ func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, no
 // Access evaluates, at a time, the policies of a type ("" for both) that
 // grant an identity a service, for one of its API sessions.
 func (s *Store) Access(identityID, apiSessionID, serviceID, typ string, now time.Time) ([]posture.PolicyResult, error) {
-	var pids []string
-	for _, g := range s.ServicesFor(identityID, typ) {
-		if g.ServiceID == serviceID {
-			pids = g.Policies
-		}
-	}
-	return s.Evaluate(identityID, apiSessionID, pids, now)
+	return s.Evaluate(identityID, apiSessionID, s.Granting(identityID, serviceID, typ), now)
 }
 
 // DueDeadlines lists, earliest first, the deadlines reached by a time, as

@@ -81,3 +81,9 @@ func (s *Store) Reachable(policyKind posture.Kind, from, id, to string) []string
 	}
 	return out
 }
+
+// Granting lists, sorted, the service policies of a type ("" for both)
+// that grant an identity a service: those that select both.
+func (s *Store) Granting(identityID, serviceID, typ string) []string {
+	return s.graph.granting(identityID, serviceID, typ)
+}

@@ -142,13 +142,7 @@ func (a *API) createSession(c echo.Context) error {
 // access evaluates, at now, the policies of a type that grant the caller a
 // service.
 func (a *API) access(p *api.Principal, serviceID, typ string) ([]posture.PolicyResult, error) {
-	var pids []string
-	for _, g := range a.Store.ServicesFor(p.Identity.ID, typ) {
-		if g.ServiceID == serviceID {
-			pids = g.Policies
-		}
-	}
-	return a.Store.Evaluate(p.Identity.ID, p.Session.ID, pids, a.Writer.Now())
+	return a.Store.Evaluate(p.Identity.ID, p.Session.ID, a.Store.Granting(p.Identity.ID, serviceID, typ), a.Writer.Now())
 }
 
 type failedCheck struct {
