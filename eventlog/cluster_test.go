@@ -217,23 +217,31 @@ func TestNodeRegistry(t *testing.T) {
 	if err := b.Announce(ctx, eventlog.Node{ID: "nodeB", Name: "b", APIAddress: "https://b:1280", JoinedAt: joined}); err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := b.Nodes(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The registry is a replicated bucket read through a watcher: a change
+	// shows within moments, not necessarily at once.
+	converge := func(what string, ok func([]eventlog.Node) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			nodes, err := a.Nodes(ctx)
+			if err == nil && ok(nodes) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v %v", what, nodes, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
-	if len(nodes) != 2 || nodes[0].ID != "nodeA" || nodes[1].APIAddress != "https://b:1280" || !nodes[0].JoinedAt.Equal(joined) {
-		t.Fatalf("nodes: %+v", nodes)
-	}
+	converge("both announced", func(n []eventlog.Node) bool {
+		return len(n) == 2 && n[0].ID == "nodeA" && n[1].APIAddress == "https://b:1280" && n[0].JoinedAt.Equal(joined)
+	})
 	if err := a.Withdraw(ctx, "nodeA"); err != nil {
 		t.Fatal(err)
 	}
-	if nodes, err = a.Nodes(ctx); err != nil || len(nodes) != 1 || nodes[0].ID != "nodeB" {
-		t.Fatalf("after withdrawing a: %+v %v", nodes, err)
-	}
+	converge("after withdrawing a", func(n []eventlog.Node) bool { return len(n) == 1 && n[0].ID == "nodeB" })
 	if err := b.Withdraw(ctx, "nodeB"); err != nil {
 		t.Fatal(err)
 	}
-	if nodes, err = a.Nodes(ctx); err != nil || len(nodes) != 0 {
-		t.Fatalf("after withdrawing both: %+v %v", nodes, err)
-	}
+	converge("after withdrawing both", func(n []eventlog.Node) bool { return len(n) == 0 })
 }
