@@ -88,3 +88,35 @@ func SessionView(p *Principal, timeout time.Duration) APISessionView {
 		Links:                Links{"self": {Href: "./current-api-session"}},
 	}
 }
+
+// AuthenticatorView is an authenticator as both APIs show it; never with
+// the password hash.
+type AuthenticatorView struct {
+	ID                string       `json:"id"`
+	Method            string       `json:"method"`
+	IdentityID        string       `json:"identityId"`
+	Identity          EntityRef    `json:"identity"`
+	Username          string       `json:"username,omitempty"`
+	CertPEM           string       `json:"certPem,omitempty"`
+	Fingerprint       string       `json:"fingerprint,omitempty"`
+	IsIssuedByNetwork bool         `json:"isIssuedByNetwork"`
+	Tags              posture.Tags `json:"tags"`
+	CreatedAt         Time         `json:"createdAt"`
+	UpdatedAt         Time         `json:"updatedAt"`
+	Links             Links        `json:"_links"`
+}
+
+// NewAuthenticatorView renders an authenticator of a named identity, with
+// its self link under the collection it was read from ("authenticators",
+// "current-identity/authenticators").
+func NewAuthenticatorView(au posture.Authenticator, identityName, collection string) AuthenticatorView {
+	t := au.Tags
+	if t == nil {
+		t = posture.Tags{}
+	}
+	return AuthenticatorView{
+		ID: au.ID, Method: au.Method, IdentityID: au.IdentityID, Identity: Ref("identities", au.IdentityID, identityName),
+		Username: au.Username, CertPEM: au.CertPEM, Fingerprint: au.Fingerprint, IsIssuedByNetwork: au.IsIssuedByNetwork,
+		Tags: t, CreatedAt: Time(au.CreatedAt), UpdatedAt: Time(au.UpdatedAt), Links: SelfLink(collection, au.ID),
+	}
+}

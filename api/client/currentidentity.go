@@ -50,34 +50,8 @@ func (a *API) currentIdentity(c echo.Context) error {
 	})
 }
 
-// authenticatorView is an authenticator as the client API shows it; never
-// with the password hash.
-type authenticatorView struct {
-	ID                string        `json:"id"`
-	Method            string        `json:"method"`
-	IdentityID        string        `json:"identityId"`
-	Identity          api.EntityRef `json:"identity"`
-	Username          string        `json:"username,omitempty"`
-	CertPEM           string        `json:"certPem,omitempty"`
-	Fingerprint       string        `json:"fingerprint,omitempty"`
-	IsIssuedByNetwork bool          `json:"isIssuedByNetwork"`
-	Tags              posture.Tags  `json:"tags"`
-	CreatedAt         api.Time      `json:"createdAt"`
-	UpdatedAt         api.Time      `json:"updatedAt"`
-	Links             api.Links     `json:"_links"`
-}
-
-func newAuthenticatorView(au posture.Authenticator, identity posture.Identity) authenticatorView {
-	t := au.Tags
-	if t == nil {
-		t = posture.Tags{}
-	}
-	return authenticatorView{
-		ID: au.ID, Method: au.Method, IdentityID: au.IdentityID, Identity: api.Ref("identities", identity.ID, identity.Name),
-		Username: au.Username, CertPEM: au.CertPEM, Fingerprint: au.Fingerprint, IsIssuedByNetwork: au.IsIssuedByNetwork,
-		Tags: t, CreatedAt: api.Time(au.CreatedAt), UpdatedAt: api.Time(au.UpdatedAt),
-		Links: api.Links{"self": {Href: "./current-identity/authenticators/" + au.ID}},
-	}
+func newAuthenticatorView(au posture.Authenticator, identity posture.Identity) api.AuthenticatorView {
+	return api.NewAuthenticatorView(au, identity.Name, "current-identity/authenticators")
 }
 
 // listAuthenticators is GET /current-identity/authenticators.
@@ -87,7 +61,7 @@ func (a *API) listAuthenticators(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views := make([]authenticatorView, len(list))
+	views := make([]api.AuthenticatorView, len(list))
 	for n, au := range list {
 		views[n] = newAuthenticatorView(au, i)
 	}

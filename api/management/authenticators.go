@@ -18,38 +18,21 @@ type authenticatorInput struct {
 	Tags       posture.Tags `json:"tags"`
 }
 
-// AuthenticatorView is an authenticator as the API shows it; never with the
-// password hash.
-type AuthenticatorView struct {
-	ID                string        `json:"id"`
-	Method            string        `json:"method"`
-	IdentityID        string        `json:"identityId"`
-	Identity          api.EntityRef `json:"identity"`
-	Username          string        `json:"username,omitempty"`
-	CertPEM           string        `json:"certPem,omitempty"`
-	Fingerprint       string        `json:"fingerprint,omitempty"`
-	IsIssuedByNetwork bool          `json:"isIssuedByNetwork"`
-	Tags              posture.Tags  `json:"tags"`
-	CreatedAt         api.Time      `json:"createdAt"`
-	UpdatedAt         api.Time      `json:"updatedAt"`
-	Links             api.Links     `json:"_links"`
-}
-
-func (a *API) authenticatorView(au posture.Authenticator) AuthenticatorView {
+func (a *API) authenticatorView(au posture.Authenticator) api.AuthenticatorView {
 	name := ""
 	if i, err := get[posture.Identity](a.Store, "identity", au.IdentityID); err == nil {
 		name = i.Name
 	}
-	t := au.Tags
-	if t == nil {
-		t = posture.Tags{}
+	return api.NewAuthenticatorView(au, name, string(posture.KindAuthenticator))
+}
+
+// authenticatorViews renders a list of authenticators.
+func (a *API) authenticatorViews(list []posture.Authenticator) []api.AuthenticatorView {
+	views := make([]api.AuthenticatorView, len(list))
+	for i, au := range list {
+		views[i] = a.authenticatorView(au)
 	}
-	return AuthenticatorView{
-		ID: au.ID, Method: au.Method, IdentityID: au.IdentityID, Identity: api.Ref("identities", au.IdentityID, name),
-		Username: au.Username, CertPEM: au.CertPEM, Fingerprint: au.Fingerprint, IsIssuedByNetwork: au.IsIssuedByNetwork,
-		Tags: t, CreatedAt: api.Time(au.CreatedAt), UpdatedAt: api.Time(au.UpdatedAt),
-		Links: api.SelfLink(string(posture.KindAuthenticator), au.ID),
-	}
+	return views
 }
 
 func (a *API) listAuthenticators(c echo.Context) error {
@@ -57,11 +40,7 @@ func (a *API) listAuthenticators(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views := make([]AuthenticatorView, len(all))
-	for i, au := range all {
-		views[i] = a.authenticatorView(au)
-	}
-	return api.List(c, views)
+	return api.List(c, a.authenticatorViews(all))
 }
 
 func (a *API) identityAuthenticators(c echo.Context) error {
@@ -72,11 +51,7 @@ func (a *API) identityAuthenticators(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views := make([]AuthenticatorView, len(all))
-	for i, au := range all {
-		views[i] = a.authenticatorView(au)
-	}
-	return api.List(c, views)
+	return api.List(c, a.authenticatorViews(all))
 }
 
 func (a *API) detailAuthenticator(c echo.Context) error {
