@@ -13,15 +13,16 @@ const module = "github.com/seed-0809debe/posture"
 // module it may depend on (directly or not). Sibling adapters never import
 // each other: cmd is the only place where they meet.
 var layers = map[string][]string{
-	"":               {},
-	"eventlog":       {""},
-	"evaluator":      {""},
-	"pki":            {""},
-	"projections":    {"", "evaluator"},
-	"api":            {"", "api/filter"},
-	"api/filter":     {""},
-	"api/client":     {"", "api", "api/filter", "evaluator", "pki"},
-	"api/management": {"", "api", "api/filter", "evaluator", "pki"},
+	"":                  {},
+	"eventlog":          {""},
+	"eventlog/natstest": {},
+	"evaluator":         {""},
+	"pki":               {""},
+	"projections":       {"", "evaluator"},
+	"api":               {"", "api/filter"},
+	"api/filter":        {""},
+	"api/client":        {"", "api", "api/filter", "evaluator", "pki"},
+	"api/management":    {"", "api", "api/filter", "evaluator", "pki"},
 }
 
 // forbidden are outside packages that a layer must not reach, by prefix.

@@ -2,119 +2,21 @@ package eventlog_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/eventlog/natstest"
 )
 
-// cluster is an in-process NATS JetStream cluster on loopback: real
-// servers with cluster routes, each with its own store.
-type cluster struct {
-	servers []*server.Server
-	urls    []string
-}
-
-// startCluster starts size servers that route to each other on loopback
-// ports picked for them. It returns once JetStream has a meta leader and
-// every server is current.
-func startCluster(t testing.TB, size int) *cluster {
-	t.Helper()
-	c := &cluster{}
-	var routes []string
-	for range size {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		routes = append(routes, "nats://"+ln.Addr().String())
-		ln.Close()
-	}
-	t.Cleanup(func() {
-		for _, ns := range c.servers {
-			ns.Shutdown()
-		}
-	})
-	for i := range size {
-		port := must(strconv.Atoi(routes[i][strings.LastIndex(routes[i], ":")+1:]))
-		ns, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("nats-%d", i+1),
-			Host:       "127.0.0.1",
-			Port:       -1,
-			JetStream:  true,
-			StoreDir:   t.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: "postured-test", Host: "127.0.0.1", Port: port},
-			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		c.servers = append(c.servers, ns)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for i, ns := range c.servers {
-		if !ns.ReadyForConnections(time.Until(deadline)) {
-			t.Fatalf("nats-%d not ready", i+1)
-		}
-		c.urls = append(c.urls, ns.ClientURL())
-	}
-	for !c.formed() {
-		if time.Now().After(deadline) {
-			t.Fatal("the JetStream cluster did not form within 30s")
-		}
-		time.Sleep(50 * time.Millisecond) // server state has no barrier to wait on
-	}
-	return c
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
-func (c *cluster) formed() bool {
-	leader := false
-	for _, ns := range c.servers {
-		if !ns.JetStreamIsCurrent() {
-			return false
-		}
-		// Only the meta leader lists the peers.
-		if ns.JetStreamIsLeader() && len(ns.JetStreamClusterPeers()) == len(c.servers) {
-			leader = true
-		}
-	}
-	return leader
-}
-
-// streamLeader is the server leading the stream (nil while none is).
-func (c *cluster) streamLeader(stream string) *server.Server {
-	for _, ns := range c.servers {
-		if ns.Running() && ns.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
-			return ns
-		}
-	}
-	return nil
-}
-
-func openClusterLog(t testing.TB, c *cluster) *eventlog.Log {
+func openClusterLog(t testing.TB, c *natstest.Cluster) *eventlog.Log {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := eventlog.Open(ctx, eventlog.Options{URLs: c.urls, Replicas: len(c.servers)})
+	l, err := eventlog.Open(ctx, eventlog.Options{URLs: c.URLs, Replicas: len(c.Servers)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +29,7 @@ func openClusterLog(t testing.TB, c *cluster) *eventlog.Log {
 // that was acknowledged is in the log exactly once, none failed, and the
 // sequences are the log's.
 func TestClusterAppendSurvivesLeaderLoss(t *testing.T) {
-	c := startCluster(t, 3)
+	c := natstest.Start(t, 3)
 	l := openClusterLog(t, c)
 	const writers, total = 8, 1200
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -147,7 +49,7 @@ func TestClusterAppendSurvivesLeaderLoss(t *testing.T) {
 					return
 				}
 				if i == total/3 {
-					leader := c.streamLeader("POSTURED")
+					leader := c.StreamLeader("POSTURED")
 					if leader != nil {
 						killed <- leader.Name()
 						leader.Shutdown()
@@ -206,7 +108,7 @@ func TestClusterAppendSurvivesLeaderLoss(t *testing.T) {
 // TestNodeRegistry: nodes announce themselves, are listed by name, and a
 // withdrawn node is gone.
 func TestNodeRegistry(t *testing.T) {
-	c := startCluster(t, 3)
+	c := natstest.Start(t, 3)
 	a, b := openClusterLog(t, c), openClusterLog(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/eventlog/natstest"
 )
 
 // BenchmarkAppendSync is the cost of the durability modes: synchronous
@@ -43,10 +44,10 @@ func BenchmarkAppendSync(b *testing.B) {
 func BenchmarkAppendClusterR3(b *testing.B) {
 	for _, writers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			c := startCluster(b, 3)
+			c := natstest.Start(b, 3)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			l, err := eventlog.Open(ctx, eventlog.Options{URLs: c.urls, Replicas: 3})
+			l, err := eventlog.Open(ctx, eventlog.Options{URLs: c.URLs, Replicas: 3})
 			if err != nil {
 				b.Fatal(err)
 			}

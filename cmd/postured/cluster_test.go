@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,106 +23,8 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/eventlog/natstest"
 )
-
-// natsCluster is an in-process NATS JetStream cluster on loopback: real
-// servers with cluster routes, each with its own store.
-type natsCluster struct {
-	servers []*server.Server
-	urls    []string
-}
-
-// startNATSCluster starts size servers that route to each other on
-// loopback ports picked for them, and returns once JetStream has a meta
-// leader that sees every server.
-func startNATSCluster(t testing.TB, size int) *natsCluster {
-	t.Helper()
-	c := &natsCluster{}
-	var routes []string
-	for range size {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		routes = append(routes, "nats://"+ln.Addr().String())
-		ln.Close()
-	}
-	t.Cleanup(func() {
-		for _, ns := range c.servers {
-			ns.Shutdown()
-		}
-	})
-	for i := range size {
-		port, err := strconv.Atoi(routes[i][strings.LastIndex(routes[i], ":")+1:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, err := server.NewServer(&server.Options{
-			ServerName: fmt.Sprintf("nats-%d", i+1),
-			Host:       "127.0.0.1",
-			Port:       -1,
-			JetStream:  true,
-			StoreDir:   t.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: "postured-test", Host: "127.0.0.1", Port: port},
-			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		c.servers = append(c.servers, ns)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for i, ns := range c.servers {
-		if !ns.ReadyForConnections(time.Until(deadline)) {
-			t.Fatalf("nats-%d not ready", i+1)
-		}
-		c.urls = append(c.urls, ns.ClientURL())
-	}
-	for !c.formed() {
-		if time.Now().After(deadline) {
-			t.Fatal("the JetStream cluster did not form within 30s")
-		}
-		time.Sleep(50 * time.Millisecond) // server state has no barrier to wait on
-	}
-	return c
-}
-
-func (c *natsCluster) formed() bool {
-	leader := false
-	for _, ns := range c.servers {
-		if !ns.JetStreamIsCurrent() {
-			return false
-		}
-		// Only the meta leader lists the peers.
-		if ns.JetStreamIsLeader() && len(ns.JetStreamClusterPeers()) == len(c.servers) {
-			leader = true
-		}
-	}
-	return leader
-}
-
-// streamLeader is the server leading the event stream (nil while none is).
-func (c *natsCluster) streamLeader() *server.Server {
-	for _, ns := range c.servers {
-		if ns.Running() && ns.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, "POSTURED") {
-			return ns
-		}
-	}
-	return nil
-}
-
-// server is the running server of that name (nil if none).
-func (c *natsCluster) server(name string) *server.Server {
-	for _, ns := range c.servers {
-		if ns.Running() && ns.Name() == name {
-			return ns
-		}
-	}
-	return nil
-}
 
 // clusterNode is a postured node on the NATS cluster, served over TLS on
 // a loopback port of its own and advertised at it. kill stops it the way a
@@ -136,10 +37,10 @@ type clusterNode struct {
 // startClusterNode starts a node on the cluster with an R3 stream. Nodes of
 // one test share pkiDir, so that clients trust every node and session
 // tokens verify on every node.
-func startClusterNode(t testing.TB, nc *natsCluster, pkiDir, name string) *clusterNode {
+func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string) *clusterNode {
 	t.Helper()
 	cfg := defaultTestConfig(t.TempDir())
-	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.urls, 3, pkiDir, name
+	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.URLs, 3, pkiDir, name
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +168,7 @@ func postureSetup(t *testing.T, n *clusterNode, endpoints int) (check, svc strin
 // the API session itself) is served by B, GET /controllers lists both, and
 // the two projections are byte-equal.
 func TestClusterConvergesAcrossNodes(t *testing.T) {
-	nc := startNATSCluster(t, 3)
+	nc := natstest.Start(t, 3)
 	pkiDir := t.TempDir()
 	a := startClusterNode(t, nc, pkiDir, "node-a")
 	b := startClusterNode(t, nc, pkiDir, "node-b")
@@ -348,7 +249,7 @@ func TestClusterConvergesAcrossNodes(t *testing.T) {
 // with the same message id: every response answered 2xx is in the log
 // exactly once, and both projections are byte-equal.
 func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
-	nc := startNATSCluster(t, 3)
+	nc := natstest.Start(t, 3)
 	pkiDir := t.TempDir()
 	a := startClusterNode(t, nc, pkiDir, "node-a")
 	b := startClusterNode(t, nc, pkiDir, "node-b")
@@ -366,10 +267,10 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 		<-killNow
 		// The stream leader if a node is connected to it (an election and
 		// a reconnect at once), else the server node A is connected to.
-		victim := nc.streamLeader()
+		victim := nc.StreamLeader("POSTURED")
 		connA, connB := a.elog.Conn().ConnectedServerName(), b.elog.Conn().ConnectedServerName()
 		if victim == nil || (victim.Name() != connA && victim.Name() != connB) {
-			victim = nc.server(connA)
+			victim = nc.Server(connA)
 		}
 		if victim == nil {
 			killed <- "nothing"
@@ -421,7 +322,7 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 // the same API session token and goes on; every response answered 2xx is in
 // the log exactly once.
 func TestClusterFailoverKeepsAPISessions(t *testing.T) {
-	nc := startNATSCluster(t, 3)
+	nc := natstest.Start(t, 3)
 	pkiDir := t.TempDir()
 	a := startClusterNode(t, nc, pkiDir, "node-a")
 	b := startClusterNode(t, nc, pkiDir, "node-b")
@@ -489,7 +390,7 @@ func TestClusterFailoverKeepsAPISessions(t *testing.T) {
 // deadline.reached event; what B's timer appends for it is the same message
 // and lands on the same sequence.
 func TestClusterDeadlineFiresOnce(t *testing.T) {
-	nc := startNATSCluster(t, 3)
+	nc := natstest.Start(t, 3)
 	pkiDir := t.TempDir()
 	a := startClusterNode(t, nc, pkiDir, "node-a")
 	b := startClusterNode(t, nc, pkiDir, "node-b")
