@@ -26,6 +26,15 @@ import (
 	"github.com/seed-0809debe/posture/eventlog/natstest"
 )
 
+// startTwoNodes starts a three-server NATS cluster and two postured nodes
+// on it that share one PKI directory.
+func startTwoNodes(t testing.TB) (*natstest.Cluster, *clusterNode, *clusterNode) {
+	t.Helper()
+	nc := natstest.Start(t, 3)
+	pkiDir := t.TempDir()
+	return nc, startClusterNode(t, nc, pkiDir, "node-a"), startClusterNode(t, nc, pkiDir, "node-b")
+}
+
 // clusterNode is a postured node on the NATS cluster, served over TLS on
 // a loopback port of its own and advertised at it. kill stops it the way a
 // crash looks to clients: connections drop, the node stops.
@@ -168,10 +177,7 @@ func postureSetup(t *testing.T, n *clusterNode, endpoints int) (check, svc strin
 // the API session itself) is served by B, GET /controllers lists both, and
 // the two projections are byte-equal.
 func TestClusterConvergesAcrossNodes(t *testing.T) {
-	nc := natstest.Start(t, 3)
-	pkiDir := t.TempDir()
-	a := startClusterNode(t, nc, pkiDir, "node-a")
-	b := startClusterNode(t, nc, pkiDir, "node-b")
+	_, a, b := startTwoNodes(t)
 	check, svc, eps := postureSetup(t, a, 1)
 	ep := eps[0]
 	if r := a.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token,
@@ -249,10 +255,7 @@ func TestClusterConvergesAcrossNodes(t *testing.T) {
 // with the same message id: every response answered 2xx is in the log
 // exactly once, and both projections are byte-equal.
 func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
-	nc := natstest.Start(t, 3)
-	pkiDir := t.TempDir()
-	a := startClusterNode(t, nc, pkiDir, "node-a")
-	b := startClusterNode(t, nc, pkiDir, "node-b")
+	nc, a, b := startTwoNodes(t)
 	const clients, total = 16, 2000
 	check, _, eps := postureSetup(t, a, clients)
 	if err := b.store.WaitFor(t.Context(), a.lastSeq(t)); err != nil {
@@ -322,10 +325,7 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 // the same API session token and goes on; every response answered 2xx is in
 // the log exactly once.
 func TestClusterFailoverKeepsAPISessions(t *testing.T) {
-	nc := natstest.Start(t, 3)
-	pkiDir := t.TempDir()
-	a := startClusterNode(t, nc, pkiDir, "node-a")
-	b := startClusterNode(t, nc, pkiDir, "node-b")
+	_, a, b := startTwoNodes(t)
 	const clients, total = 16, 2000
 	check, _, eps := postureSetup(t, a, clients)
 	body, _ := json.Marshal(map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0.19045"})
@@ -390,10 +390,7 @@ func TestClusterFailoverKeepsAPISessions(t *testing.T) {
 // deadline.reached event; what B's timer appends for it is the same message
 // and lands on the same sequence.
 func TestClusterDeadlineFiresOnce(t *testing.T) {
-	nc := natstest.Start(t, 3)
-	pkiDir := t.TempDir()
-	a := startClusterNode(t, nc, pkiDir, "node-a")
-	b := startClusterNode(t, nc, pkiDir, "node-b")
+	_, a, b := startTwoNodes(t)
 	admin := a.adminToken(t)
 	svc := a.create(t, admin, "services", map[string]any{"name": "timed"})
 	mfa := a.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-2s", "timeoutSeconds": 2})

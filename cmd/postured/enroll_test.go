@@ -363,6 +363,38 @@ func TestEnrollOTTThenCertLogin(t *testing.T) {
 	expectError(t, n.certLogin(t, keyPair(t, selfSigned, otherKey)), http.StatusUnauthorized, posture.CodeInvalidAuth, "")
 }
 
+// raceOTT enrolls with one token through each node at the same time: one
+// request enrolls, every other one is refused as INVALID_ENROLLMENT_TOKEN.
+func raceOTT(t *testing.T, token string, nodes ...*testNode) {
+	t.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]response, len(nodes))
+	for i, n := range nodes {
+		csr := csrPEM(t, newKey(t), "racer")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll?method=ott&token=" + token,
+				contentType: "application/x-pem-file", body: []byte(csr)})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for _, r := range results {
+		if r.Status == http.StatusOK {
+			ok++
+			continue
+		}
+		expectError(t, r, http.StatusBadRequest, posture.CodeInvalidEnrollmentToken, "")
+	}
+	if ok != 1 {
+		t.Fatalf("%d of %d enrollments with one token succeeded, want 1", ok, len(nodes))
+	}
+}
+
 // TestEnrollTokenRace: two requests with one token at the same time; one
 // enrolls, the other is refused, and the identity has one certificate.
 func TestEnrollTokenRace(t *testing.T) {
@@ -370,33 +402,7 @@ func TestEnrollTokenRace(t *testing.T) {
 	admin := n.adminToken(t)
 	for round := range 3 {
 		id, enr := n.enrolledIdentity(t, admin, "racer-"+string(rune('a'+round)), map[string]any{"ott": true})
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		results := make([]response, 2)
-		for i := range results {
-			csr := csrPEM(t, newKey(t), "racer")
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				results[i] = n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll?method=ott&token=" + enr.Token,
-					contentType: "application/x-pem-file", body: []byte(csr)})
-			}()
-		}
-		close(start)
-		wg.Wait()
-		ok := 0
-		for _, r := range results {
-			switch r.Status {
-			case http.StatusOK:
-				ok++
-			default:
-				expectError(t, r, http.StatusBadRequest, posture.CodeInvalidEnrollmentToken, "")
-			}
-		}
-		if ok != 1 {
-			t.Fatalf("round %d: %d enrollments succeeded, want 1", round, ok)
-		}
+		raceOTT(t, enr.Token, n, n)
 		auths, err := n.store.IdentityAuthenticators(id)
 		if err != nil || len(auths) != 1 {
 			t.Fatalf("round %d: authenticators %+v %v, want one", round, auths, err)
@@ -657,32 +663,7 @@ func TestEnrollTokenRaceAcrossNodes(t *testing.T) {
 		if err := b.store.WaitFor(t.Context(), a.store.Cursor()); err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		results := make([]response, 2)
-		for i, n := range []*testNode{a, b} {
-			csr := csrPEM(t, newKey(t), "roamer")
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				results[i] = n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll?method=ott&token=" + enr.Token,
-					contentType: "application/x-pem-file", body: []byte(csr)})
-			}()
-		}
-		close(start)
-		wg.Wait()
-		ok := 0
-		for _, r := range results {
-			if r.Status == http.StatusOK {
-				ok++
-				continue
-			}
-			expectError(t, r, http.StatusBadRequest, posture.CodeInvalidEnrollmentToken, "")
-		}
-		if ok != 1 {
-			t.Fatalf("round %d: %d enrollments succeeded, want 1", round, ok)
-		}
+		raceOTT(t, enr.Token, a, b)
 		for _, n := range []*testNode{a, b} {
 			if err := n.store.WaitFor(t.Context(), max(a.store.Cursor(), b.store.Cursor())); err != nil {
 				t.Fatal(err)
