@@ -15,9 +15,7 @@ func init() {
 		if err := tx.putRaw(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, s.ID), nil); err != nil {
 			return err
 		}
-		if err := tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session started ("+s.AuthMethod+")", nil); err != nil {
-			return err
-		}
+		tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session started ("+s.AuthMethod+")", nil)
 		if err := startSessionPosture(tx, s); err != nil {
 			return err
 		}
@@ -36,9 +34,7 @@ func init() {
 		if found, err := getJSON(tx.r(), entityKey(KindAPISession, p.ID), &posture.APISession{}); err != nil || !found {
 			return err
 		}
-		if err := tx.history(p.IdentityID, p.ID, posture.HistoryAPISession, "API session ended ("+p.Reason+")", nil); err != nil {
-			return err
-		}
+		tx.history(p.IdentityID, p.ID, posture.HistoryAPISession, "API session ended ("+p.Reason+")", nil)
 		return deleteAPISession(tx, p.ID)
 	})
 }

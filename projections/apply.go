@@ -27,12 +27,15 @@ func apply(tx *Tx, e posture.Event) error {
 	if err != nil {
 		return fmt.Errorf("projections: %w", err)
 	}
-	tx.event, tx.historyN = e, nil
+	tx.event = e
 	h, ok := handlers[e.Type]
 	if !ok {
 		return fmt.Errorf("projections: event %d: no handler for %q", e.Seq, e.Type)
 	}
 	if err := h(tx, e, p); err != nil {
+		return fmt.Errorf("projections: event %d (%s): %w", e.Seq, e.Type, err)
+	}
+	if err := tx.flushHistory(); err != nil {
 		return fmt.Errorf("projections: event %d (%s): %w", e.Seq, e.Type, err)
 	}
 	return nil

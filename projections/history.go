@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -8,27 +9,78 @@ import (
 	"github.com/seed-0809debe/posture"
 )
 
-// History keys: h/<identityId>/<seq>/<n>, one entry per fact or change an
-// event brought to the identity, in log order. History outlives the
-// identity: it is the audit trail.
+// History keys: h/<identityId>/<seq> (20 digits), the entries an event
+// brought to the identity, in the order they were recorded, as one JSON
+// array. History outlives the identity: it is the audit trail.
 func historyPrefix(identityID string) []byte { return []byte("h/" + identityID + "/") }
 
+func historyKey(identityID string, seq uint64) []byte {
+	k := make([]byte, 0, len("h/")+len(identityID)+1+20)
+	k = append(k, "h/"...)
+	k = append(k, identityID...)
+	k = append(k, '/')
+	return appendSeq(k, seq)
+}
+
+// appendSeq appends seq as 20 zero-padded digits (keys sort by sequence).
+func appendSeq(b []byte, seq uint64) []byte {
+	var digits [20]byte
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + seq%10)
+		seq /= 10
+	}
+	return append(b, digits[:]...)
+}
+
+// historyRecord is a history entry as written: its detail is encoded with
+// the record, in one pass.
+type historyRecord struct {
+	Seq          uint64    `json:"seq"`
+	At           time.Time `json:"at"`
+	Kind         string    `json:"kind"`
+	Event        string    `json:"event"`
+	APISessionID string    `json:"apiSessionId,omitempty"`
+	Summary      string    `json:"summary"`
+	Detail       any       `json:"detail,omitempty"`
+}
+
+// identityHistory is what the event being applied adds to one identity's
+// history.
+type identityHistory struct {
+	identityID string
+	entries    []historyRecord
+}
+
 // history records an audit entry for an identity, caused by the event
-// being applied.
-func (tx *Tx) history(identityID, apiSessionID, kind, summary string, detail any) error {
-	if tx.historyN == nil {
-		tx.historyN = map[string]int{}
-	}
-	n := tx.historyN[identityID]
-	tx.historyN[identityID] = n + 1
-	e := posture.HistoryEntry{
+// being applied. Entries are written when the event is done (flushHistory).
+func (tx *Tx) history(identityID, apiSessionID, kind, summary string, detail any) {
+	r := historyRecord{
 		Seq: tx.event.Seq, At: tx.event.At, Kind: kind, Event: tx.event.Type,
-		APISessionID: apiSessionID, Summary: summary,
+		APISessionID: apiSessionID, Summary: summary, Detail: detail,
 	}
-	if detail != nil {
-		e.Detail = raw(detail)
+	for i := range tx.pending {
+		if tx.pending[i].identityID == identityID {
+			tx.pending[i].entries = append(tx.pending[i].entries, r)
+			return
+		}
 	}
-	return tx.put([]byte(fmt.Sprintf("h/%s/%020d/%03d", identityID, tx.event.Seq, n)), e)
+	tx.pending = append(tx.pending, identityHistory{identityID, []historyRecord{r}})
+}
+
+// flushHistory writes the entries of the event just applied.
+func (tx *Tx) flushHistory() error {
+	for _, h := range tx.pending {
+		tx.enc.Reset()
+		if err := tx.encoder.Encode(h.entries); err != nil {
+			return fmt.Errorf("encode the history of %s: %w", h.identityID, err)
+		}
+		data := bytes.TrimSuffix(tx.enc.Bytes(), []byte("\n"))
+		if err := tx.b.Set(historyKey(h.identityID, tx.event.Seq), data, nil); err != nil {
+			return err
+		}
+	}
+	tx.pending = tx.pending[:0]
+	return nil
 }
 
 // responseSummary is a one-line description of a posture response.
@@ -58,9 +110,11 @@ func responseSummary(r posture.PostureResponse) string {
 // unbounded), in log order.
 func (s *Store) History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error) {
 	out := []posture.HistoryEntry{}
-	err := scanJSON(s.db, historyPrefix(identityID), func(e posture.HistoryEntry) bool {
-		if (since.IsZero() || !e.At.Before(since)) && (until.IsZero() || !e.At.After(until)) {
-			out = append(out, e)
+	err := scanJSON(s.db, historyPrefix(identityID), func(entries []posture.HistoryEntry) bool {
+		for _, e := range entries {
+			if (since.IsZero() || !e.At.Before(since)) && (until.IsZero() || !e.At.After(until)) {
+				out = append(out, e)
+			}
 		}
 		return true
 	})

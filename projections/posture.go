@@ -60,16 +60,12 @@ func init() {
 		if err := tx.put(entityKey(KindAPISession, s.ID), s); err != nil {
 			return err
 		}
-		if err := tx.history(p.IdentityID, p.APISessionID, posture.HistoryMFA, "MFA passed", nil); err != nil {
-			return err
-		}
+		tx.history(p.IdentityID, p.APISessionID, posture.HistoryMFA, "MFA passed", nil)
 		return reevaluate(tx, p.IdentityID, []string{p.APISessionID}, e.At, false)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.DeadlineReached) error {
 		summary := "deadline " + p.Deadline.UTC().Format(time.RFC3339Nano) + " reached"
-		if err := tx.history(p.IdentityID, p.APISessionID, posture.HistoryDeadline, summary, p); err != nil {
-			return err
-		}
+		tx.history(p.IdentityID, p.APISessionID, posture.HistoryDeadline, summary, p)
 		return reevaluate(tx, p.IdentityID, []string{p.APISessionID}, e.At, false)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.SessionDenied) error { return recordFailure(tx, e, p) })
@@ -90,7 +86,7 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 	if _, err := getJSON(tx.r(), identityPostureKey(p.IdentityID), &ip); err != nil {
 		return err
 	}
-	before := postureValues(ip)
+	before := ip // changes below replace fields and copy slices
 	identityWide, endpoint := false, false
 	for _, r := range p.Responses {
 		switch r.TypeID {
@@ -157,19 +153,15 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 		}
 	}
 	for _, r := range p.Responses {
-		var err error
 		switch {
 		case r.TypeID != posture.ResponseEndpointState:
-			err = tx.history(p.IdentityID, p.APISessionID, posture.HistoryPosture, responseSummary(r), r)
+			tx.history(p.IdentityID, p.APISessionID, posture.HistoryPosture, responseSummary(r), r)
 		case r.Woken || r.Unlocked:
 			what := map[bool]string{true: "woken", false: "unlocked"}[r.Woken]
 			if r.Woken && r.Unlocked {
 				what = "woken and unlocked"
 			}
-			err = tx.history(p.IdentityID, p.APISessionID, posture.HistoryEndpoint, "endpoint "+what, r)
-		}
-		if err != nil {
-			return err
+			tx.history(p.IdentityID, p.APISessionID, posture.HistoryEndpoint, "endpoint "+what, r)
 		}
 	}
 	// Only values decide the verdicts of OS, MAC, domain and process
@@ -183,30 +175,32 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			sessions = tx.graph.sessionsOf(p.IdentityID)
 		}
 		return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
-	case identityWide && postureValues(ip) != before:
+	case identityWide && !sameValues(ip, before):
 		return reevaluateWith(tx, p.IdentityID, &ip, tx.graph.sessionsOf(p.IdentityID), e.At, false)
 	}
 	return nil
 }
 
-// postureValues is the part of identity-wide posture data that verdicts
-// depend on (not when or for which check it was sent), as a comparable
-// string.
-func postureValues(ip posture.IdentityPosture) string {
-	var b strings.Builder
-	if o := ip.OS; o != nil {
-		fmt.Fprintf(&b, "os:%q %q %q;", o.Type, o.Version, o.Build)
+// sameValues reports whether two identity-wide posture data hold the same
+// values as far as verdicts go (not when or for which check they were sent).
+func sameValues(a, b posture.IdentityPosture) bool {
+	return equalPtr(a.OS, b.OS, func(x, y posture.OSPosture) bool {
+		return x.Type == y.Type && x.Version == y.Version && x.Build == y.Build
+	}) && equalPtr(a.MAC, b.MAC, func(x, y posture.MACPosture) bool {
+		return slices.Equal(x.Addresses, y.Addresses)
+	}) && equalPtr(a.Domain, b.Domain, func(x, y posture.DomainPosture) bool {
+		return x.Domain == y.Domain
+	}) && slices.EqualFunc(a.Processes, b.Processes, func(x, y posture.ProcessPosture) bool {
+		return x.Path == y.Path && x.IsRunning == y.IsRunning && x.Hash == y.Hash &&
+			slices.Equal(x.SignerFingerprints, y.SignerFingerprints)
+	})
+}
+
+func equalPtr[T any](a, b *T, eq func(x, y T) bool) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
-	if m := ip.MAC; m != nil {
-		fmt.Fprintf(&b, "mac:%q;", m.Addresses)
-	}
-	if d := ip.Domain; d != nil {
-		fmt.Fprintf(&b, "domain:%q;", d.Domain)
-	}
-	for _, pr := range ip.Processes {
-		fmt.Fprintf(&b, "process:%q %t %q %q;", pr.Path, pr.IsRunning, pr.Hash, pr.SignerFingerprints)
-	}
-	return b.String()
+	return eq(*a, *b)
 }
 
 // reevaluate brings the policy states of an identity's API sessions up to
@@ -254,9 +248,7 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 	changed := touched
 	if touched {
 		summary := fmt.Sprintf("%s changed what applies to the identity", tx.event.Type)
-		if err := tx.history(identityID, "", posture.HistoryModel, summary, nil); err != nil {
-			return err
-		}
+		tx.history(identityID, "", posture.HistoryModel, summary, nil)
 	}
 	for _, sid := range apiSessions {
 		st, found, err := loadSessionState(tx, sid)
@@ -343,9 +335,7 @@ func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after ma
 		name := nameOf[posture.ServicePolicy](tx, posture.KindServicePolicy, id)
 		detail := map[string]string{"policyId": id, "policyName": name, "from": was, "to": now}
 		summary := fmt.Sprintf("policy %s: %s -> %s", name, was, now)
-		if err := tx.history(identityID, apiSessionID, posture.HistoryAccess, summary, detail); err != nil {
-			return err
-		}
+		tx.history(identityID, apiSessionID, posture.HistoryAccess, summary, detail)
 	}
 	return nil
 }
@@ -388,9 +378,7 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 			return err
 		}
 		if found && !granted(tx.graph, identityID, s.ServiceID, s.Type, states) {
-			if err := sessionHistory(tx, s, "removed: no passing "+s.Type+" policy left"); err != nil {
-				return err
-			}
+			sessionHistory(tx, s, "removed: no passing "+s.Type+" policy left")
 			if err := deleteSession(tx, s); err != nil {
 				return err
 			}
@@ -445,9 +433,7 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 		failing = append(failing, pf.PolicyName)
 	}
 	summary := fmt.Sprintf("%s session for service %s denied: failing policies %s", p.Type, p.ServiceName, strings.Join(failing, ", "))
-	if err := tx.history(p.IdentityID, p.APISessionID, posture.HistorySession, summary, p.PolicyFailures); err != nil {
-		return err
-	}
+	tx.history(p.IdentityID, p.APISessionID, posture.HistorySession, summary, p.PolicyFailures)
 	var keys [][]byte
 	if err := scan(tx.b, prefix, func(key, _ []byte) (bool, error) {
 		keys = append(keys, slices.Clone(key))
@@ -503,9 +489,7 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 		if found, err := getJSON(tx.r(), entityKey(KindSession, id), &s); err != nil {
 			return err
 		} else if found {
-			if err := sessionHistory(tx, s, "removed: its API session ended"); err != nil {
-				return err
-			}
+			sessionHistory(tx, s, "removed: its API session ended")
 			if err := deleteSession(tx, s); err != nil {
 				return err
 			}

@@ -31,9 +31,7 @@ func init() {
 		for i, id := range p.Policies {
 			names[i] = nameOf[posture.ServicePolicy](tx, posture.KindServicePolicy, id)
 		}
-		if err := sessionHistory(tx, s, "created by policies "+strings.Join(names, ", ")); err != nil {
-			return err
-		}
+		sessionHistory(tx, s, "created by policies "+strings.Join(names, ", "))
 		return tx.put(entityKey(KindSession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.SessionDeleted) error {
@@ -41,20 +39,18 @@ func init() {
 		if found, err := getJSON(tx.r(), entityKey(KindSession, p.ID), &s); err != nil || !found {
 			return err
 		}
-		if err := sessionHistory(tx, s, "deleted by the client"); err != nil {
-			return err
-		}
+		sessionHistory(tx, s, "deleted by the client")
 		return deleteSession(tx, s)
 	})
 }
 
 // sessionHistory records a session's creation or end in its identity's
 // history.
-func sessionHistory(tx *Tx, s posture.Session, what string) error {
+func sessionHistory(tx *Tx, s posture.Session, what string) {
 	service := nameOf[posture.Service](tx, posture.KindService, s.ServiceID)
 	summary := fmt.Sprintf("%s session %s for service %s %s", s.Type, s.ID, service, what)
 	detail := map[string]string{"sessionId": s.ID, "serviceId": s.ServiceID, "type": s.Type}
-	return tx.history(s.IdentityID, s.APISessionID, posture.HistorySession, summary, detail)
+	tx.history(s.IdentityID, s.APISessionID, posture.HistorySession, summary, detail)
 }
 
 func deleteSession(tx *Tx, s posture.Session) error {

@@ -123,7 +123,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
-	tx := &Tx{b: b, graph: s.graph, hot: s.hot, ranges: s.ranges}
+	tx := newTx(b, s)
 	var last posture.Event
 	modelSeq := uint64(0)
 	for _, e := range events {

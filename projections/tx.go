@@ -25,8 +25,19 @@ type Tx struct {
 	hot    *hotCache
 	ranges *rangeCache
 	event  posture.Event // the event being applied
-	// historyN numbers the history entries of the event per identity.
-	historyN map[string]int
+	// pending holds the history entries of the event being applied.
+	pending []identityHistory
+	// enc and encoder encode history records, without HTML escaping (so
+	// that ranges such as ">=1.2.7 <1.3.0" read as written).
+	enc     bytes.Buffer
+	encoder *json.Encoder
+}
+
+func newTx(b *pebble.Batch, s *Store) *Tx {
+	tx := &Tx{b: b, graph: s.graph, hot: s.hot, ranges: s.ranges}
+	tx.encoder = json.NewEncoder(&tx.enc)
+	tx.encoder.SetEscapeHTML(false)
+	return tx
 }
 
 // r reads through the hot cache, filling it.
