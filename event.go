@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sort"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Event is one fact in the log. Events are immutable once appended.
@@ -23,6 +25,8 @@ type Event struct {
 	RequestID string          `json:"requestId,omitempty"`
 	Data      json.RawMessage `json:"data"`
 	Seq       uint64          `json:"-"`
+
+	payload Payload // set by Decoded
 }
 
 // Payload is the typed body of an event. Each payload type names its event
@@ -75,15 +79,31 @@ func MustEvent(p Payload, at time.Time) Event {
 // Decode returns the typed payload of the event. An unknown type or a body
 // that does not decode is an error: consumers stop rather than skip a fact.
 func (e Event) Decode() (Payload, error) {
+	if e.payload != nil {
+		return e.payload, nil
+	}
 	t, ok := registry[e.Type]
 	if !ok {
 		return nil, fmt.Errorf("event %d (%s): unknown event type %q", e.Seq, e.ID, e.Type)
 	}
 	p := reflect.New(t)
-	if err := json.Unmarshal(e.Data, p.Interface()); err != nil {
+	// Payloads are written by encoding/json and read back with its
+	// successor, which decodes the same documents about twice as fast.
+	if err := jsonv2.Unmarshal(e.Data, p.Interface()); err != nil {
 		return nil, fmt.Errorf("event %d (%s): decode %s: %w", e.Seq, e.ID, e.Type, err)
 	}
 	return p.Elem().Interface().(Payload), nil
+}
+
+// Decoded returns the event with its payload decoded, so that Decode
+// costs nothing afterwards: a reader decodes on its own goroutine what its
+// consumer then applies. An event that does not decode is returned as it
+// is, and Decode reports why.
+func (e Event) Decoded() Event {
+	if p, err := e.Decode(); err == nil {
+		e.payload = p
+	}
+	return e
 }
 
 var registry = map[string]reflect.Type{}

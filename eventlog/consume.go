@@ -58,10 +58,13 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 	if err != nil {
 		return err
 	}
-	msgs := make(chan jetstream.Msg, 4*MaxBatch)
+	// Messages are decoded on the client's delivery goroutine, so that
+	// decoding overlaps with fn.
+	msgs := make(chan delivered, 4*MaxBatch)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		e, err := decodeMsg(m)
 		select {
-		case msgs <- m:
+		case msgs <- delivered{e, err}:
 		case <-ctx.Done():
 		}
 	}, jetstream.PullMaxMessages(2*MaxBatch))
@@ -84,16 +87,15 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 
 	check := time.NewTicker(stallCheck / 2)
 	defer check.Stop()
-	var delivered, checked, aheadSince time.Time
-	delivered = time.Now()
+	var lastDelivery, checked, aheadSince time.Time
+	lastDelivery = time.Now()
 	batch := make([]posture.Event, 0, MaxBatch)
-	add := func(m jetstream.Msg) error {
-		e, err := decodeMsg(m)
-		if err != nil {
-			return err
+	add := func(m delivered) error {
+		if m.err != nil {
+			return m.err
 		}
-		if e.Seq >= *next { // a replaced consumer's leftovers are dropped
-			batch = append(batch, e)
+		if m.e.Seq >= *next { // a replaced consumer's leftovers are dropped
+			batch = append(batch, m.e)
 		}
 		return nil
 	}
@@ -105,7 +107,7 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 		case now := <-check.C:
 			// Quiet for a while: look at the log now and then. Ahead of
 			// the consumer at two looks stallCheck apart or more: stalled.
-			if now.Sub(delivered) < stallTimeout || now.Sub(checked) < stallCheck {
+			if now.Sub(lastDelivery) < stallTimeout || now.Sub(checked) < stallCheck {
 				continue
 			}
 			checked = now
@@ -144,8 +146,14 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 			return err
 		}
 		*next = batch[len(batch)-1].Seq + 1
-		delivered, aheadSince = time.Now(), time.Time{}
+		lastDelivery, aheadSince = time.Now(), time.Time{}
 	}
+}
+
+// delivered is a message of the consumer, decoded.
+type delivered struct {
+	e   posture.Event
+	err error
 }
 
 // ahead reports whether the log holds the event at next; ok is false when

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -281,11 +282,11 @@ func encode(e posture.Event) ([]byte, error) {
 
 func decode(data []byte, seq uint64) (posture.Event, error) {
 	var e posture.Event
-	if err := json.Unmarshal(data, &e); err != nil {
+	if err := jsonv2.Unmarshal(data, &e); err != nil {
 		return e, fmt.Errorf("eventlog: message %d is not an event: %w", seq, err)
 	}
 	e.Seq = seq
-	return e, nil
+	return e.Decoded(), nil
 }
 
 // requestTimeout bounds one attempt of a request to JetStream. The client
