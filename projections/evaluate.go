@@ -1,12 +1,12 @@
 package projections
 
 import (
-	"sync"
-
 	"bytes"
 	"encoding/json"
-	"github.com/Masterminds/semver/v3"
+	"sync"
 	"time"
+
+	"github.com/Masterminds/semver/v3"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/evaluator"
@@ -14,12 +14,17 @@ import (
 
 // policyState is evalPolicy without the check results: whether all checks
 // pass and the earliest deadline of a passing one (what re-evaluation
-// keeps).
-func policyState(checks []posture.Check, d evaluator.Data, at time.Time) (bool, time.Time) {
+// keeps). verdicts memoises checks by id across the policies evaluated on
+// the same data at the same time (policies often share checks).
+func policyState(checks []posture.Check, d evaluator.Data, at time.Time, verdicts map[string]evaluator.Verdict) (bool, time.Time) {
 	passing := true
 	var deadline time.Time
 	for _, c := range checks {
-		v := evaluator.Evaluate(c, d, at)
+		v, ok := verdicts[c.ID]
+		if !ok {
+			v = evaluator.Evaluate(c, d, at)
+			verdicts[c.ID] = v
+		}
 		if !v.Pass {
 			passing = false
 		}

@@ -12,11 +12,11 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// hotPrefixes are the keys read on every posture event and every
+// hotPrefixes are the keys read on every posture event, session and
 // authenticated request: kept in memory as well as in Pebble.
 var hotPrefixes = [][]byte{
 	[]byte("p/i/"), []byte("p/s/"),
-	[]byte("e/config/"), []byte("e/posture-checks/"), []byte("e/service-policies/"),
+	[]byte("e/config/"), []byte("e/posture-checks/"), []byte("e/service-policies/"), []byte("e/services/"),
 	[]byte("e/identities/"), []byte("e/api-sessions/"), []byte("u/api-sessions/"),
 }
 

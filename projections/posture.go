@@ -260,9 +260,10 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		}
 		d := evaluator.Data{Identity: *ip, Session: st.Posture, MFAGrace: cfg.MFAGrace, Ranges: tx.ranges}
 		states := make(map[string]bool, len(withChecks))
+		verdicts := map[string]evaluator.Verdict{}
 		var deadline time.Time
 		for _, p := range withChecks {
-			pass, until := policyState(p.checks, d, at)
+			pass, until := policyState(p.checks, d, at, verdicts)
 			states[p.id] = pass
 			if !until.IsZero() && (deadline.IsZero() || until.Before(deadline)) {
 				deadline = until
@@ -274,8 +275,10 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 			if err := recordTransitions(tx, identityID, sid, st.Policies, states); err != nil {
 				return err
 			}
-			if err := removeUngranted(tx, identityID, sid, states); err != nil {
-				return err
+			if lostPass(st.Policies, states) {
+				if err := removeUngranted(tx, identityID, sid, states); err != nil {
+					return err
+				}
 			}
 		}
 		if !statesChanged && st.Deadline.Equal(deadline) {
@@ -332,12 +335,23 @@ func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after ma
 		if was == now {
 			continue
 		}
-		name := nameOf[posture.ServicePolicy](tx, posture.KindServicePolicy, id)
+		name := policyName(tx, id)
 		detail := map[string]string{"policyId": id, "policyName": name, "from": was, "to": now}
 		summary := fmt.Sprintf("policy %s: %s -> %s", name, was, now)
 		tx.history(identityID, apiSessionID, posture.HistoryAccess, summary, detail)
 	}
 	return nil
+}
+
+// lostPass reports whether a policy that passed before does not pass
+// after: only then can a session lose its grant.
+func lostPass(before, after map[string]bool) bool {
+	for id, pass := range before {
+		if pass && !after[id] {
+			return true
+		}
+	}
+	return false
 }
 
 func mapsEqual(a, b map[string]bool) bool {

@@ -29,7 +29,7 @@ func init() {
 		}
 		names := make([]string, len(p.Policies))
 		for i, id := range p.Policies {
-			names[i] = nameOf[posture.ServicePolicy](tx, posture.KindServicePolicy, id)
+			names[i] = policyName(tx, id)
 		}
 		sessionHistory(tx, s, "created by policies "+strings.Join(names, ", "))
 		return tx.put(entityKey(KindSession, s.ID), s)
@@ -47,7 +47,7 @@ func init() {
 // sessionHistory records a session's creation or end in its identity's
 // history.
 func sessionHistory(tx *Tx, s posture.Session, what string) {
-	service := nameOf[posture.Service](tx, posture.KindService, s.ServiceID)
+	service := serviceName(tx, s.ServiceID)
 	summary := fmt.Sprintf("%s session %s for service %s %s", s.Type, s.ID, service, what)
 	detail := map[string]string{"sessionId": s.ID, "serviceId": s.ServiceID, "type": s.Type}
 	tx.history(s.IdentityID, s.APISessionID, posture.HistorySession, summary, detail)
@@ -91,13 +91,22 @@ func (s *Store) APISessionSessions(apiSessionID string) ([]posture.Session, erro
 	return out, nil
 }
 
-// nameOf is the name of an entity, or its id when it is gone.
-func nameOf[T posture.Entity](tx *Tx, kind posture.Kind, id string) string {
-	var v struct {
-		Name string `json:"name"`
-	}
-	if found, err := getJSON(tx.r(), entityKey(kind, id), &v); err != nil || !found || v.Name == "" {
+// policyName and serviceName are an entity's name, or its id when it is
+// gone. They decode the entity's own type, so that the decoded copy of a
+// hot key is reused.
+func policyName(tx *Tx, id string) string {
+	var p posture.ServicePolicy
+	return nameOr(tx, posture.KindServicePolicy, id, &p, &p.Name)
+}
+
+func serviceName(tx *Tx, id string) string {
+	var s posture.Service
+	return nameOr(tx, posture.KindService, id, &s, &s.Name)
+}
+
+func nameOr(tx *Tx, kind posture.Kind, id string, v any, name *string) string {
+	if found, err := getJSON(tx.r(), entityKey(kind, id), v); err != nil || !found || *name == "" {
 		return id
 	}
-	return v.Name
+	return *name
 }
