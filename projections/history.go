@@ -3,8 +3,11 @@ package projections
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -32,16 +35,16 @@ func appendSeq(b []byte, seq uint64) []byte {
 	return append(b, digits[:]...)
 }
 
-// historyRecord is a history entry as written: its detail is encoded with
-// the record, in one pass.
+// historyRecord is a history entry as the event being applied records it;
+// appendHistory writes it in posture.HistoryEntry's JSON form.
 type historyRecord struct {
-	Seq          uint64    `json:"seq"`
-	At           time.Time `json:"at"`
-	Kind         string    `json:"kind"`
-	Event        string    `json:"event"`
-	APISessionID string    `json:"apiSessionId,omitempty"`
-	Summary      string    `json:"summary"`
-	Detail       any       `json:"detail,omitempty"`
+	Seq          uint64
+	At           time.Time
+	Kind         string
+	Event        string
+	APISessionID string
+	Summary      string
+	Detail       any
 }
 
 // identityHistory is what the event being applied adds to one identity's
@@ -70,24 +73,67 @@ func (tx *Tx) history(identityID, apiSessionID, kind, summary string, detail any
 // flushHistory writes the entries of the event just applied.
 func (tx *Tx) flushHistory() error {
 	for _, h := range tx.pending {
-		tx.enc.Reset()
-		if err := tx.encoder.Encode(h.entries); err != nil {
-			return fmt.Errorf("encode the history of %s: %w", h.identityID, err)
+		out := append(tx.out[:0], '[')
+		for i, r := range h.entries {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			var err error
+			if out, err = tx.appendHistory(out, r); err != nil {
+				return fmt.Errorf("encode the history of %s: %w", h.identityID, err)
+			}
 		}
-		data := bytes.TrimSuffix(tx.enc.Bytes(), []byte("\n"))
-		if err := tx.b.Set(historyKey(h.identityID, tx.event.Seq), data, nil); err != nil {
+		out = append(out, ']')
+		if err := tx.b.Set(historyKey(h.identityID, tx.event.Seq), out, nil); err != nil {
 			return err
 		}
+		tx.out = out // the batch copied it
 	}
 	tx.pending = tx.pending[:0]
 	return nil
+}
+
+// appendHistory appends r as a JSON object. History is the most written
+// value of all (an entry or more per event), so its fixed fields are
+// written directly and only the detail goes through encoding/json.
+func (tx *Tx) appendHistory(out []byte, r historyRecord) ([]byte, error) {
+	out = append(out, `{"seq":`...)
+	out = strconv.AppendUint(out, r.Seq, 10)
+	out = append(out, `,"at":"`...)
+	out = r.At.AppendFormat(out, time.RFC3339Nano)
+	out = append(out, `","kind":`...)
+	out = appendString(out, r.Kind)
+	out = append(out, `,"event":`...)
+	out = appendString(out, r.Event)
+	if r.APISessionID != "" {
+		out = append(out, `,"apiSessionId":`...)
+		out = appendString(out, r.APISessionID)
+	}
+	out = append(out, `,"summary":`...)
+	out = appendString(out, r.Summary)
+	if r.Detail != nil {
+		tx.enc.Reset()
+		if err := tx.encoder.Encode(r.Detail); err != nil {
+			return nil, err
+		}
+		out = append(out, `,"detail":`...)
+		out = append(out, bytes.TrimSuffix(tx.enc.Bytes(), []byte("\n"))...)
+	}
+	return append(out, '}'), nil
+}
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
+// as encoding/json does.
+func appendString(out []byte, s string) []byte {
+	out, _ = jsontext.AppendQuote(out, s)
+	return out
 }
 
 // responseSummary is a one-line description of a posture response.
 func responseSummary(r posture.PostureResponse) string {
 	switch r.TypeID {
 	case string(posture.CheckOS):
-		s := fmt.Sprintf("OS %s %s", r.Type, r.Version)
+		s := "OS " + r.Type + " " + r.Version
 		if r.Build != "" {
 			s += " build " + r.Build
 		}
@@ -101,7 +147,7 @@ func responseSummary(r posture.PostureResponse) string {
 		if r.IsRunning {
 			state = "running"
 		}
-		return fmt.Sprintf("process %s %s", r.Path, state)
+		return "process " + r.Path + " " + state
 	}
 	return r.TypeID
 }

@@ -27,10 +27,12 @@ type Tx struct {
 	event  posture.Event // the event being applied
 	// pending holds the history entries of the event being applied.
 	pending []identityHistory
-	// enc and encoder encode history records, without HTML escaping (so
-	// that ranges such as ">=1.2.7 <1.3.0" read as written).
+	// enc and encoder encode history details, without HTML escaping (so
+	// that ranges such as ">=1.2.7 <1.3.0" read as written); out is the
+	// buffer history records are written into.
 	enc     bytes.Buffer
 	encoder *json.Encoder
+	out     []byte
 }
 
 func newTx(b *pebble.Batch, s *Store) *Tx {
@@ -48,12 +50,11 @@ func (tx *Tx) put(key []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
-	if !isHot(key) {
-		return tx.b.Set(key, data, nil)
+	if isHot(key) {
+		// data is ours (the batch keeps a copy): the cache holds it.
+		tx.hot.store(key, data)
+		tx.hot.storeDecoded(key, data, v)
 	}
-	cached := bytes.Clone(data)
-	tx.hot.store(key, cached)
-	tx.hot.storeDecoded(key, cached, v)
 	return tx.b.Set(key, data, nil)
 }
 
