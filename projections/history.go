@@ -18,21 +18,7 @@ import (
 func historyPrefix(identityID string) []byte { return []byte("h/" + identityID + "/") }
 
 func historyKey(identityID string, seq uint64) []byte {
-	k := make([]byte, 0, len("h/")+len(identityID)+1+20)
-	k = append(k, "h/"...)
-	k = append(k, identityID...)
-	k = append(k, '/')
-	return appendSeq(k, seq)
-}
-
-// appendSeq appends seq as 20 zero-padded digits (keys sort by sequence).
-func appendSeq(b []byte, seq uint64) []byte {
-	var digits [20]byte
-	for i := len(digits) - 1; i >= 0; i-- {
-		digits[i] = byte('0' + seq%10)
-		seq /= 10
-	}
-	return append(b, digits[:]...)
+	return fmt.Appendf(historyPrefix(identityID), "%020d", seq)
 }
 
 // historyRecord is a history entry as the event being applied records it;
