@@ -16,13 +16,13 @@ import (
 // pass and the earliest deadline of a passing one (what re-evaluation
 // keeps). verdicts memoises checks by id across the policies evaluated on
 // the same data at the same time (policies often share checks).
-func policyState(checks []posture.Check, d evaluator.Data, at time.Time, verdicts map[string]evaluator.Verdict) (bool, time.Time) {
+func policyState(checks []*posture.Check, d evaluator.Data, at time.Time, verdicts map[string]evaluator.Verdict) (bool, time.Time) {
 	passing := true
 	var deadline time.Time
 	for _, c := range checks {
 		v, ok := verdicts[c.ID]
 		if !ok {
-			v = evaluator.Evaluate(c, d, at)
+			v = evaluator.Evaluate(*c, d, at)
 			verdicts[c.ID] = v
 		}
 		if !v.Pass {
@@ -38,11 +38,12 @@ func policyState(checks []posture.Check, d evaluator.Data, at time.Time, verdict
 // evalPolicy evaluates a policy's checks at a time. It returns whether all
 // pass, each check's result, and the earliest deadline after which a
 // passing check may stop passing (zero: none).
-func evalPolicy(checks []posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult, time.Time) {
+func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult, time.Time) {
 	passing := true
 	var deadline time.Time
 	results := make([]posture.CheckResult, 0, len(checks))
-	for _, c := range checks {
+	for _, cp := range checks {
+		c := *cp
 		v := evaluator.Evaluate(c, d, at)
 		r := posture.CheckResult{
 			Check: c, Pass: v.Pass, ValidUntil: v.ValidUntil, Semantic: v.Semantic,
@@ -79,10 +80,11 @@ func raw(v any) json.RawMessage {
 }
 
 // policyChecks loads the checks a policy selects, in id order, through a
-// cache shared by one evaluation.
-func policyChecks(r reader, g *graph, policyID string, cache map[string]*posture.Check) ([]posture.Check, error) {
+// cache shared by one evaluation. The checks are shared: callers do not
+// change them.
+func policyChecks(r reader, g *graph, policyID string, cache map[string]*posture.Check) ([]*posture.Check, error) {
 	ids := g.selected(posture.KindServicePolicy, policyID, FieldPostureCheckRoles)
-	out := make([]posture.Check, 0, len(ids))
+	out := make([]*posture.Check, 0, len(ids))
 	for _, id := range ids {
 		c, ok := cache[id]
 		if !ok {
@@ -97,7 +99,7 @@ func policyChecks(r reader, g *graph, policyID string, cache map[string]*posture
 			cache[id] = c
 		}
 		if c != nil {
-			out = append(out, *c)
+			out = append(out, c)
 		}
 	}
 	return out, nil

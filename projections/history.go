@@ -53,6 +53,15 @@ func (tx *Tx) history(identityID, apiSessionID, kind, summary string, detail any
 			return
 		}
 	}
+	// Reuse the entries of an earlier event's identity (flushHistory
+	// keeps them).
+	n := len(tx.pending)
+	if n < cap(tx.pending) {
+		tx.pending = tx.pending[:n+1]
+		tx.pending[n].identityID = identityID
+		tx.pending[n].entries = append(tx.pending[n].entries[:0], r)
+		return
+	}
 	tx.pending = append(tx.pending, identityHistory{identityID, []historyRecord{r}})
 }
 

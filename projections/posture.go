@@ -152,10 +152,11 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			}
 		}
 	}
-	for _, r := range p.Responses {
+	for i := range p.Responses {
+		r := &p.Responses[i] // the detail points into the event, which stays as it is
 		switch {
 		case r.TypeID != posture.ResponseEndpointState:
-			tx.history(p.IdentityID, p.APISessionID, posture.HistoryPosture, responseSummary(r), r)
+			tx.history(p.IdentityID, p.APISessionID, posture.HistoryPosture, responseSummary(*r), r)
 		case r.Woken || r.Unlocked:
 			what := map[bool]string{true: "woken", false: "unlocked"}[r.Woken]
 			if r.Woken && r.Unlocked {
@@ -233,7 +234,7 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 	cache := map[string]*posture.Check{}
 	type policyChecksOf struct {
 		id     string
-		checks []posture.Check
+		checks []*posture.Check
 	}
 	var withChecks []policyChecksOf
 	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
