@@ -8,6 +8,7 @@ import (
 	"io"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -32,55 +33,64 @@ func isHot(key []byte) bool {
 // hotCache is a write-through copy of hot keys. Only the apply goroutine
 // writes it: on its own writes (put, delete) and when it reads a hot key
 // from its batch. Readers only look, so a reader never stores a value that
-// apply has since replaced. A nil value records a deleted key.
+// apply has since replaced.
 type hotCache struct {
-	m sync.Map // string -> []byte (nil: absent)
-	// decoded holds the decoded form of hot values, each tagged with the
-	// bytes it was decoded from: an entry is used only while those very
-	// bytes are still the cached value, so a reader can never install a
-	// stale decoding.
-	decoded sync.Map // string -> decodedValue
+	m sync.Map // string -> *hotEntry
+}
+
+// hotEntry is a hot key's value (raw nil: the key is absent) and, once
+// someone decoded it, its decoded form. Each write of the key makes a new
+// entry, so a decoded form always belongs to the bytes beside it.
+type hotEntry struct {
+	raw     []byte
+	decoded atomic.Pointer[decodedValue]
 }
 
 type decodedValue struct {
-	raw *byte
-	typ reflect.Type
+	typ reflect.Type // the pointer type decoded into
 	v   reflect.Value
 }
 
-// decode fills v (a pointer) from raw, the cached bytes of a hot key,
-// reusing an earlier decoding of the same bytes. Decoded values are shared:
-// callers copy before they change a slice or map inside one.
-func (h *hotCache) decode(key string, raw []byte, v any) error {
-	rv := reflect.ValueOf(v)
-	if len(raw) > 0 {
-		if d, ok := h.decoded.Load(key); ok {
-			dv := d.(decodedValue)
-			if dv.raw == &raw[0] && dv.typ == rv.Type() {
-				rv.Elem().Set(dv.v)
-				return nil
-			}
-		}
+func (h *hotCache) load(key []byte) (*hotEntry, bool) {
+	e, ok := h.m.Load(string(key))
+	if !ok {
+		return nil, false
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	return e.(*hotEntry), true
+}
+
+// set records a hot key's new value (nil: deleted) and, when v is not nil,
+// the value it was encoded from (not a pointer; the writer does not change
+// it afterwards).
+func (h *hotCache) set(key, raw []byte, v any) {
+	if !isHot(key) {
+		return
+	}
+	e := &hotEntry{raw: raw}
+	if v != nil && raw != nil {
+		rv := reflect.ValueOf(v)
+		if rv.Kind() == reflect.Pointer {
+			rv = rv.Elem()
+		}
+		e.decoded.Store(&decodedValue{typ: reflect.PointerTo(rv.Type()), v: rv})
+	}
+	h.m.Store(string(key), e)
+}
+
+// decode fills v (a pointer) from the entry, reusing an earlier decoding.
+// Decoded values are shared: callers copy before they change a slice or map
+// inside one.
+func (e *hotEntry) decode(v any) error {
+	rv := reflect.ValueOf(v)
+	if d := e.decoded.Load(); d != nil && d.typ == rv.Type() {
+		rv.Elem().Set(d.v)
+		return nil
+	}
+	if err := json.Unmarshal(e.raw, v); err != nil {
 		return err
 	}
-	if len(raw) > 0 {
-		h.decoded.Store(key, decodedValue{raw: &raw[0], typ: rv.Type(), v: reflect.ValueOf(rv.Elem().Interface())})
-	}
+	e.decoded.Store(&decodedValue{typ: rv.Type(), v: reflect.ValueOf(rv.Elem().Interface())})
 	return nil
-}
-
-func (h *hotCache) store(key, value []byte) {
-	if isHot(key) {
-		h.m.Store(string(key), value)
-	}
-}
-
-func (h *hotCache) forget(key []byte) {
-	if isHot(key) {
-		h.m.Store(string(key), []byte(nil))
-	}
 }
 
 // hotReader reads hot keys from the cache before the underlying reader;
@@ -99,45 +109,40 @@ func (h hotReader) Get(key []byte) ([]byte, io.Closer, error) {
 	if !isHot(key) {
 		return h.r.Get(key)
 	}
-	if v, ok := h.hot.m.Load(string(key)); ok {
-		if v.([]byte) == nil {
-			return nil, nil, pebble.ErrNotFound
-		}
-		return v.([]byte), nopCloser{}, nil
-	}
-	v, closer, err := h.r.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		if h.populate {
-			h.hot.m.Store(string(key), []byte(nil))
-		}
-		return nil, nil, err
-	}
+	e, err := h.entry(key)
 	if err != nil {
 		return nil, nil, err
 	}
-	cp := bytes.Clone(v)
-	closer.Close()
-	if h.populate {
-		h.hot.m.Store(string(key), cp)
+	if e.raw == nil {
+		return nil, nil, pebble.ErrNotFound
 	}
-	return cp, nopCloser{}, nil
+	return e.raw, nopCloser{}, nil
+}
+
+// entry is the cache entry of a hot key, read from the underlying reader
+// when the cache does not hold it (and cached, with populate).
+func (h hotReader) entry(key []byte) (*hotEntry, error) {
+	if e, ok := h.hot.load(key); ok {
+		return e, nil
+	}
+	v, closer, err := h.r.Get(key)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		v = nil
+	case err != nil:
+		return nil, err
+	default:
+		v = bytes.Clone(v)
+		closer.Close()
+	}
+	e := &hotEntry{raw: v}
+	if h.populate {
+		h.hot.m.Store(string(key), e)
+	}
+	return e, nil
 }
 
 func (h hotReader) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) { return h.r.NewIter(o) }
-
-// storeDecoded records the value a hot key was just written from, so that
-// the next read need not decode the bytes again. v is the value (not a
-// pointer); the writer does not change it afterwards.
-func (h *hotCache) storeDecoded(key, raw []byte, v any) {
-	if !isHot(key) || len(raw) == 0 {
-		return
-	}
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Pointer {
-		rv = rv.Elem()
-	}
-	h.decoded.Store(string(key), decodedValue{raw: &raw[0], typ: reflect.PointerTo(rv.Type()), v: rv})
-}
 
 // getJSONHot decodes a hot key through the decoded cache. It reports false
 // when the key is not hot or the reader is not a hotReader.
@@ -146,15 +151,14 @@ func getJSONHot(r reader, key []byte, v any) (found, ok bool, err error) {
 	if !isHR || !isHot(key) {
 		return false, false, nil
 	}
-	data, closer, err := h.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, true, nil
-	}
+	e, err := h.entry(key)
 	if err != nil {
 		return false, true, err
 	}
-	closer.Close()
-	if err := h.hot.decode(string(key), data, v); err != nil {
+	if e.raw == nil {
+		return false, true, nil
+	}
+	if err := e.decode(v); err != nil {
 		return false, true, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return true, true, nil

@@ -50,21 +50,20 @@ func (tx *Tx) put(key []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
-	if isHot(key) {
-		// data is ours (the batch keeps a copy): the cache holds it.
-		tx.hot.store(key, data)
-		tx.hot.storeDecoded(key, data, v)
-	}
+	// data is ours (the batch keeps a copy): the cache holds it.
+	tx.hot.set(key, data, v)
 	return tx.b.Set(key, data, nil)
 }
 
 func (tx *Tx) putRaw(key, value []byte) error {
-	tx.hot.store(key, bytes.Clone(value))
+	if isHot(key) {
+		tx.hot.set(key, bytes.Clone(value), nil)
+	}
 	return tx.b.Set(key, value, nil)
 }
 
 func (tx *Tx) del(key []byte) error {
-	tx.hot.forget(key)
+	tx.hot.set(key, nil, nil)
 	return tx.b.Delete(key, nil)
 }
 
