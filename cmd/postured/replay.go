@@ -87,14 +87,22 @@ func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cu
 	return applied, err
 }
 
-// rebuild is replay as the replay command runs it: a batch job that
-// allocates briskly and keeps little, so the garbage collector runs less
-// often (GOGC=400: up to five times the live heap) unless GOGC is set.
+// rebuild is replay as the replay command runs it, as a batch job.
 func rebuild(ctx context.Context, l *eventlog.Log, store *projections.Store, c cutoff, progress func(applied, total uint64)) (uint64, error) {
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
-	}
+	defer batchGC()()
 	return replay(ctx, l, store, c, progress)
+}
+
+// batchGC makes the garbage collector run less often (GOGC=400: the heap
+// may grow to five times what it holds live) unless GOGC is set: a rebuild
+// allocates briskly and keeps little. It returns the function that
+// restores the setting.
+func batchGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(400)
+	return func() { debug.SetGCPercent(old) }
 }
 
 // replayInMemory rebuilds the projection as it stood at the cutoff, in

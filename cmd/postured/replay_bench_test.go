@@ -128,40 +128,41 @@ func BenchmarkReplay(b *testing.B) {
 		}); err != nil {
 			b.Fatal(err)
 		}
-		var rate float64
-		for i := range b.N {
-			store, err := projections.Open(projections.Options{Dir: filepath.Join(b.TempDir(), fmt.Sprintf("apply-%d", i))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			start := time.Now()
+		intoFreshStore(b, func(store *projections.Store) (uint64, error) {
+			defer batchGC()()
 			for from := 0; from < len(events); from += eventlog.MaxBatch {
 				if err := store.Apply(events[from:min(from+eventlog.MaxBatch, len(events))]); err != nil {
-					b.Fatal(err)
+					return 0, err
 				}
 			}
-			rate = float64(len(events)) / time.Since(start).Seconds()
-			store.Close()
-		}
-		b.ReportMetric(rate, "events/s")
+			return uint64(len(events)), nil
+		})
 	})
 	b.Run("rebuild", func(b *testing.B) {
-		var rate float64
-		for i := range b.N {
-			store, err := projections.Open(projections.Options{Dir: filepath.Join(b.TempDir(), fmt.Sprintf("replay-%d", i))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			start := time.Now()
-			n, err := rebuild(ctx, l, store, cutoff{}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rate = float64(n) / time.Since(start).Seconds()
-			store.Close()
-		}
-		b.ReportMetric(rate, "events/s")
+		intoFreshStore(b, func(store *projections.Store) (uint64, error) {
+			return rebuild(ctx, l, store, cutoff{}, nil)
+		})
 	})
+}
+
+// intoFreshStore times fill, b.N times, each time on a new projection
+// directory, and reports the events it applied per second.
+func intoFreshStore(b *testing.B, fill func(*projections.Store) (uint64, error)) {
+	var rate float64
+	for i := range b.N {
+		store, err := projections.Open(projections.Options{Dir: filepath.Join(b.TempDir(), fmt.Sprint(i))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		n, err := fill(store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rate = float64(n) / time.Since(start).Seconds()
+		store.Close()
+	}
+	b.ReportMetric(rate, "events/s")
 }
 
 // cpuTime is the CPU time the process has used so far (user and system):
