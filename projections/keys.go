@@ -10,6 +10,7 @@ import (
 //
 //	c                                cursor: big-endian sequence of the last applied event
 //	m                                sequence of the last applied event on the model subject
+//	v                                layout version (big-endian)
 //	e/<kind>/<id>                    entity record (JSON)
 //	u/<kind>/<index>/<value>         unique index: value -> id
 //	r/<kind>/<id>/<child>/<childId>  relation: child entities of an entity
@@ -18,7 +19,14 @@ const sep = "/"
 var (
 	cursorKey = []byte("c")
 	modelKey  = []byte("m")
+	layoutKey = []byte("v")
 )
+
+// layout is the version of the key layout and value encodings. A projection
+// of another layout is discarded when opened and rebuilt from the log.
+// Projections without a version are layout 1; layout 2 keeps an event's
+// history entries for an identity under one key.
+const layout = 2
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

@@ -76,6 +76,10 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("projections: open %s: %w", opts.Dir, err)
 	}
 	s := &Store{db: db, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	if err := s.checkLayout(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	data, closer, err := db.Get(cursorKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -95,6 +99,43 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("projections: load the role graph: %w", err)
 	}
 	return s, nil
+}
+
+// checkLayout discards a projection of another layout (the log rebuilds
+// it) and records the current layout in a new or emptied one.
+func (s *Store) checkLayout() error {
+	version := uint64(0) // no projection yet
+	data, closer, err := s.db.Get(layoutKey)
+	switch {
+	case err == nil:
+		version = binary.BigEndian.Uint64(data)
+		closer.Close()
+	case !errors.Is(err, pebble.ErrNotFound):
+		return fmt.Errorf("projections: read the layout: %w", err)
+	default:
+		if _, closer, err := s.db.Get(cursorKey); err == nil {
+			closer.Close()
+			version = 1
+		}
+	}
+	if version == layout {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if version != 0 {
+		s.log.Warn("the projection has another layout: discarding it, it is rebuilt from the log", "layout", version, "want", layout)
+		if err := b.DeleteRange([]byte{0}, []byte{0xff}, nil); err != nil {
+			return err
+		}
+	}
+	if err := putSeq(b, layoutKey, layout); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("projections: record the layout: %w", err)
+	}
+	return nil
 }
 
 // r reads committed state through the hot cache.

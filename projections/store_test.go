@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 
@@ -180,3 +182,50 @@ func TestWaitForIsABarrier(t *testing.T) {
 		t.Fatal("WaitFor past the end returned without ctx ending")
 	}
 }
+
+// A projection written with an older layout (one without a layout version)
+// is discarded on open, so that the log rebuilds it in the current one.
+func TestOlderLayoutIsRebuilt(t *testing.T) {
+	events := readEvents(t, "foundation.events.jsonl")
+	fs := vfs.NewMem()
+	s := openMem(t, fs)
+	replay(t, s, events, 4)
+	want := dump(t, s)
+	s.Close()
+
+	// Layout 1 had no version key.
+	db, err := pebble.Open("db", &pebble.Options{FS: fs, Logger: quiet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete([]byte("v"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s = openMem(t, fs)
+	if got := s.Cursor(); got != 0 {
+		t.Fatalf("cursor %d after opening an older layout, want 0 (rebuild)", got)
+	}
+	if got := dump(t, s); got != "\"v\" \"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x02\"\n" {
+		t.Fatalf("an older layout was kept:\n%s", got)
+	}
+	replay(t, s, events, 4)
+	if diff := cmp.Diff(want, dump(t, s)); diff != "" {
+		t.Fatalf("rebuilt projection differs (-before +rebuilt):\n%s", diff)
+	}
+
+	// The current layout is kept as it is.
+	s.Close()
+	s = openMem(t, fs)
+	defer s.Close()
+	if got := s.Cursor(); got != events[len(events)-1].Seq {
+		t.Fatalf("cursor %d after reopening the current layout, want %d", got, events[len(events)-1].Seq)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Infof(string, ...any)           {}
+func (quiet) Errorf(string, ...any)          {}
+func (quiet) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
