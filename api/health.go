@@ -69,6 +69,10 @@ type Health struct {
 	// (default 2s).
 	Wait    time.Duration
 	Timeout time.Duration
+	// Starting reports that the node does not serve its APIs yet (it
+	// catches up before it builds them): not ready, whatever the
+	// projection's position.
+	Starting func() bool
 }
 
 // ReadyView is the body of /readyz.
@@ -104,8 +108,11 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 	cancel()
 	l := lag(h.Progress, st)
 	v := ReadyView{Ready: err == nil, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
-	if err != nil {
+	switch {
+	case err != nil:
 		v.Reason = "the projection is catching up with the log"
+	case h.Starting != nil && h.Starting():
+		v.Ready, v.Reason = false, "starting: the APIs are not served yet"
 	}
 	return v
 }

@@ -108,7 +108,16 @@ func startBinary(t *testing.T, dataDir string, env ...string) *process {
 	p.http = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 32,
 	}}
-	return p
+	// It listens at once and serves its APIs once caught up with the log.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		status, _, _, err := p.request(http.MethodGet, "/readyz", "", nil)
+		if err == nil && status == http.StatusOK {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("postured not ready within 90s (last: %d, %v):\n%s", status, err, p.log())
+		}
+	}
 }
 
 func (p *process) log() string {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -190,5 +192,54 @@ func TestHealthReadinessWhileRebuilding(t *testing.T) {
 	if status, v, metrics := probe(); status != http.StatusOK || !v.Ready || v.LagEvents != 0 ||
 		metricValue(t, metrics, "postured_projection_lag_events") != 0 {
 		t.Fatalf("caught up: %d %+v", status, v)
+	}
+}
+
+// TestStartingNodeServesProbes: a node catching up with the log (it builds
+// its APIs only then) answers the probes and the metrics, is not ready,
+// and answers its APIs 503 SERVICE_UNAVAILABLE; once ready, it serves them.
+func TestStartingNodeServesProbes(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	n, err := startNode(t.Context(), &cfg, "127.0.0.1:1280", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := httptest.NewUnstartedServer(n)
+	srv.TLS = n.tlsConfig()
+	srv.StartTLS()
+	defer srv.Close()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}}}
+	get := func(path string) (int, []byte) {
+		t.Helper()
+		resp, err := hc.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+
+	for path, want := range map[string]int{"/livez": http.StatusOK, "/metrics": http.StatusOK, "/readyz": http.StatusServiceUnavailable} {
+		if status, body := get(path); status != want {
+			t.Errorf("starting: %s answered %d, want %d: %s", path, status, want, body)
+		}
+	}
+	status, body := get("/edge/client/v1/version")
+	var env struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || status != http.StatusServiceUnavailable || env.Error.Code != posture.CodeUnavailable {
+		t.Fatalf("starting: the client API answered %d %s", status, body)
+	}
+
+	if err := n.ready(t.Context(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/readyz", "/edge/client/v1/version"} {
+		if status, body := get(path); status != http.StatusOK {
+			t.Errorf("ready: %s answered %d: %s", path, status, body)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,7 +86,7 @@ func (s *serveCmd) Run() error {
 		return err
 	}
 	defer ln.Close()
-	n, err := openNode(ctx, s, s.advertise(ln.Addr()), log)
+	n, err := startNode(ctx, s, s.advertise(ln.Addr()), log)
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func (s *serveCmd) Run() error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	srv := &http.Server{
-		Handler:           n.handler,
+		Handler:           n,
 		TLSConfig:         n.tlsConfig(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
@@ -105,8 +106,16 @@ func (s *serveCmd) Run() error {
 		}
 		return err
 	})
-	g.Go(func() error { return n.Run(gctx) })
 	fmt.Fprintf(os.Stderr, "postured listening on https://%s (advertised as https://%s)\n", ln.Addr(), n.advertise)
+	g.Go(func() error {
+		// Until the projection has caught up, the probes and the metrics
+		// answer and the APIs are 503.
+		if err := n.ready(gctx, s); err != nil {
+			return err
+		}
+		log.Info("ready")
+		return n.Run(gctx)
+	})
 
 	<-gctx.Done()
 	log.Info("shutting down")
@@ -132,8 +141,10 @@ type node struct {
 	auth       *api.Auth
 	writer     *api.Writer
 	metrics    *api.Metrics
-	self       eventlog.Node // this node's entry in the node registry
-	handler    *echo.Echo
+	self       eventlog.Node             // this node's entry in the node registry
+	handler    *echo.Echo                // the APIs, once ready
+	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
+	instanceID string
 	client     *client.API
 	management *management.API
 	timeout    time.Duration
@@ -143,11 +154,23 @@ type node struct {
 	closeOnce  sync.Once
 }
 
-// openNode opens the log and the projection, catches the projection up with
-// the log, bootstraps an empty log and builds the APIs. The projection
-// consumer is already running when it returns; Run adds the background
-// loops.
-func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logger) (_ *node, err error) {
+// openNode opens a node and makes it ready (startNode, then ready).
+func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logger) (*node, error) {
+	n, err := startNode(ctx, s, advertise, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.ready(ctx, s); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// startNode opens the log, the projection and the PKI and starts the
+// projection consumer. Until ready, the node serves the probes and the
+// metrics, and answers 503 to everything else.
+func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logger) (_ *node, err error) {
 	if s.APISessionTimeout < time.Second {
 		return nil, fmt.Errorf("--api-session-timeout must be at least 1s")
 	}
@@ -194,25 +217,50 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 		n.runErr = n.store.Run(runCtx, n.elog)
 	}()
 
-	// Catch up with the log before answering anything: reads come from the
-	// projection, and the bootstrap decides on its state.
-	last, err := n.elog.LastSeq(openCtx)
-	if err != nil {
-		return nil, err
-	}
-	log.Info("projection catching up with the log", "cursor", n.store.Cursor(), "last", last)
-	if err := n.store.WaitFor(openCtx, last); err != nil {
-		return nil, err
-	}
 	n.metrics = n.newMetrics()
+	n.instanceID = posture.NewID()
+	starting := api.New(api.Options{Logger: log, InstanceID: n.instanceID, Version: version,
+		SystemPaths: api.SystemPaths, Metrics: n.metrics})
+	api.RegisterSystem(starting, n.metrics, &api.Health{Progress: n.store, State: n.logState,
+		Starting: func() bool { return n.serving.Load() == starting }})
+	starting.Any("/*", func(echo.Context) error {
+		return &posture.Error{Code: posture.CodeUnavailable, Message: "postured is catching up with the event log; try again later"}
+	})
+	n.serving.Store(starting)
+	return n, nil
+}
+
+// ServeHTTP serves the APIs once the node is ready and, until then, the
+// probes and the metrics.
+func (n *node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n.serving.Load().ServeHTTP(w, r)
+}
+
+// ready catches the projection up with the log (for as long as that takes:
+// a rebuild of a long log takes minutes), bootstraps an empty log and
+// builds the APIs.
+func (n *node) ready(ctx context.Context, s *serveCmd) error {
+	// Reads come from the projection, and the bootstrap decides on its
+	// state: catch up with the log first.
+	last, err := n.elog.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	n.log.Info("projection catching up with the log", "cursor", n.store.Cursor(), "last", last)
+	if err := n.store.WaitFor(ctx, last); err != nil {
+		return err
+	}
+	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelOpen()
+	log := n.log
 	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.store, Now: time.Now}
 	if err := bootstrap(openCtx, w, n.store, s, log); err != nil {
-		return nil, err
+		return err
 	}
 
 	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: log}
 	info := &api.Info{
-		Version: version, Revision: revision, BuildDate: buildDate, Advertise: advertise,
+		Version: version, Revision: revision, BuildDate: buildDate, Advertise: n.advertise,
 		Specs: []api.Spec{
 			{ID: "edge-client", Name: "edge-client", Document: client.Spec},
 			{ID: "edge-management", Name: "edge-management", Document: management.Spec},
@@ -221,11 +269,11 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}),
 		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: log}),
 		Cert:   &client.CertAuth{CA: n.ca, Store: n.store}}
-	n.handler = api.New(api.Options{Logger: log, InstanceID: posture.NewID(), Version: version,
+	n.handler = api.New(api.Options{Logger: log, InstanceID: n.instanceID, Version: version,
 		SystemPaths: api.SystemPaths, Metrics: n.metrics})
 	signer, err := n.ca.NewSigner(n.serverCert)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	n.writer = w
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
@@ -234,11 +282,12 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store}
 	n.client.ServiceAdmin = n.management
 	if err := n.openCluster(openCtx, s); err != nil {
-		return nil, err
+		return err
 	}
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
-	return n, nil
+	n.serving.Store(n.handler)
+	return nil
 }
 
 func (n *node) tlsConfig() *tls.Config {
