@@ -283,3 +283,50 @@ func TestFailureRingKeepsTheLast50(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestLosingAGrantRemovesSessions: a session goes with the last policy that
+// granted it, whichever way the grant is lost: the identity loses the role
+// the policy selects, the policy is deleted, the service loses the role the
+// policy selects, or the service is deleted. Policies without checks, here:
+// no verdict changes, only the grant.
+func TestLosingAGrantRemovesSessions(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	policy := func() string {
+		return n.create(t, admin, "service-policies", map[string]any{"name": "laptops-dial-apps-" + posture.NewID()[:8], "type": "Dial",
+			"identityRoles": []string{"#laptops"}, "serviceRoles": []string{"#apps"}})
+	}
+	p := policy()
+	ep := n.endpoint(t, admin, "laptop-1", "laptops")
+	dial := func() {
+		t.Helper()
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != http.StatusCreated {
+			t.Fatalf("session: %d %s", r.Status, r.Body)
+		}
+	}
+	change := func(what, method, path string, body any) {
+		t.Helper()
+		dial()
+		if r := n.do(t, method, mgmt+path, admin, body); r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", what, r.Status, r.Body)
+		}
+		if ids := n.sessionIDs(t, ep.token); len(ids) != 0 {
+			t.Fatalf("after %s the session is still there: %v", what, ids)
+		}
+	}
+
+	change("the identity lost its role", http.MethodPatch, "/identities/"+ep.id, map[string]any{"roleAttributes": []string{}})
+	n.do(t, http.MethodPatch, mgmt+"/identities/"+ep.id, admin, map[string]any{"roleAttributes": []string{"laptops"}})
+	change("the policy was deleted", http.MethodDelete, "/service-policies/"+p, nil)
+	policy()
+	change("the service lost its role", http.MethodPatch, "/services/"+svc, map[string]any{"roleAttributes": []string{}})
+	n.do(t, http.MethodPatch, mgmt+"/services/"+svc, admin, map[string]any{"roleAttributes": []string{"apps"}})
+	dial()
+	if r := n.do(t, http.MethodDelete, mgmt+"/services/"+svc, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete the service: %d %s", r.Status, r.Body)
+	}
+	if ids := n.sessionIDs(t, ep.token); len(ids) != 0 {
+		t.Fatalf("after the service was deleted its session is still there: %v", ids)
+	}
+}
