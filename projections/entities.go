@@ -113,16 +113,13 @@ func onEntity[T posture.Entity](h entityHooks[T]) {
 }
 
 // reevaluateChange re-evaluates the API sessions of the identities that a
-// change of a check, a policy or an identity may touch: those selected by
-// the policies involved before or after the change. A change of a service
-// removes the sessions it no longer grants.
+// change of a check, a policy, a service or an identity may touch: those
+// selected by the policies involved before or after the change.
 func reevaluateChange(tx *Tx, kind posture.Kind, id string, before []selector) error {
 	switch kind {
 	case posture.KindIdentity:
 		return reevaluate(tx, id, tx.graph.sessionsOf(id), tx.event.At, true)
-	case posture.KindService:
-		return removeUngrantedOfService(tx, id)
-	case posture.KindCheck, posture.KindServicePolicy:
+	case posture.KindCheck, posture.KindServicePolicy, posture.KindService:
 		selectors := append(before, tx.graph.identitySelectors(kind, id)...)
 		if len(selectors) == 0 {
 			return nil

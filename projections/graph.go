@@ -477,7 +477,7 @@ type selector struct {
 
 // identitySelectors lists the identity role lists of the service policies
 // that a change of the entity affects: the policy itself, or the policies
-// that select a posture check.
+// that select a posture check or a service.
 func (g *graph) identitySelectors(kind posture.Kind, id string) []selector {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
@@ -487,6 +487,8 @@ func (g *graph) identitySelectors(kind posture.Kind, id string) []selector {
 		pids = []string{id}
 	case posture.KindCheck:
 		pids = g.selectingLocked(posture.KindServicePolicy, FieldPostureCheckRoles, id)
+	case posture.KindService:
+		pids = g.selectingLocked(posture.KindServicePolicy, FieldServiceRoles, id)
 	default:
 		return nil
 	}

@@ -395,51 +395,9 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 		if err != nil {
 			return err
 		}
-		if found {
-			if _, err := removeIfUngranted(tx, s, states); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// removeIfUngranted removes a session that no passing policy grants any
-// more, given the policy states of its API session.
-func removeIfUngranted(tx *Tx, s posture.Session, states map[string]bool) (removed bool, err error) {
-	if granted(tx.graph, s.IdentityID, s.ServiceID, s.Type, states) {
-		return false, nil
-	}
-	sessionHistory(tx, s, "removed: no passing "+s.Type+" policy left")
-	return true, deleteSession(tx, s)
-}
-
-// removeUngrantedOfService removes the sessions of a service that no
-// passing policy grants any more (after a change of the service's roles,
-// or its deletion), and moves the service-update indicator of their
-// identities.
-func removeUngrantedOfService(tx *Tx, serviceID string) error {
-	var sessions []posture.Session
-	err := scanJSON(tx.b, entityPrefix(KindSession), func(s posture.Session) bool {
-		if s.ServiceID == serviceID {
-			sessions = append(sessions, s)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	for _, s := range sessions {
-		st, _, err := loadSessionState(tx, s.APISessionID)
-		if err != nil {
-			return err
-		}
-		removed, err := removeIfUngranted(tx, s, st.Policies)
-		if err != nil {
-			return err
-		}
-		if removed {
-			if err := tx.put(changedKey(s.IdentityID), tx.event.At); err != nil {
+		if found && !granted(tx.graph, identityID, s.ServiceID, s.Type, states) {
+			sessionHistory(tx, s, "removed: no passing "+s.Type+" policy left")
+			if err := deleteSession(tx, s); err != nil {
 				return err
 			}
 		}

@@ -191,7 +191,7 @@ func TestPostureDeniesThenGrants(t *testing.T) {
 		t.Fatalf("the session outlived its failing policy: %v", ids)
 	}
 	n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &after)
-	if after["lastChangeAt"] <= before["lastChangeAt"] {
+	if !later(t, after["lastChangeAt"], before["lastChangeAt"]) {
 		t.Fatalf("service-update indicator did not move: %v -> %v", before, after)
 	}
 
@@ -243,6 +243,20 @@ func TestPostureDeniesThenGrants(t *testing.T) {
 	if pd0 != pd2 || fr0 != fr2 {
 		t.Errorf("posture data or failure ring changed over a rebuild:\n%s\n%s", cmp.Diff(pd0, pd2), cmp.Diff(fr0, fr2))
 	}
+}
+
+// later reports whether the RFC 3339 time a is after b.
+func later(t testing.TB, a, b string) bool {
+	t.Helper()
+	ta, err := time.Parse(time.RFC3339Nano, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := time.Parse(time.RFC3339Nano, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ta.After(tb)
 }
 
 func dataOf(t testing.TB, r response) string {
@@ -308,11 +322,17 @@ func TestLosingAGrantRemovesSessions(t *testing.T) {
 	change := func(what, method, path string, body any) {
 		t.Helper()
 		dial()
+		var before, after map[string]string
+		n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &before)
 		if r := n.do(t, method, mgmt+path, admin, body); r.Status != http.StatusOK {
 			t.Fatalf("%s: %d %s", what, r.Status, r.Body)
 		}
 		if ids := n.sessionIDs(t, ep.token); len(ids) != 0 {
 			t.Fatalf("after %s the session is still there: %v", what, ids)
+		}
+		n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &after)
+		if !later(t, after["lastChangeAt"], before["lastChangeAt"]) {
+			t.Fatalf("after %s the service-update indicator did not move: %v -> %v", what, before, after)
 		}
 	}
 
@@ -322,11 +342,5 @@ func TestLosingAGrantRemovesSessions(t *testing.T) {
 	policy()
 	change("the service lost its role", http.MethodPatch, "/services/"+svc, map[string]any{"roleAttributes": []string{}})
 	n.do(t, http.MethodPatch, mgmt+"/services/"+svc, admin, map[string]any{"roleAttributes": []string{"apps"}})
-	dial()
-	if r := n.do(t, http.MethodDelete, mgmt+"/services/"+svc, admin, nil); r.Status != http.StatusOK {
-		t.Fatalf("delete the service: %d %s", r.Status, r.Body)
-	}
-	if ids := n.sessionIDs(t, ep.token); len(ids) != 0 {
-		t.Fatalf("after the service was deleted its session is still there: %v", ids)
-	}
+	change("the service was deleted", http.MethodDelete, "/services/"+svc, nil)
 }
