@@ -282,12 +282,17 @@ func encode(e posture.Event) ([]byte, error) {
 
 func decode(data []byte, seq uint64) (posture.Event, error) {
 	var e posture.Event
-	if err := jsonv2.Unmarshal(data, &e); err != nil {
+	if err := unmarshal(data, &e); err != nil {
 		return e, fmt.Errorf("eventlog: message %d is not an event: %w", seq, err)
 	}
 	e.Seq = seq
-	return e.Decoded(), nil
+	return e.DecodedWith(unmarshal), nil
 }
+
+// unmarshal reads what encoding/json wrote with its successor
+// (encoding/json/v2, experimental in Go 1.26), which decodes our events
+// about twice as fast.
+func unmarshal(data []byte, v any) error { return jsonv2.Unmarshal(data, v) }
 
 // requestTimeout bounds one attempt of a request to JetStream. The client
 // applies its own 5s default only to a ctx without a deadline; with one, a
