@@ -259,11 +259,7 @@ func (a *API) listEnrollments(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views := make([]any, len(all))
-	for i, e := range all {
-		views[i] = a.enrollmentView(e)
-	}
-	return api.List(c, views)
+	return a.listEnrollmentViews(c, all)
 }
 
 func (a *API) identityEnrollments(c echo.Context) error {
@@ -275,6 +271,11 @@ func (a *API) identityEnrollments(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return a.listEnrollmentViews(c, all)
+}
+
+// listEnrollmentViews answers a page of enrollments in their view.
+func (a *API) listEnrollmentViews(c echo.Context, all []posture.Enrollment) error {
 	views := make([]any, len(all))
 	for i, e := range all {
 		views[i] = a.enrollmentView(e)
