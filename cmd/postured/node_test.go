@@ -33,6 +33,19 @@ func defaultTestConfig(dir string) serveCmd {
 	}
 }
 
+// openNode opens a node and makes it ready (startNode, then ready).
+func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logger) (*node, error) {
+	n, err := startNode(ctx, s, advertise, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.ready(ctx, s); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
 func startTestNode(t testing.TB, cfg serveCmd) *testNode {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -154,19 +154,6 @@ type node struct {
 	closeOnce  sync.Once
 }
 
-// openNode opens a node and makes it ready (startNode, then ready).
-func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logger) (*node, error) {
-	n, err := startNode(ctx, s, advertise, log)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.ready(ctx, s); err != nil {
-		n.Close()
-		return nil, err
-	}
-	return n, nil
-}
-
 // startNode opens the log, the projection and the PKI and starts the
 // projection consumer. Until ready, the node serves the probes and the
 // metrics, and answers 503 to everything else.
