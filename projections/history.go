@@ -21,13 +21,11 @@ func historyKey(identityID string, seq uint64) []byte {
 	return fmt.Appendf(historyPrefix(identityID), "%020d", seq)
 }
 
-// historyRecord is a history entry as the event being applied records it;
-// appendHistory writes it in posture.HistoryEntry's JSON form.
+// historyRecord is what a history entry holds beyond the event that
+// caused it (its sequence, time and type); appendHistory writes both in
+// posture.HistoryEntry's JSON form.
 type historyRecord struct {
-	Seq          uint64
-	At           time.Time
 	Kind         string
-	Event        string
 	APISessionID string
 	Summary      string
 	Detail       any
@@ -43,10 +41,7 @@ type identityHistory struct {
 // history records an audit entry for an identity, caused by the event
 // being applied. Entries are written when the event is done (flushHistory).
 func (tx *Tx) history(identityID, apiSessionID, kind, summary string, detail any) {
-	r := historyRecord{
-		Seq: tx.event.Seq, At: tx.event.At, Kind: kind, Event: tx.event.Type,
-		APISessionID: apiSessionID, Summary: summary, Detail: detail,
-	}
+	r := historyRecord{Kind: kind, APISessionID: apiSessionID, Summary: summary, Detail: detail}
 	for i := range tx.pending {
 		if tx.pending[i].identityID == identityID {
 			tx.pending[i].entries = append(tx.pending[i].entries, r)
@@ -88,18 +83,19 @@ func (tx *Tx) flushHistory() error {
 	return nil
 }
 
-// appendHistory appends r as a JSON object. History is the most written
+// appendHistory appends r, caused by the event being applied, as a JSON
+// object. History is the most written
 // value of all (an entry or more per event), so its fixed fields are
 // written directly and only the detail goes through encoding/json.
 func (tx *Tx) appendHistory(out []byte, r historyRecord) ([]byte, error) {
 	out = append(out, `{"seq":`...)
-	out = strconv.AppendUint(out, r.Seq, 10)
+	out = strconv.AppendUint(out, tx.event.Seq, 10)
 	out = append(out, `,"at":"`...)
-	out = r.At.AppendFormat(out, time.RFC3339Nano)
+	out = tx.event.At.AppendFormat(out, time.RFC3339Nano)
 	out = append(out, `","kind":`...)
 	out = appendString(out, r.Kind)
 	out = append(out, `,"event":`...)
-	out = appendString(out, r.Event)
+	out = appendString(out, tx.event.Type)
 	if r.APISessionID != "" {
 		out = append(out, `,"apiSessionId":`...)
 		out = appendString(out, r.APISessionID)

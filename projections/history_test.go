@@ -14,37 +14,41 @@ import (
 // entry, for every kind of text and detail.
 func TestAppendHistoryMatchesEncodingJSON(t *testing.T) {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 890123000, time.UTC)
-	records := []historyRecord{
-		{Seq: 1, At: at, Kind: posture.HistoryPosture, Event: posture.TypePostureRecorded, APISessionID: "as1",
-			Summary: "OS Windows 10.0.19045", Detail: posture.PostureResponse{ID: "c", TypeID: "OS", Type: "Windows", Version: "10.0"}},
-		{Seq: 18446744073709551615, At: at.Truncate(time.Second), Kind: posture.HistoryModel, Event: "identity.updated",
-			Summary: "quotes \" backslash \\ tab \t newline \n nul \x00 bell \a <b>&amp; unicode é 世界 \u2028"},
-		{Seq: 2, At: at, Kind: posture.HistoryAccess, Event: "x", Summary: "policy p: passing -> failing",
-			Detail: map[string]string{"to": "failing", "from": "passing", "range": ">=1.2.7 <1.3.0"}},
-		{Seq: 3, At: at, Kind: posture.HistorySession, Event: "x", Summary: "invalid \xff utf-8", Detail: []posture.PolicyFailure{}},
+	// Each entry with the event that caused it.
+	cases := []struct {
+		event  posture.Event
+		record historyRecord
+	}{
+		{posture.Event{Seq: 1, At: at, Type: posture.TypePostureRecorded}, historyRecord{Kind: posture.HistoryPosture, APISessionID: "as1",
+			Summary: "OS Windows 10.0.19045", Detail: posture.PostureResponse{ID: "c", TypeID: "OS", Type: "Windows", Version: "10.0"}}},
+		{posture.Event{Seq: 18446744073709551615, At: at.Truncate(time.Second), Type: "identity.updated"}, historyRecord{Kind: posture.HistoryModel,
+			Summary: "quotes \" backslash \\ tab \t newline \n nul \x00 bell \a <b>&amp; unicode é 世界 \u2028"}},
+		{posture.Event{Seq: 2, At: at, Type: "x"}, historyRecord{Kind: posture.HistoryAccess, Summary: "policy p: passing -> failing",
+			Detail: map[string]string{"to": "failing", "from": "passing", "range": ">=1.2.7 <1.3.0"}}},
+		{posture.Event{Seq: 3, At: at, Type: "x"}, historyRecord{Kind: posture.HistorySession, Summary: "invalid \xff utf-8", Detail: []posture.PolicyFailure{}}},
 	}
 	tx := newTx(nil, &Store{})
-	out, err := tx.appendHistory(nil, records[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range records[1:] {
-		out = append(out, ',')
-		if out, err = tx.appendHistory(out, r); err != nil {
+	out := []byte{'['}
+	want := make([]posture.HistoryEntry, len(cases))
+	for i, c := range cases {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		tx.event = c.event
+		var err error
+		if out, err = tx.appendHistory(out, c.record); err != nil {
 			t.Fatal(err)
 		}
-	}
-	out = append([]byte{'['}, append(out, ']')...)
-	var got []posture.HistoryEntry
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	want := make([]posture.HistoryEntry, len(records))
-	for i, r := range records {
-		want[i] = posture.HistoryEntry{Seq: r.Seq, At: r.At, Kind: r.Kind, Event: r.Event, APISessionID: r.APISessionID, Summary: r.Summary}
+		r := c.record
+		want[i] = posture.HistoryEntry{Seq: c.event.Seq, At: c.event.At, Kind: r.Kind, Event: c.event.Type, APISessionID: r.APISessionID, Summary: r.Summary}
 		if r.Detail != nil {
 			want[i].Detail = raw(r.Detail)
 		}
+	}
+	out = append(out, ']')
+	var got []posture.HistoryEntry
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 	// Through encoding/json, as the API reads it.
 	data, err := json.Marshal(want)
