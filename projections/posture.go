@@ -306,9 +306,24 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		}
 	}
 	if changed {
-		return tx.put(changedKey(identityID), at)
+		return markChanged(tx, identityID, at)
 	}
 	return nil
+}
+
+// markChanged moves the identity's change indicator to at, or a millisecond
+// past its last value when at would not move it at the millisecond
+// resolution clients see: a client that polls the indicator must see every
+// change, however close together.
+func markChanged(tx *Tx, identityID string, at time.Time) error {
+	var last time.Time
+	if _, err := getJSON(tx.r(), changedKey(identityID), &last); err != nil {
+		return err
+	}
+	if floor := last.Truncate(time.Millisecond).Add(time.Millisecond); at.Before(floor) {
+		at = floor
+	}
+	return tx.put(changedKey(identityID), at)
 }
 
 // recordTransitions writes a history entry for each policy whose state

@@ -229,3 +229,39 @@ type quiet struct{}
 func (quiet) Infof(string, ...any)           {}
 func (quiet) Errorf(string, ...any)          {}
 func (quiet) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+
+// TestChangeIndicatorAlwaysMoves: two changes to an identity's access in the
+// same millisecond still move its change indicator, at the millisecond
+// resolution clients compare.
+func TestChangeIndicatorAlwaysMoves(t *testing.T) {
+	s := &scenario{t: time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)}
+	id := posture.Identity{ID: "ident00001", Name: "laptop-1", Type: posture.IdentityDevice, RoleAttributes: []string{"laptops"}, CreatedAt: s.t, UpdatedAt: s.t}
+	s.add(posture.Created[posture.Identity]{Entity: id}, 0)
+	s.add(posture.Created[posture.Service]{Entity: posture.Service{ID: "svc0000001", Name: "crm", RoleAttributes: []string{"apps"}, CreatedAt: s.t, UpdatedAt: s.t}}, 0)
+	s.add(posture.Created[posture.ServicePolicy]{Entity: posture.ServicePolicy{ID: "pol0000001", Name: "p", Type: "Dial", Semantic: "AnyOf",
+		IdentityRoles: []string{"#laptops"}, ServiceRoles: []string{"#apps"}, CreatedAt: s.t, UpdatedAt: s.t}}, 0)
+	s.add(posture.APISessionCreated{APISession: posture.APISession{ID: "apis000001", IdentityID: id.ID, CreatedAt: s.t, LastActivityAt: s.t}}, time.Second)
+
+	st := openMem(t, vfs.NewMem())
+	defer st.Close()
+	replay(t, st, s.events, len(s.events))
+	last := func() time.Time {
+		t.Helper()
+		at, err := st.LastChange(id.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	prev := last()
+	for i, roles := range [][]string{{}, {"laptops"}, {}} {
+		id.RoleAttributes = roles
+		s.add(posture.Updated[posture.Identity]{Entity: id}, time.Microsecond)
+		replay(t, st, s.events[len(s.events)-1:], 1)
+		now := last()
+		if !now.Truncate(time.Millisecond).After(prev.Truncate(time.Millisecond)) {
+			t.Fatalf("change %d: indicator %v after %v", i, now, prev)
+		}
+		prev = now
+	}
+}
