@@ -16,7 +16,7 @@ import (
 // hotPrefixes are the keys read on every posture event, session and
 // authenticated request: kept in memory as well as in Pebble.
 var hotPrefixes = [][]byte{
-	[]byte("p/i/"), []byte("p/s/"),
+	[]byte("p/i/"), []byte("p/s/"), []byte("p/c/"),
 	[]byte("e/config/"), []byte("e/posture-checks/"), []byte("e/service-policies/"), []byte("e/services/"),
 	[]byte("e/identities/"), []byte("e/api-sessions/"), []byte("u/api-sessions/"),
 }
