@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +328,32 @@ func TestAuditGolden(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want), b.String()); diff != "" {
 		t.Fatalf("audit differs from %s (-want +got):\n%s", golden, diff)
+	}
+}
+
+// TestHeapAheadFollowsTheLiveHeap: during a batch job the memory limit
+// stays above its floor and grows with what the job keeps live; afterwards
+// the settings are back.
+func TestHeapAheadFollowsTheLiveHeap(t *testing.T) {
+	before := debug.SetMemoryLimit(-1) // a negative limit reads the setting
+	percent := debug.SetGCPercent(-1)
+	debug.SetGCPercent(percent)
+	const floor = 1 << 20
+	restore := heapAhead(floor, 3)
+	if limit := debug.SetMemoryLimit(-1); limit < floor {
+		t.Fatalf("limit %d below the floor", limit)
+	}
+	kept := make([]byte, 32<<20)
+	for deadline := time.Now().Add(10 * time.Second); debug.SetMemoryLimit(-1) < 3*int64(len(kept)); {
+		if time.Now().After(deadline) {
+			t.Fatalf("limit %d after keeping %d bytes live", debug.SetMemoryLimit(-1), len(kept))
+		}
+		runtime.GC()
+		time.Sleep(heapCheck)
+	}
+	runtime.KeepAlive(kept)
+	restore()
+	if debug.SetMemoryLimit(-1) != before || debug.SetGCPercent(percent) != percent {
+		t.Fatal("settings not restored")
 	}
 }

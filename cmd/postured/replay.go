@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -93,17 +94,53 @@ func rebuild(ctx context.Context, l *eventlog.Log, store *projections.Store, c c
 	return replay(ctx, l, store, c, progress)
 }
 
-// batchGC makes the garbage collector run less often (GOGC=400: the heap
-// may grow to five times what it holds live) unless GOGC is set: a rebuild
-// allocates briskly and keeps little. It returns the function that
-// restores the setting.
+// batchGC lets the heap of a batch job grow to batchHeap, or to three times
+// what it holds live when that is more, before the garbage collector runs
+// (by default it runs when the heap doubles): a rebuild allocates briskly
+// and keeps little. Settings given in GOGC or GOMEMLIMIT are left as they
+// are. It returns the function that restores the settings.
 func batchGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
-	old := debug.SetGCPercent(400)
-	return func() { debug.SetGCPercent(old) }
+	return heapAhead(batchHeap, 3)
 }
+
+// batchHeap is the heap a batch job may use before it collects garbage.
+const batchHeap = 1 << 30
+
+// heapAhead turns the proportional collector off and keeps the memory limit
+// at least floor and at least factor times the live heap (measured every
+// heapCheck), so that the limit grows with what the job keeps and the
+// collector never chases it. The returned function restores the settings.
+func heapAhead(floor, factor int64) (restore func()) {
+	oldLimit := debug.SetMemoryLimit(floor)
+	oldPercent := debug.SetGCPercent(-1)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		tick := time.NewTicker(heapCheck)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			metrics.Read(live)
+			debug.SetMemoryLimit(max(floor, factor*int64(live[0].Value.Uint64())))
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		debug.SetGCPercent(oldPercent)
+		debug.SetMemoryLimit(oldLimit)
+	}
+}
+
+const heapCheck = 100 * time.Millisecond
 
 // replayInMemory rebuilds the projection as it stood at the cutoff, in
 // memory. The caller closes the store.
