@@ -55,6 +55,7 @@ func New(opts Options) *echo.Echo {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.JSONSerializer = serializer{}
 	e.HTTPErrorHandler = ErrorHandler(opts.Logger)
 	e.Pre(rewrite(opts.SystemPaths))
 	e.Use(middleware.RequestID())

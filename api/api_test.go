@@ -68,6 +68,18 @@ func TestErrorEnvelopes(t *testing.T) {
 	}
 }
 
+// TestResponsesKeepRangesReadable: <, > and & are written as they are.
+func TestResponsesKeepRangesReadable(t *testing.T) {
+	e := api.New(api.Options{})
+	rec := httptest.NewRecorder()
+	if err := api.OK(e.NewContext(httptest.NewRequest(http.MethodGet, "/x", nil), rec), []string{">=10.0.19041 <11 & more"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"data":[">=10.0.19041 <11 & more"],"meta":{}}` + "\n"; rec.Body.String() != want {
+		t.Fatalf("body %q, want %q", rec.Body, want)
+	}
+}
+
 func TestParseList(t *testing.T) {
 	cases := []struct {
 		query         string

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -97,4 +98,19 @@ func TimePtr(t *time.Time) *Time {
 	}
 	v := Time(*t)
 	return &v
+}
+
+// serializer writes JSON responses as echo's default does, but without
+// escaping <, > and & (a version range reads ">=10.0.19041", not
+// "\u003e=10.0.19041"; both are the same JSON). Request bodies are read by
+// Decode.
+type serializer struct{ echo.DefaultJSONSerializer }
+
+func (serializer) Serialize(c echo.Context, v any, indent string) error {
+	enc := json.NewEncoder(c.Response())
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	return enc.Encode(v)
 }
