@@ -2,10 +2,21 @@ package projections
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/seed-0809debe/posture"
 )
+
+// missingAt is the error of an entity that a decision at a moment needs and
+// that did not exist then.
+func missingAt(err error, kind, id string, at time.Time) error {
+	if !errors.Is(err, posture.ErrNotFound) {
+		return err
+	}
+	return &posture.Error{Code: posture.CodeNotFound, Message: fmt.Sprintf("%s %q did not exist at %s", kind, id, at.UTC().Format(time.RFC3339Nano))}
+}
 
 // Explain rebuilds an access decision at a moment from the projection (for
 // a past moment, the caller replays the log into a store up to it first):
@@ -14,9 +25,14 @@ import (
 // behind the outcome.
 func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
 	x := posture.Explanation{IdentityID: identityID, ServiceID: serviceID, Type: typ, At: at, APISessions: []posture.SessionExplanation{}}
-	if svc, err := Get[posture.Service](s, serviceID); err == nil {
-		x.ServiceName = svc.Name
+	if _, err := Get[posture.Identity](s, identityID); err != nil {
+		return x, missingAt(err, "identity", identityID, at)
 	}
+	svc, err := Get[posture.Service](s, serviceID)
+	if err != nil {
+		return x, missingAt(err, "service", serviceID, at)
+	}
+	x.ServiceName = svc.Name
 	pids := s.Granting(identityID, serviceID, typ)
 	if len(pids) == 0 {
 		x.Decision = posture.DecisionNoPermission

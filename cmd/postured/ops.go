@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 func parseTime(flag, s string) (time.Time, error) {
@@ -60,6 +62,13 @@ func (a *auditIdentityCmd) Run() error {
 	entries, err := store.History(a.ID, since, until)
 	if err != nil {
 		return err
+	}
+	if len(entries) == 0 {
+		// A deleted identity keeps its timeline; one the log never
+		// had is a mistake worth saying.
+		if _, err := projections.Get[posture.Identity](store, a.ID); errors.Is(err, posture.ErrNotFound) {
+			return posture.NotFound("identity", a.ID)
+		}
 	}
 	return writeHistory(os.Stdout, entries, a.JSON)
 }

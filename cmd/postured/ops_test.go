@@ -357,3 +357,78 @@ func TestHeapAheadFollowsTheLiveHeap(t *testing.T) {
 		t.Fatal("settings not restored")
 	}
 }
+
+// TestAuditAndExplainOverTheAPI: the management API answers the timeline
+// and the decision at a moment, now and in the past, and says NOT_FOUND
+// for what did not exist then.
+func TestAuditAndExplainOverTheAPI(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	before := time.Now().UTC()
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	check := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "win", "roleAttributes": []string{"os"},
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.19041"}}}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-crm", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"#apps"}, "postureCheckRoles": []string{"#os"}})
+	ep := n.endpoint(t, admin, "laptop-1", "laptops")
+	report := func(version string) {
+		t.Helper()
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": version}); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	session := func(want int) {
+		t.Helper()
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != want {
+			t.Fatalf("session: %d %s", r.Status, r.Body)
+		}
+	}
+	report("6.1.7601")
+	session(http.StatusConflict)
+	time.Sleep(10 * time.Millisecond) // a moment strictly between the denial and the fix
+	denied := time.Now().UTC()
+	time.Sleep(10 * time.Millisecond)
+	report("10.0.19045")
+	session(http.StatusCreated)
+
+	history := mgmt + "/identities/" + ep.id + "/posture-history"
+	var all []posture.HistoryEntry
+	n.getJSON(t, history, admin, &all)
+	var kinds []string
+	for _, e := range all {
+		kinds = append(kinds, e.Kind+": "+e.Summary)
+	}
+	got := strings.Join(kinds, "\n")
+	for _, want := range []string{"posture: OS Windows 6.1.7601", "session: Dial session for service crm denied: failing policies laptops-crm",
+		"access: policy laptops-crm: failing -> passing", "created by policies laptops-crm"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("the timeline lacks %q:\n%s", want, got)
+		}
+	}
+	var early []posture.HistoryEntry
+	n.getJSON(t, history+"?until="+denied.Format(time.RFC3339Nano), admin, &early)
+	if len(early) == 0 || len(early) >= len(all) || early[len(early)-1].At.After(denied) {
+		t.Fatalf("until %s: %d of %d entries", denied, len(early), len(all))
+	}
+
+	advice := mgmt + "/identities/" + ep.id + "/policy-advice/" + svc
+	var now, then posture.Explanation
+	n.getJSON(t, advice, admin, &now)
+	n.getJSON(t, advice+"?at="+denied.Format(time.RFC3339Nano), admin, &then)
+	if now.Decision != posture.DecisionGranted || then.Decision != posture.DecisionDenied || then.ServiceName != "crm" {
+		t.Fatalf("now %s, then %s", asJSON(t, now), asJSON(t, then))
+	}
+
+	for path, want := range map[string]int{
+		advice + "?at=" + before.Add(-time.Second).Format(time.RFC3339Nano): http.StatusNotFound, // before the identity existed
+		mgmt + "/identities/" + ep.id + "/policy-advice/nosuch":               http.StatusNotFound,
+		advice + "?type=Sideways":                                             http.StatusBadRequest,
+		advice + "?at=yesterday":                                              http.StatusBadRequest,
+		mgmt + "/identities/nosuch/posture-history":                           http.StatusNotFound,
+		history + "?since=soon":                                               http.StatusBadRequest,
+	} {
+		if r := n.do(t, http.MethodGet, path, admin, nil); r.Status != want {
+			t.Errorf("GET %s: %d %s, want %d", path, r.Status, r.Body, want)
+		}
+	}
+}
