@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -645,12 +644,7 @@ func (ca *testCA) issue(t testing.TB, cn string) (tls.Certificate, string) {
 // TestEnrollTokenRaceAcrossNodes: two nodes on one event log get the same
 // token at the same time; one enrolls, the other finds it used.
 func TestEnrollTokenRaceAcrossNodes(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsAddr := ln.Addr().String()
-	ln.Close()
+	natsAddr := freeAddr(t)
 	cfgA := defaultTestConfig(t.TempDir())
 	cfgA.NatsListen = natsAddr
 	a := startTestNode(t, cfgA)

@@ -6,8 +6,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/alecthomas/kong"
 )
@@ -30,20 +34,45 @@ type cli struct {
 
 type versionCmd struct{}
 
-func (versionCmd) Run() error {
-	fmt.Printf("postured %s (revision %s, built %s)\n", version, revision, buildDate)
-	return nil
+func (versionCmd) Run(s streams) error {
+	_, err := fmt.Fprintf(s.out, "postured %s (revision %s, built %s)\n", version, revision, buildDate)
+	return err
 }
 
-func main() {
-	var c cli
-	ctx := kong.Parse(&c,
+// streams are where a command writes its output and its messages.
+type streams struct{ out, err io.Writer }
+
+// newParser reads the command line into c; help and usage go to s.
+func newParser(c *cli, s streams) (*kong.Kong, error) {
+	return kong.New(c,
 		kong.Name("postured"),
 		kong.Description("Posture-evaluation controller for zero-trust networks. Every flag can also be set as POSTURED_<FLAG> (for example POSTURED_DATA_DIR)."),
 		kong.DefaultEnvars("POSTURED"),
 		kong.UsageOnError(),
+		kong.Writers(s.out, s.err),
 	)
-	if err := ctx.Run(); err != nil {
+}
+
+// run runs the parsed command with its context (which ends on SIGINT or
+// SIGTERM in main) and its streams.
+func run(ctx context.Context, k *kong.Context, s streams) error {
+	k.BindTo(ctx, (*context.Context)(nil))
+	return k.Run(s)
+}
+
+func main() {
+	var c cli
+	std := streams{os.Stdout, os.Stderr}
+	parser, err := newParser(&c, std)
+	if err != nil {
+		panic(err) // the command tree is wrong: a bug
+	}
+	k, err := parser.Parse(os.Args[1:])
+	parser.FatalIfErrorf(err)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, k, std)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "postured:", err)
 		os.Exit(1)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,8 +38,7 @@ type auditIdentityCmd struct {
 	JSON  bool   `name:"json" help:"One JSON object per line instead of a table."`
 }
 
-func (a *auditIdentityCmd) Run() error {
-	ctx := context.Background()
+func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 	since, err := parseTime("since", a.Since)
 	if err != nil {
 		return err
@@ -70,7 +68,7 @@ func (a *auditIdentityCmd) Run() error {
 			return posture.NotFound("identity", a.ID)
 		}
 	}
-	return writeHistory(os.Stdout, entries, a.JSON)
+	return writeHistory(s.out, entries, a.JSON)
 }
 
 // writeHistory prints a timeline as a table or as JSON lines.
@@ -109,8 +107,7 @@ type explainCmd struct {
 	JSON     bool   `name:"json" help:"Print the explanation as JSON."`
 }
 
-func (x *explainCmd) Run() error {
-	ctx := context.Background()
+func (x *explainCmd) Run(ctx context.Context, s streams) error {
 	at, err := parseTime("at", x.At)
 	if err != nil {
 		return err
@@ -133,12 +130,12 @@ func (x *explainCmd) Run() error {
 		return err
 	}
 	if x.JSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(s.out)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		return enc.Encode(e)
 	}
-	return writeExplanation(os.Stdout, e)
+	return writeExplanation(s.out, e)
 }
 
 // writeExplanation prints a decision for people.
@@ -197,9 +194,7 @@ type eventsTailCmd struct {
 	From     uint64   `help:"Start at this sequence (default: after the newest event)."`
 }
 
-func (t *eventsTailCmd) Run() error {
-	ctx, stop := signalContext()
-	defer stop()
+func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 	l, err := t.open(ctx)
 	if err != nil {
 		return err
@@ -219,7 +214,7 @@ func (t *eventsTailCmd) Run() error {
 			types[strings.TrimSpace(x)] = true
 		}
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(s.out)
 	enc.SetEscapeHTML(false)
 	err = l.Consume(ctx, from, func(batch []posture.Event) error {
 		for _, e := range batch {

@@ -363,33 +363,10 @@ func TestHeapAheadFollowsTheLiveHeap(t *testing.T) {
 // for what did not exist then.
 func TestAuditAndExplainOverTheAPI(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	admin := n.adminToken(t)
 	before := time.Now().UTC()
-	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
-	check := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "win", "roleAttributes": []string{"os"},
-		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.19041"}}}})
-	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-crm", "type": "Dial", "identityRoles": []string{"#laptops"},
-		"serviceRoles": []string{"#apps"}, "postureCheckRoles": []string{"#os"}})
-	ep := n.endpoint(t, admin, "laptop-1", "laptops")
-	report := func(version string) {
-		t.Helper()
-		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": version}); r.Status != http.StatusCreated {
-			t.Fatalf("posture: %d %s", r.Status, r.Body)
-		}
-	}
-	session := func(want int) {
-		t.Helper()
-		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != want {
-			t.Fatalf("session: %d %s", r.Status, r.Body)
-		}
-	}
-	report("6.1.7601")
-	session(http.StatusConflict)
-	time.Sleep(10 * time.Millisecond) // a moment strictly between the denial and the fix
-	denied := time.Now().UTC()
-	time.Sleep(10 * time.Millisecond)
-	report("10.0.19045")
-	session(http.StatusCreated)
+	st := newStory(t, n)
+	admin, ep, svc := n.adminToken(t), st.ep, st.svc
+	denied := st.play(t)
 
 	history := mgmt + "/identities/" + ep.id + "/posture-history"
 	var all []posture.HistoryEntry

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -163,16 +164,12 @@ type replayCmd struct {
 	Until string `help:"Stop before the first event later than this time (RFC 3339)."`
 }
 
-func (r *replayCmd) Run() error {
-	ctx := context.Background()
-	c := cutoff{toSeq: r.ToSeq}
-	if r.Until != "" {
-		t, err := time.Parse(time.RFC3339Nano, r.Until)
-		if err != nil {
-			return fmt.Errorf("--until: %w", err)
-		}
-		c.until = t
+func (r *replayCmd) Run(ctx context.Context, s streams) error {
+	until, err := parseTime("until", r.Until)
+	if err != nil {
+		return err
 	}
+	c := cutoff{toSeq: r.ToSeq, until: until}
 	out := r.Out
 	if out == "" {
 		out = filepath.Join(r.DataDir, "replay")
@@ -190,7 +187,7 @@ func (r *replayCmd) Run() error {
 		return err
 	}
 	defer store.Close()
-	bar := newProgress(os.Stderr)
+	bar := newProgress(s.err)
 	start := time.Now()
 	n, err := rebuild(ctx, l, store, c, bar.update)
 	bar.done()
@@ -198,8 +195,8 @@ func (r *replayCmd) Run() error {
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	fmt.Printf("replayed %d events (cursor %d) into %s in %.2fs: %.0f events/s\n", n, store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
-	return nil
+	_, err = fmt.Fprintf(s.out, "replayed %d events (cursor %d) into %s in %.2fs: %.0f events/s\n", n, store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
+	return err
 }
 
 // progress draws a progress bar on a terminal and nothing otherwise.
@@ -210,8 +207,9 @@ type progress struct {
 	t0   time.Time
 }
 
-func newProgress(f *os.File) *progress {
-	return &progress{w: f, tty: isatty.IsTerminal(f.Fd()), t0: time.Now()}
+func newProgress(w io.Writer) *progress {
+	f, ok := w.(*os.File)
+	return &progress{w: w, tty: ok && isatty.IsTerminal(f.Fd()), t0: time.Now()}
 }
 
 func (p *progress) update(done, total uint64) {
@@ -222,19 +220,11 @@ func (p *progress) update(done, total uint64) {
 	const width = 40
 	filled := int(float64(width) * float64(done) / float64(total))
 	rate := float64(done) / max(time.Since(p.t0).Seconds(), 1e-9)
-	fmt.Fprintf(p.w, "\r[%-*s] %3d%% %d/%d events %.0f/s", width, bars(filled), 100*done/total, done, total, rate)
+	fmt.Fprintf(p.w, "\r[%-*s] %3d%% %d/%d events %.0f/s", width, strings.Repeat("=", filled), 100*done/total, done, total, rate)
 }
 
 func (p *progress) done() {
 	if p.tty {
 		fmt.Fprintln(p.w)
 	}
-}
-
-func bars(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = '='
-	}
-	return string(b)
 }

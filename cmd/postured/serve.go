@@ -9,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -69,14 +67,7 @@ func (s *serveCmd) advertise(ln net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// signalContext ends on SIGINT or SIGTERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-func (s *serveCmd) Run() error {
-	ctx, stop := signalContext()
-	defer stop()
+func (s *serveCmd) Run(ctx context.Context) error {
 	log := s.logger()
 
 	// The listener comes first so that --listen :0 knows its port before

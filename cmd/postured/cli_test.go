@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/projections"
+)
+
+// freeAddr is a loopback host:port that nothing listens on.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// lockedBuffer is a buffer a running command writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// postured runs a command line as main does, with its output in out.
+func postured(ctx context.Context, out *lockedBuffer, args ...string) error {
+	var c cli
+	s := streams{out: out, err: &lockedBuffer{}}
+	parser, err := newParser(&c, s)
+	if err != nil {
+		return err
+	}
+	k, err := parser.Parse(args)
+	if err != nil {
+		return err
+	}
+	return run(ctx, k, s)
+}
+
+// command runs a command line to its end and returns its output.
+func command(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out lockedBuffer
+	err := postured(t.Context(), &out, args...)
+	return out.String(), err
+}
+
+// follow starts `events tail` and returns a function that waits until its
+// output holds want, stops it and returns the output.
+func follow(t *testing.T, args ...string) (until func(want string) string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var out lockedBuffer
+	done := make(chan error, 1)
+	go func() { done <- postured(ctx, &out, append([]string{"events", "tail"}, args...)...) }()
+	return func(want string) string {
+		t.Helper()
+		defer cancel()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("events tail %v: no %q in:\n%s", args, want, out.String())
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("events tail %v: %v", args, err)
+		}
+		return out.String()
+	}
+}
+
+// story is an identity denied a service (its OS is too old), then granted
+// it once it reports a newer one.
+type story struct {
+	n     *testNode
+	ep    endpoint
+	svc   string
+	check string
+}
+
+func newStory(t *testing.T, n *testNode) *story {
+	t.Helper()
+	admin := n.adminToken(t)
+	st := &story{n: n}
+	st.svc = n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	st.check = n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "win", "roleAttributes": []string{"os"},
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.19041"}}}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-crm", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"#apps"}, "postureCheckRoles": []string{"#os"}})
+	st.ep = n.endpoint(t, admin, "laptop-1", "laptops")
+	return st
+}
+
+// play reports the old OS, is denied, reports the new one and is granted.
+// It returns a moment between the denial and the new report.
+func (st *story) play(t *testing.T) (denied time.Time) {
+	t.Helper()
+	report := func(version string) {
+		t.Helper()
+		body := map[string]any{"id": st.check, "typeId": "OS", "type": "Windows", "version": version}
+		if r := st.n.do(t, http.MethodPost, clientAPI+"/posture-response", st.ep.token, body); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	dial := func(want int) {
+		t.Helper()
+		if r := st.n.do(t, http.MethodPost, clientAPI+"/sessions", st.ep.token, map[string]any{"serviceId": st.svc}); r.Status != want {
+			t.Fatalf("session: %d %s", r.Status, r.Body)
+		}
+	}
+	report("6.1.7601")
+	dial(http.StatusConflict)
+	time.Sleep(10 * time.Millisecond) // event times are the node's clock: keep the moment apart
+	denied = time.Now().UTC()
+	time.Sleep(10 * time.Millisecond)
+	report("10.0.19045")
+	dial(http.StatusCreated)
+	return denied
+}
+
+// TestOpsCommands runs replay, audit, explain and events tail as an
+// operator would: tail against a running node (--nats-url), all of them
+// against the data directory once the node has stopped.
+func TestOpsCommands(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.NatsListen = freeAddr(t)
+	n := startTestNode(t, cfg)
+	st := newStory(t, n)
+	ep, svc := st.ep, st.svc
+
+	// Following the running node from the next event on.
+	following := follow(t, "--nats-url", "nats://"+cfg.NatsListen, "--from", fmt.Sprint(n.lastSeq(t)+1), "--identity", ep.id, "--type", "session.denied,session.created")
+	denied := st.play(t)
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(following(`"session.created"`)), "\n") {
+		var e struct {
+			Type string `json:"type"`
+			Seq  uint64 `json:"seq"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Seq == 0 {
+			t.Fatalf("events tail line %q: %v", line, err)
+		}
+		types = append(types, e.Type)
+	}
+	if diff := cmp.Diff([]string{posture.TypeSessionDenied, posture.TypeSessionCreated}, types); diff != "" {
+		t.Fatalf("events tail (-want +got):\n%s", diff)
+	}
+
+	// The node stops; its data directory is what the commands read.
+	liveDump := n.dumpCaughtUp(t)
+	last := n.lastSeq(t)
+	n.srv.Close()
+	n.Close()
+	data := "--data-dir=" + cfg.DataDir
+
+	out := filepath.Join(t.TempDir(), "full")
+	summary, err := command(t, "replay", data, "--out", out)
+	if err != nil || !strings.HasPrefix(summary, fmt.Sprintf("replayed %d events (cursor %d) into %s", last, last, out)) {
+		t.Fatalf("replay: %v %q", err, summary)
+	}
+	rebuilt, err := projections.Open(projections.Options{Dir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rebuilt.Dump(&b); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt.Close()
+	if diff := cmp.Diff(liveDump, b.String()); diff != "" {
+		t.Fatalf("the replayed projection differs from the live one (-live +replayed):\n%s", diff)
+	}
+	if summary, err := command(t, "replay", data, "--out", filepath.Join(t.TempDir(), "part"), "--to-seq", "5"); err != nil || !strings.Contains(summary, "(cursor 5)") {
+		t.Fatalf("replay --to-seq 5: %v %q", err, summary)
+	}
+	if _, err := command(t, "replay", data, "--out", out); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("replay into a full directory: %v", err)
+	}
+
+	table, err := command(t, "audit", "identity", ep.id, data)
+	if err != nil || !strings.Contains(table, "denied: failing policies laptops-crm") || !strings.Contains(table, "failing -> passing") {
+		t.Fatalf("audit: %v\n%s", err, table)
+	}
+	lines, err := command(t, "audit", "identity", ep.id, data, "--json", "--until", denied.Format(time.RFC3339Nano))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(lines), "\n") {
+		var e posture.HistoryEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.At.After(denied) {
+			t.Fatalf("audit --json --until %s: %q %v", denied, line, err)
+		}
+	}
+	if _, err := command(t, "audit", "identity", "nosuch", data); posture.CodeOf(err) != posture.CodeNotFound {
+		t.Fatalf("audit of an unknown identity: %v", err)
+	}
+
+	text, err := command(t, "explain", "--identity", ep.id, "--service", svc, "--at", denied.Format(time.RFC3339Nano), data)
+	if err != nil || !strings.Contains(text, "DENIED") || !strings.Contains(text, `{"type":"Windows","version":"6.1.7601","build":""}`) {
+		t.Fatalf("explain at the denial: %v\n%s", err, text)
+	}
+	var now posture.Explanation
+	js, err := command(t, "explain", "--identity", ep.id, "--service", svc, "--json", data)
+	if err != nil || json.Unmarshal([]byte(js), &now) != nil || now.Decision != posture.DecisionGranted {
+		t.Fatalf("explain now: %v\n%s", err, js)
+	}
+	if _, err := command(t, "explain", "--identity", ep.id, "--service", "nosuch", data); posture.CodeOf(err) != posture.CodeNotFound {
+		t.Fatalf("explain of an unknown service: %v", err)
+	}
+
+	history := follow(t, data, "--from", "1", "--type", "session.denied")
+	if got := history(`"session.denied"`); strings.Count(got, "\n") != 1 {
+		t.Fatalf("events tail --from 1 --type session.denied:\n%s", got)
+	}
+}
