@@ -145,8 +145,8 @@ func (st *story) play(t *testing.T) (denied time.Time) {
 }
 
 // TestOpsCommands runs replay, audit, explain and events tail as an
-// operator would: tail against a running node (--nats-url), all of them
-// against the data directory once the node has stopped.
+// operator would: tail, replay and audit against a running node
+// (--nats-url), all of them against its data directory once it stopped.
 func TestOpsCommands(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsListen = freeAddr(t)
@@ -172,29 +172,44 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatalf("events tail (-want +got):\n%s", diff)
 	}
 
-	// The node stops; its data directory is what the commands read.
+	// A replay into a fresh directory gives the live projection's bytes,
+	// from the running node and from its data directory once it stopped.
+	replayed := func(args ...string) (out, summary, dump string) {
+		t.Helper()
+		out = filepath.Join(t.TempDir(), "replay")
+		summary, err := command(t, append([]string{"replay", "--out", out}, args...)...)
+		if err != nil {
+			t.Fatalf("replay %v: %v", args, err)
+		}
+		store, err := projections.Open(projections.Options{Dir: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		var b bytes.Buffer
+		if err := store.Dump(&b); err != nil {
+			t.Fatal(err)
+		}
+		return out, summary, b.String()
+	}
 	liveDump := n.dumpCaughtUp(t)
+	nats := "--nats-url=nats://" + cfg.NatsListen
+	if _, _, dump := replayed(nats); dump != liveDump {
+		t.Fatalf("replay %s differs from the live projection:\n%s", nats, cmp.Diff(liveDump, dump))
+	}
+	if table, err := command(t, "audit", "identity", ep.id, nats); err != nil || !strings.Contains(table, "denied: failing policies laptops-crm") {
+		t.Fatalf("audit %s: %v\n%s", nats, err, table)
+	}
 	last := n.lastSeq(t)
 	n.srv.Close()
 	n.Close()
 	data := "--data-dir=" + cfg.DataDir
-
-	out := filepath.Join(t.TempDir(), "full")
-	summary, err := command(t, "replay", data, "--out", out)
-	if err != nil || !strings.HasPrefix(summary, fmt.Sprintf("replayed %d events (cursor %d) into %s", last, last, out)) {
-		t.Fatalf("replay: %v %q", err, summary)
+	out, summary, dump := replayed(data)
+	if want := fmt.Sprintf("replayed %d events (cursor %d) into %s", last, last, out); !strings.HasPrefix(summary, want) {
+		t.Fatalf("replay summary %q, want %q...", summary, want)
 	}
-	rebuilt, err := projections.Open(projections.Options{Dir: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := rebuilt.Dump(&b); err != nil {
-		t.Fatal(err)
-	}
-	rebuilt.Close()
-	if diff := cmp.Diff(liveDump, b.String()); diff != "" {
-		t.Fatalf("the replayed projection differs from the live one (-live +replayed):\n%s", diff)
+	if dump != liveDump {
+		t.Fatalf("replay %s differs from the live projection:\n%s", data, cmp.Diff(liveDump, dump))
 	}
 	if summary, err := command(t, "replay", data, "--out", filepath.Join(t.TempDir(), "part"), "--to-seq", "5"); err != nil || !strings.Contains(summary, "(cursor 5)") {
 		t.Fatalf("replay --to-seq 5: %v %q", err, summary)
