@@ -398,11 +398,11 @@ func TestAuditAndExplainOverTheAPI(t *testing.T) {
 
 	for path, want := range map[string]int{
 		advice + "?at=" + before.Add(-time.Second).Format(time.RFC3339Nano): http.StatusNotFound, // before the identity existed
-		mgmt + "/identities/" + ep.id + "/policy-advice/nosuch":               http.StatusNotFound,
-		advice + "?type=Sideways":                                             http.StatusBadRequest,
-		advice + "?at=yesterday":                                              http.StatusBadRequest,
-		mgmt + "/identities/nosuch/posture-history":                           http.StatusNotFound,
-		history + "?since=soon":                                               http.StatusBadRequest,
+		mgmt + "/identities/" + ep.id + "/policy-advice/nosuch":             http.StatusNotFound,
+		advice + "?type=Sideways":                                           http.StatusBadRequest,
+		advice + "?at=yesterday":                                            http.StatusBadRequest,
+		mgmt + "/identities/nosuch/posture-history":                         http.StatusNotFound,
+		history + "?since=soon":                                             http.StatusBadRequest,
 	} {
 		if r := n.do(t, http.MethodGet, path, admin, nil); r.Status != want {
 			t.Errorf("GET %s: %d %s, want %d", path, r.Status, r.Body, want)
