@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -100,6 +101,13 @@ func (g *graph) dropSession(identityID, apiSessionID string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	removeFrom(g.sessions, identityID, apiSessionID)
+}
+
+// withSessions lists, sorted, the identities that have API sessions.
+func (g *graph) withSessions() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Sorted(maps.Keys(g.sessions))
 }
 
 // sessionsOf lists, sorted, an identity's API sessions.

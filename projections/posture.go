@@ -1,8 +1,8 @@
 package projections
 
 import (
-	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -270,12 +270,10 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				deadline = until
 			}
 		}
-		statesChanged := !mapsEqual(states, st.Policies)
+		statesChanged := !maps.Equal(states, st.Policies)
 		if statesChanged {
 			changed = true
-			if err := recordTransitions(tx, identityID, sid, st.Policies, states); err != nil {
-				return err
-			}
+			recordTransitions(tx, identityID, sid, st.Policies, states)
 		}
 		// A session loses its grant when a policy stops passing, or with a
 		// model change (a policy, with checks or not, may no longer grant
@@ -328,7 +326,7 @@ func markChanged(tx *Tx, identityID string, at time.Time) error {
 
 // recordTransitions writes a history entry for each policy whose state
 // changed for an API session.
-func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after map[string]bool) error {
+func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after map[string]bool) {
 	ids := make([]string, 0, len(before)+len(after))
 	for id := range before {
 		ids = append(ids, id)
@@ -359,7 +357,6 @@ func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after ma
 		summary := fmt.Sprintf("policy %s: %s -> %s", name, was, now)
 		tx.history(identityID, apiSessionID, posture.HistoryAccess, summary, detail)
 	}
-	return nil
 }
 
 // lostPass reports whether a policy that passed before does not pass
@@ -371,18 +368,6 @@ func lostPass(before, after map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-func mapsEqual(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // granted reports whether a passing policy of the type grants the identity
@@ -424,26 +409,11 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 // identities for which affected answers true (after a change of checks,
 // policies or roles).
 func reevaluateAll(tx *Tx, at time.Time, affected func(identityID string) bool) error {
-	byIdentity := map[string][]string{}
-	var order []string
-	err := scan(tx.b, []byte("p/s/"), func(key, value []byte) (bool, error) {
-		var st sessionState
-		if err := json.Unmarshal(value, &st); err != nil {
-			return false, err
+	for _, id := range tx.graph.withSessions() {
+		if !affected(id) {
+			continue
 		}
-		if affected(st.IdentityID) {
-			if _, seen := byIdentity[st.IdentityID]; !seen {
-				order = append(order, st.IdentityID)
-			}
-			byIdentity[st.IdentityID] = append(byIdentity[st.IdentityID], strings.TrimPrefix(string(key), "p/s/"))
-		}
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, id := range order {
-		if err := reevaluate(tx, id, byIdentity[id], at, true); err != nil {
+		if err := reevaluate(tx, id, tx.graph.sessionsOf(id), at, true); err != nil {
 			return err
 		}
 	}
@@ -537,10 +507,10 @@ func clearMFAPosture(tx *Tx, identityID string) error {
 	ids := tx.graph.sessionsOf(identityID)
 	for _, id := range ids {
 		st, found, err := loadSessionState(tx, id)
-		if err != nil || !found {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			return err
+		}
+		if !found {
 			continue
 		}
 		st.Posture.MFAPassedAt = nil
