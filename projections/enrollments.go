@@ -150,22 +150,10 @@ func dropAuthenticatorExtension(tx *Tx, a posture.Authenticator) error {
 // deleteIdentityEnrollments removes the enrollments and pending certificate
 // extensions of a deleted identity.
 func deleteIdentityEnrollments(tx *Tx, identityID string) error {
-	ids, err := childIDs(tx.b, posture.KindIdentity, identityID, posture.KindEnrollment)
-	if err != nil {
+	if err := deleteChildren[posture.Enrollment](tx, posture.KindIdentity, identityID); err != nil {
 		return err
 	}
-	for _, id := range ids {
-		enr, found, err := getOld[posture.Enrollment](tx, posture.KindEnrollment, id)
-		if err != nil {
-			return err
-		}
-		if found {
-			if err := deleteEntity(tx, enr); err != nil {
-				return err
-			}
-		}
-	}
-	ids, err = childIDs(tx.b, posture.KindIdentity, identityID, posture.KindCertExtension)
+	ids, err := childIDs(tx.b, posture.KindIdentity, identityID, posture.KindCertExtension)
 	if err != nil {
 		return err
 	}

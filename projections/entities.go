@@ -163,6 +163,28 @@ func putEntity[T posture.Entity](tx *Tx, e T) error {
 
 // deleteEntity removes a record, its secondary keys and its place in the
 // role graph, and strips "@id" from the policies that named it.
+// deleteChildren deletes the entities of type T related to a parent.
+func deleteChildren[T posture.Entity](tx *Tx, parent posture.Kind, parentID string) error {
+	var zero T
+	kind := zero.EntityKind()
+	ids, err := childIDs(tx.b, parent, parentID, kind)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		old, found, err := getOld[T](tx, kind, id)
+		if err != nil {
+			return err
+		}
+		if found {
+			if err := deleteEntity(tx, old); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func deleteEntity[T posture.Entity](tx *Tx, old T) error {
 	for _, k := range secondaryKeys(old) {
 		if err := tx.del(k.key); err != nil {
@@ -220,20 +242,8 @@ func stripFrom(tx *Tx, policyKind posture.Kind, policyID, role string) error {
 
 func init() {
 	onEntity(entityHooks[posture.Identity]{beforeDelete: func(tx *Tx, old posture.Identity) error {
-		auths, err := childIDs(tx.b, posture.KindIdentity, old.ID, posture.KindAuthenticator)
-		if err != nil {
+		if err := deleteChildren[posture.Authenticator](tx, posture.KindIdentity, old.ID); err != nil {
 			return err
-		}
-		for _, id := range auths {
-			a, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, id)
-			if err != nil {
-				return err
-			}
-			if found {
-				if err := deleteEntity(tx, a); err != nil {
-					return err
-				}
-			}
 		}
 		sessions, err := childIDs(tx.b, posture.KindIdentity, old.ID, KindAPISession)
 		if err != nil {

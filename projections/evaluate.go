@@ -12,9 +12,9 @@ import (
 	"github.com/seed-0809debe/posture/evaluator"
 )
 
-// policyState is evalPolicy without the check results: whether all checks
-// pass and the earliest deadline of a passing one (what re-evaluation
-// keeps). verdicts memoises checks by id across the policies evaluated on
+// policyState is what re-evaluation keeps of a policy: whether all its
+// checks pass and the earliest deadline after which a passing one may stop
+// passing (zero: none). verdicts memoises checks by id across the policies evaluated on
 // the same data at the same time (policies often share checks).
 func policyState(checks []*posture.Check, d evaluator.Data, at time.Time, verdicts map[string]evaluator.Verdict) (bool, time.Time) {
 	passing := true
@@ -36,11 +36,9 @@ func policyState(checks []*posture.Check, d evaluator.Data, at time.Time, verdic
 }
 
 // evalPolicy evaluates a policy's checks at a time. It returns whether all
-// pass, each check's result, and the earliest deadline after which a
-// passing check may stop passing (zero: none).
-func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult, time.Time) {
+// pass and each check's result.
+func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult) {
 	passing := true
-	var deadline time.Time
 	results := make([]posture.CheckResult, 0, len(checks))
 	for _, cp := range checks {
 		c := *cp
@@ -60,11 +58,8 @@ func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, 
 		if !v.Pass {
 			passing = false
 		}
-		if v.Pass && !v.ValidUntil.IsZero() && (deadline.IsZero() || v.ValidUntil.Before(deadline)) {
-			deadline = v.ValidUntil
-		}
 	}
-	return passing, results, deadline
+	return passing, results
 }
 
 // raw encodes a verdict value without HTML escaping, so that ranges such

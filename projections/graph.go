@@ -457,14 +457,14 @@ func (g *graph) load(r reader) error {
 	if err := loadKind[posture.ServiceEdgeRouterPolicy](g, r); err != nil {
 		return err
 	}
-	return scan(r, []byte("p/s/"), func(key, value []byte) (bool, error) {
+	return scan(r, []byte(sessionStatePrefix), func(key, value []byte) (bool, error) {
 		var st struct {
 			IdentityID string `json:"identityId"`
 		}
 		if err := json.Unmarshal(value, &st); err != nil {
 			return false, err
 		}
-		addTo(g.sessions, st.IdentityID, strings.TrimPrefix(string(key), "p/s/"))
+		addTo(g.sessions, st.IdentityID, strings.TrimPrefix(string(key), sessionStatePrefix))
 		return true, nil
 	})
 }

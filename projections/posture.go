@@ -20,9 +20,11 @@ import (
 //	p/f/<identityId>/<seq>         failed service requests, the last MaxFailedRequests
 //	p/c/<identityId>               service-update indicator: when the identity's access last changed
 func identityPostureKey(id string) []byte   { return []byte("p/i/" + id) }
-func sessionStateKey(id string) []byte      { return []byte("p/s/" + id) }
+func sessionStateKey(id string) []byte      { return []byte(sessionStatePrefix + id) }
 func failedPrefix(identityID string) []byte { return []byte("p/f/" + identityID + "/") }
 func changedKey(identityID string) []byte   { return []byte("p/c/" + identityID) }
+
+const sessionStatePrefix = "p/s/"
 
 var dueIndexPrefix = []byte("p/d/")
 
@@ -385,6 +387,17 @@ func granted(g *graph, identityID, serviceID, typ string, states map[string]bool
 // removeUngranted removes the API session's sessions that no passing policy
 // grants any more.
 func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]bool) error {
+	return removeSessions(tx, apiSessionID, func(s posture.Session) string {
+		if granted(tx.graph, identityID, s.ServiceID, s.Type, states) {
+			return ""
+		}
+		return "removed: no passing " + s.Type + " policy left"
+	})
+}
+
+// removeSessions removes the API session's sessions for which why gives a
+// reason (recorded in the history), and keeps those for which it gives "".
+func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) string) error {
 	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, KindSession)
 	if err != nil {
 		return err
@@ -395,11 +408,16 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 		if err != nil {
 			return err
 		}
-		if found && !granted(tx.graph, identityID, s.ServiceID, s.Type, states) {
-			sessionHistory(tx, s, "removed: no passing "+s.Type+" policy left")
-			if err := deleteSession(tx, s); err != nil {
-				return err
-			}
+		reason := ""
+		if found {
+			reason = why(s)
+		}
+		if reason == "" {
+			continue
+		}
+		sessionHistory(tx, s, reason)
+		if err := deleteSession(tx, s); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -483,20 +501,9 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 			return err
 		}
 	}
-	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, KindSession)
-	if err != nil {
+	ended := func(posture.Session) string { return "removed: its API session ended" }
+	if err := removeSessions(tx, apiSessionID, ended); err != nil {
 		return err
-	}
-	for _, id := range ids {
-		var s posture.Session
-		if found, err := getJSON(tx.r(), entityKey(KindSession, id), &s); err != nil {
-			return err
-		} else if found {
-			sessionHistory(tx, s, "removed: its API session ended")
-			if err := deleteSession(tx, s); err != nil {
-				return err
-			}
-		}
 	}
 	return tx.del(sessionStateKey(apiSessionID))
 }

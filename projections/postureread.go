@@ -80,7 +80,7 @@ func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, no
 		if err != nil {
 			return nil, err
 		}
-		passing, results, _ := evalPolicy(checks, d, now)
+		passing, results := evalPolicy(checks, d, now)
 		out = append(out, posture.PolicyResult{PolicyID: pid, PolicyName: p.Name, Type: p.Type, Passing: passing, Checks: results})
 	}
 	return out, nil

@@ -11,7 +11,13 @@ import (
 const KindSession = posture.Kind("sessions")
 
 func sessionKeyIndex(s posture.Session) []byte {
-	return uniqueKey(KindSession, "key", s.APISessionID+"|"+s.Type+"|"+s.ServiceID)
+	return uniqueKey(KindSession, "key", sessionKey(s.APISessionID, s.Type, s.ServiceID))
+}
+
+// sessionKey is what identifies a session: one per API session, type and
+// service.
+func sessionKey(apiSessionID, typ, serviceID string) string {
+	return apiSessionID + "|" + typ + "|" + serviceID
 }
 
 func init() {
@@ -71,7 +77,7 @@ func (s *Store) Session(id string) (posture.Session, error) {
 // SessionFor returns the API session's session of a type for a service, if
 // there is one.
 func (s *Store) SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error) {
-	return byUnique[posture.Session](s.r(), KindSession, "key", apiSessionID+"|"+typ+"|"+serviceID)
+	return byUnique[posture.Session](s.r(), KindSession, "key", sessionKey(apiSessionID, typ, serviceID))
 }
 
 // APISessionSessions lists an API session's sessions in id order.
