@@ -179,14 +179,11 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}, opts...)
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
 	var seq uint64
-	err = retry(ctx, func(ctx context.Context) error {
-		// Each attempt waits for its acknowledgement at most
-		// appendAttempt, so that an acknowledgement lost with a server
-		// that died is soon asked again. The retry carries the same
-		// message id.
-		actx, cancel := context.WithTimeout(ctx, appendAttempt)
-		defer cancel()
-		ack, err := l.js.PublishMsg(actx, msg, pub...)
+	// Each attempt waits for its acknowledgement at most appendAttempt,
+	// so that an acknowledgement lost with a server that died is soon
+	// asked again. The retry carries the same message id.
+	err = retryWithin(ctx, appendAttempt, func(ctx context.Context) error {
+		ack, err := l.js.PublishMsg(ctx, msg, pub...)
 		if err != nil {
 			return err
 		}
@@ -208,16 +205,8 @@ const appendAttempt = 2 * time.Second
 
 // LastSeq is the sequence of the newest event in the log (0 when empty).
 func (l *Log) LastSeq(ctx context.Context) (uint64, error) {
-	var last uint64
-	err := retry(ctx, func(ctx context.Context) error {
-		info, err := l.stream.Info(ctx)
-		if err != nil {
-			return err
-		}
-		last = info.State.LastSeq
-		return nil
-	})
-	return last, err
+	st, err := l.State(ctx)
+	return st.LastSeq, err
 }
 
 // LastSubjectSeq is the sequence of the newest event on subject (0 if none).
@@ -304,9 +293,14 @@ const requestTimeout = 5 * time.Second
 // each attempt gets a ctx bounded by requestTimeout. Timeouts and missing
 // responders (a stream without quorum, a reconnecting client) are transient.
 func retry(ctx context.Context, f func(ctx context.Context) error) error {
+	return retryWithin(ctx, requestTimeout, f)
+}
+
+// retryWithin is retry with each attempt bounded by attempt.
+func retryWithin(ctx context.Context, attempt time.Duration, f func(ctx context.Context) error) error {
 	backoff := 50 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, requestTimeout)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := f(actx)
 		cancel()
 		if err == nil {
