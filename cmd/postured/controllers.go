@@ -71,9 +71,8 @@ func (n *node) logState(ctx context.Context) (api.LogState, error) {
 	return api.LogState{LastSeq: st.LastSeq, FirstTime: st.FirstTime, LastTime: st.LastTime}, err
 }
 
-// openCluster gives the APIs GET /controllers, serves the metrics and the
-// probes, and announces the node in the registry. It runs before the APIs
-// are registered.
+// openCluster gives the APIs GET /controllers and announces the node in
+// the registry. It runs before the APIs are registered.
 func (n *node) openCluster(ctx context.Context, s *serveCmd) error {
 	id, err := nodeID(s.DataDir)
 	if err != nil {
@@ -89,7 +88,6 @@ func (n *node) openCluster(ctx context.Context, s *serveCmd) error {
 	}
 	controllers := &api.Controllers{List: n.listControllers}
 	n.client.Controllers, n.management.Controllers = controllers, controllers
-	api.RegisterSystem(n.handler, n.metrics, &api.Health{Progress: n.store, State: n.logState})
 	return n.elog.Announce(ctx, n.self)
 }
 

@@ -133,6 +133,7 @@ type node struct {
 	writer     *api.Writer
 	metrics    *api.Metrics
 	self       eventlog.Node             // this node's entry in the node registry
+	health     *api.Health               // the probes of both handlers
 	handler    *echo.Echo                // the APIs, once ready
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
@@ -197,15 +198,23 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 
 	n.metrics = n.newMetrics()
 	n.instanceID = posture.NewID()
-	starting := api.New(api.Options{Logger: log, InstanceID: n.instanceID, Version: version,
-		SystemPaths: api.SystemPaths, Metrics: n.metrics})
-	api.RegisterSystem(starting, n.metrics, &api.Health{Progress: n.store, State: n.logState,
-		Starting: func() bool { return n.serving.Load() == starting }})
+	var starting *echo.Echo
+	n.health = &api.Health{Progress: n.store, State: n.logState,
+		Starting: func() bool { return n.serving.Load() == starting }}
+	starting = n.newEcho()
 	starting.Any("/*", func(echo.Context) error {
 		return &posture.Error{Code: posture.CodeUnavailable, Message: "postured is catching up with the event log; try again later"}
 	})
 	n.serving.Store(starting)
 	return n, nil
+}
+
+// newEcho is an echo instance of the node with the probes and the metrics.
+func (n *node) newEcho() *echo.Echo {
+	e := api.New(api.Options{Logger: n.log, InstanceID: n.instanceID, Version: version,
+		SystemPaths: api.SystemPaths, Metrics: n.metrics})
+	api.RegisterSystem(e, n.metrics, n.health)
+	return e
 }
 
 // ServeHTTP serves the APIs once the node is ready and, until then, the
@@ -230,13 +239,12 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
-	log := n.log
 	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.store, Now: time.Now}
-	if err := bootstrap(openCtx, w, n.store, s, log); err != nil {
+	if err := bootstrap(openCtx, w, n.store, s, n.log); err != nil {
 		return err
 	}
 
-	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: log}
+	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: n.log}
 	info := &api.Info{
 		Version: version, Revision: revision, BuildDate: buildDate, Advertise: n.advertise,
 		Specs: []api.Spec{
@@ -245,10 +253,9 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		},
 	}
 	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}),
-		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: log}),
+		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: n.log}),
 		Cert:   &client.CertAuth{CA: n.ca, Store: n.store}}
-	n.handler = api.New(api.Options{Logger: log, InstanceID: n.instanceID, Version: version,
-		SystemPaths: api.SystemPaths, Metrics: n.metrics})
+	n.handler = n.newEcho()
 	signer, err := n.ca.NewSigner(n.serverCert)
 	if err != nil {
 		return err
