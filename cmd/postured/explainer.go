@@ -23,7 +23,13 @@ func (x explainer) Explain(ctx context.Context, identityID, serviceID, typ strin
 		}
 		return x.store.Explain(identityID, serviceID, typ, at)
 	}
-	store, err := replayInMemory(ctx, x.log, cutoff{until: at})
+	return explainAt(ctx, x.log, identityID, serviceID, typ, at)
+}
+
+// explainAt explains a decision at a moment from a replay of the log into
+// memory up to it.
+func explainAt(ctx context.Context, l *eventlog.Log, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
+	store, err := replayInMemory(ctx, l, cutoff{until: at})
 	if err != nil {
 		return posture.Explanation{}, err
 	}

@@ -120,12 +120,7 @@ func (x *explainCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	store, err := replayInMemory(ctx, l, cutoff{until: at})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	e, err := store.Explain(x.Identity, x.Service, x.Type, at)
+	e, err := explainAt(ctx, l, x.Identity, x.Service, x.Type, at)
 	if err != nil {
 		return err
 	}
