@@ -115,9 +115,6 @@ func (l *Login) password(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if identity.Disabled {
-		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
-	}
 	return l.startSession(c, identity, auth.ID, AuthPassword, req)
 }
 
@@ -132,20 +129,10 @@ func (l *Login) extJWT(c echo.Context) error {
 	if !ok {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "ext-jwt authentication needs the JWT in the Authorization header: Bearer <token>"}
 	}
-	if err := l.Limiter.Allow(c, ""); err != nil {
-		return err
-	}
-	identity, err := l.ExtJWT.VerifyJWT(c.Request().Context(), token)
-	if posture.CodeOf(err) == posture.CodeInvalidAuth {
-		l.Limiter.Failed(c, "")
-	}
-	if err != nil {
-		return err
-	}
-	if identity.Disabled {
-		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
-	}
-	return l.startSession(c, identity, "", AuthExtJWT, req)
+	return l.verified(c, req, AuthExtJWT, func() (posture.Identity, string, error) {
+		identity, err := l.ExtJWT.VerifyJWT(c.Request().Context(), token)
+		return identity, "", err
+	})
 }
 
 // CertVerifier verifies the client certificate chain (leaf first) of a cert
@@ -166,20 +153,26 @@ func (l *Login) cert(c echo.Context) error {
 	if state == nil || len(state.PeerCertificates) == 0 {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "cert authentication needs a client certificate on the TLS connection"}
 	}
+	return l.verified(c, req, AuthCert, func() (posture.Identity, string, error) {
+		return l.Cert.VerifyCert(state.PeerCertificates)
+	})
+}
+
+// verified authenticates with a credential that verify checks, returning
+// the identity and the authenticator (if any) it names. The attempt counts
+// against the source's limit, and an INVALID_AUTH failure as a failed one.
+func (l *Login) verified(c echo.Context, req authenticateRequest, method string, verify func() (posture.Identity, string, error)) error {
 	if err := l.Limiter.Allow(c, ""); err != nil {
 		return err
 	}
-	identity, authenticatorID, err := l.Cert.VerifyCert(state.PeerCertificates)
+	identity, authenticatorID, err := verify()
 	if posture.CodeOf(err) == posture.CodeInvalidAuth {
 		l.Limiter.Failed(c, "")
 	}
 	if err != nil {
 		return err
 	}
-	if identity.Disabled {
-		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
-	}
-	return l.startSession(c, identity, authenticatorID, AuthCert, req)
+	return l.startSession(c, identity, authenticatorID, method, req)
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
@@ -206,10 +199,14 @@ func (l *Login) mfaRequired(identityID string) (bool, error) {
 	return m.Verified, nil
 }
 
-// startSession opens an API session for an authenticated identity. An
-// identity with verified MFA gets a partial session: only the MFA
-// operations work until a code is given to POST /authenticate/mfa.
+// startSession opens an API session for an authenticated identity, unless
+// it is disabled. An identity with verified MFA gets a partial session:
+// only the MFA operations work until a code is given to POST
+// /authenticate/mfa.
 func (l *Login) startSession(c echo.Context, identity posture.Identity, authenticatorID, method string, req authenticateRequest) error {
+	if identity.Disabled {
+		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
+	}
 	mfa, err := l.mfaRequired(identity.ID)
 	if err != nil {
 		return err
