@@ -106,3 +106,32 @@ func TestIdleAPISessionExpires(t *testing.T) {
 		t.Fatalf("after the idle timeout: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestDisabledIdentityCannotLogIn: a disabled identity is refused with its
+// password and with its certificate; enabled again, both work.
+func TestDisabledIdentityCannotLogIn(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	id, enr := n.enrolledIdentity(t, admin, "laptop", map[string]any{"ott": true})
+	_, cert := n.enrollOTT(t, enr.Token)
+	n.create(t, admin, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": "laptop", "password": "laptop-password"})
+	password := func() response {
+		return n.do(t, http.MethodPost, clientAPI+"/authenticate?method=password", "", map[string]string{"username": "laptop", "password": "laptop-password"})
+	}
+	disable := func(disabled bool) {
+		t.Helper()
+		if r := n.do(t, http.MethodPatch, mgmt+"/identities/"+id, admin, map[string]any{"disabled": disabled}); r.Status != http.StatusOK {
+			t.Fatalf("disabled=%v: %d %s", disabled, r.Status, r.Body)
+		}
+	}
+	disable(true)
+	expectAuthFailure(t, password(), "the identity is disabled")
+	expectAuthFailure(t, n.certLogin(t, cert), "the identity is disabled")
+	disable(false)
+	if r := password(); r.Status != http.StatusOK {
+		t.Fatalf("password login once enabled: %d %s", r.Status, r.Body)
+	}
+	if r := n.certLogin(t, cert); r.Status != http.StatusOK {
+		t.Fatalf("cert login once enabled: %d %s", r.Status, r.Body)
+	}
+}
