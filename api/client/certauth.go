@@ -28,26 +28,22 @@ type CertAuth struct {
 	Store CertAuthStore
 }
 
-func certInvalid(msg string) error {
-	return &posture.Error{Code: posture.CodeInvalidAuth, Message: msg}
-}
-
 // VerifyCert implements api.CertVerifier.
 func (v *CertAuth) VerifyCert(chain []*x509.Certificate) (posture.Identity, string, error) {
 	if len(chain) == 0 {
-		return posture.Identity{}, "", certInvalid("no client certificate")
+		return posture.Identity{}, "", invalidAuth("no client certificate")
 	}
 	leaf := chain[0]
 	au, err := v.Store.AuthenticatorByFingerprint(pki.Fingerprint(leaf))
 	if errors.Is(err, posture.ErrNotFound) || (err == nil && au.Method != posture.MethodCert) {
-		return posture.Identity{}, "", certInvalid("the client certificate is not the certificate of an authenticator")
+		return posture.Identity{}, "", invalidAuth("the client certificate is not the certificate of an authenticator")
 	}
 	if err != nil {
 		return posture.Identity{}, "", err
 	}
 	if au.IsIssuedByNetwork {
 		if err := pki.Verify(leaf, v.CA.Pool(), pki.UsageClient, time.Time{}, chain[1:]...); err != nil {
-			return posture.Identity{}, "", certInvalid("the client certificate failed validation: it is expired, not yet valid or not for client authentication")
+			return posture.Identity{}, "", invalidAuth("the client certificate failed validation: it is expired, not yet valid or not for client authentication")
 		}
 	} else {
 		cas, err := v.Store.CAs()
@@ -62,12 +58,12 @@ func (v *CertAuth) VerifyCert(chain []*x509.Certificate) (posture.Identity, stri
 			}
 		}
 		if !ok {
-			return posture.Identity{}, "", certInvalid("the client certificate was not issued by a verified CA with authentication enabled, or is not valid now")
+			return posture.Identity{}, "", invalidAuth("the client certificate was not issued by a verified CA with authentication enabled, or is not valid now")
 		}
 	}
 	identity, err := v.Store.Identity(au.IdentityID)
 	if errors.Is(err, posture.ErrNotFound) {
-		return identity, "", certInvalid("the identity of the certificate no longer exists")
+		return identity, "", invalidAuth("the identity of the certificate no longer exists")
 	}
 	return identity, au.ID, err
 }

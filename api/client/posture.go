@@ -21,7 +21,7 @@ type Store interface {
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	Reachable(policyKind posture.Kind, from, id, to string) []string
 	ServicesFor(identityID, typ string) []posture.Grant
-	Granting(identityID, serviceID, typ string) []string
+	Access(identityID, apiSessionID, serviceID, typ string, now time.Time) ([]posture.PolicyResult, error)
 	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
 	LastChange(identityID string) (time.Time, error)

@@ -96,7 +96,7 @@ func (a *API) createSession(c echo.Context) error {
 		return err
 	}
 	p := api.PrincipalOf(c)
-	results, err := a.access(p, svc.ID, typ)
+	results, err := a.Store.Access(p.Identity.ID, p.Session.ID, svc.ID, typ, a.Writer.Now())
 	if err != nil {
 		return err
 	}
@@ -137,12 +137,6 @@ func (a *API) createSession(c echo.Context) error {
 		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the API session ended before the session could be created"}
 	}
 	return c.JSON(http.StatusCreated, api.Envelope{Data: a.sessionView(stored)})
-}
-
-// access evaluates, at now, the policies of a type that grant the caller a
-// service.
-func (a *API) access(p *api.Principal, serviceID, typ string) ([]posture.PolicyResult, error) {
-	return a.Store.Evaluate(p.Identity.ID, p.Session.ID, a.Store.Granting(p.Identity.ID, serviceID, typ), a.Writer.Now())
 }
 
 type failedCheck struct {
