@@ -301,6 +301,16 @@ func (s *Store) Raw(kind posture.Kind) ([]json.RawMessage, error) {
 	return out, err
 }
 
+// Any reports whether an entity of the kind exists.
+func (s *Store) Any(kind posture.Kind) (bool, error) {
+	found := false
+	err := scan(s.db, entityPrefix(kind), func(_, _ []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
+}
+
 // Identity returns the identity with the id.
 func (s *Store) Identity(id string) (posture.Identity, error) { return Get[posture.Identity](s, id) }
 

@@ -18,6 +18,7 @@ import (
 // (projections.Store implements it).
 type Store interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
+	Any(kind posture.Kind) (bool, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	Reachable(policyKind posture.Kind, from, id, to string) []string
 	ServicesFor(identityID, typ string) []posture.Grant

@@ -117,10 +117,8 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 	if err != nil {
 		return nil, err
 	}
-	noChecks := true
-	if raws, err := a.Store.Raw(posture.KindCheck); err == nil && len(raws) > 0 {
-		noChecks = false
-	}
+	checks, err := a.Store.Any(posture.KindCheck)
+	noChecks := err != nil || !checks
 	var wokenOrUnlocked time.Time
 	if _, sessions, err := a.Store.PostureData(p.Identity.ID); err == nil {
 		for _, s := range sessions {
@@ -188,6 +186,9 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 // addConfig adds a config's data under its type's name when the request
 // asked for that type (by id or name).
 func (a *API) addConfig(v *serviceView, configID string, all bool, types map[string]bool) {
+	if !all && len(types) == 0 {
+		return // no type asked for
+	}
 	raw, err := a.Store.RawEntity(posture.KindConfig, configID)
 	if err != nil {
 		return
