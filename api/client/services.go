@@ -268,12 +268,19 @@ type edgeRouterView struct {
 
 // routers reads edge routers by id, as views, skipping disabled ones.
 func (a *API) routers(ids []string) []edgeRouterView {
-	out := []edgeRouterView{}
+	raws := make([]json.RawMessage, 0, len(ids))
 	for _, id := range ids {
-		raw, err := a.Store.RawEntity(posture.KindEdgeRouter, id)
-		if err != nil {
-			continue
+		if raw, err := a.Store.RawEntity(posture.KindEdgeRouter, id); err == nil {
+			raws = append(raws, raw)
 		}
+	}
+	return routerViews(raws)
+}
+
+// routerViews decodes edge routers as views, skipping disabled ones.
+func routerViews(raws []json.RawMessage) []edgeRouterView {
+	out := []edgeRouterView{}
+	for _, raw := range raws {
 		var r posture.EdgeRouter
 		if json.Unmarshal(raw, &r) != nil || r.Disabled {
 			continue
@@ -288,38 +295,25 @@ func (a *API) routers(ids []string) []edgeRouterView {
 	return out
 }
 
-// union collects, sorted, what the policies selecting an entity select.
-func (a *API) union(policyKind posture.Kind, from, id, to string) []string {
-	return a.Store.Reachable(policyKind, from, id, to)
-}
-
 // routersFor are the edge routers an identity may use for a service: those
 // its edge router policies allow and the service's policies permit. There
 // is no data plane here, so none is online.
 func (a *API) routersFor(identityID, serviceID string) []string {
-	mine := a.union(posture.KindEdgeRouterPolicy, "identityRoles", identityID, "edgeRouterRoles")
-	theirs := a.union(posture.KindServiceEdgeRouterPolicy, "serviceRoles", serviceID, "edgeRouterRoles")
+	mine := a.Store.Reachable(posture.KindEdgeRouterPolicy, "identityRoles", identityID, "edgeRouterRoles")
+	theirs := a.Store.Reachable(posture.KindServiceEdgeRouterPolicy, "serviceRoles", serviceID, "edgeRouterRoles")
 	return slices.DeleteFunc(mine, func(id string) bool { _, ok := slices.BinarySearch(theirs, id); return !ok })
 }
 
 func (a *API) currentIdentityEdgeRouters(c echo.Context) error {
 	p := api.PrincipalOf(c)
-	var ids []string
 	if p.Identity.IsAdmin {
 		raws, err := a.Store.Raw(posture.KindEdgeRouter)
 		if err != nil {
 			return err
 		}
-		for _, raw := range raws {
-			var r posture.EdgeRouter
-			if json.Unmarshal(raw, &r) == nil {
-				ids = append(ids, r.ID)
-			}
-		}
-	} else {
-		ids = a.union(posture.KindEdgeRouterPolicy, "identityRoles", p.Identity.ID, "edgeRouterRoles")
+		return api.List(c, routerViews(raws))
 	}
-	return api.List(c, a.routers(ids))
+	return api.List(c, a.routers(a.Store.Reachable(posture.KindEdgeRouterPolicy, "identityRoles", p.Identity.ID, "edgeRouterRoles")))
 }
 
 // sessionClaims are the claims of a session token.
