@@ -185,10 +185,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	if au.Method != posture.MethodPassword {
 		return posture.Invalid("method", "only a updb (username and password) authenticator can be updated", au.Method)
 	}
-	var limiter *api.Limiter
-	if a.Login != nil {
-		limiter = a.Login.Limiter
-	}
+	limiter := a.limiter()
 	subject := api.UserSubject(au.Username)
 	if err := limiter.Allow(c, subject); err != nil {
 		return err

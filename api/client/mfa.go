@@ -318,14 +318,20 @@ func (a *API) authenticateMFA(c echo.Context) error {
 	return api.Empty(c)
 }
 
+// limiter is the failure limiter of logins and codes (nil, which limits
+// nothing, without a login).
+func (a *API) limiter() *api.Limiter {
+	if a.Login == nil {
+		return nil
+	}
+	return a.Login.Limiter
+}
+
 // withCode runs an operation that checks an MFA code of the caller's
 // identity under the failure limiter: refused (429) while the identity or
 // the source has no failure left, and a wrong code counts as a failure.
 func (a *API) withCode(c echo.Context, run func(now time.Time, failed *bool) error) error {
-	var limiter *api.Limiter
-	if a.Login != nil {
-		limiter = a.Login.Limiter
-	}
+	limiter := a.limiter()
 	subject := api.IdentitySubject(api.PrincipalOf(c).Identity.ID)
 	if err := limiter.Allow(c, subject); err != nil {
 		return err

@@ -147,7 +147,7 @@ func (a *API) createPostureResponseBulk(c echo.Context) error {
 	}
 	out := make([]posture.PostureResponse, 0, len(in))
 	for i, x := range in {
-		r, err := postureResponse("["+itoa(i)+"].", x)
+		r, err := postureResponse("["+strconv.Itoa(i)+"].", x)
 		if err != nil {
 			return err
 		}
@@ -223,12 +223,7 @@ func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutCha
 			}
 		}
 		if found {
-			name := ""
-			if raw, err := a.Store.RawEntity(posture.KindService, g.ServiceID); err == nil {
-				var s posture.Service
-				_ = json.Unmarshal(raw, &s)
-				name = s.Name
-			}
+			name := a.serviceName(g.ServiceID)
 			if best <= 0 {
 				best = -1
 			}
@@ -281,5 +276,3 @@ func (a *API) postureRoutes() []api.Route {
 		{Method: http.MethodDelete, Path: "/sessions/:id", Access: api.Session, Handler: a.deleteSession},
 	}
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

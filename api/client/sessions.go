@@ -39,13 +39,17 @@ type sessionView struct {
 	Links        api.Links        `json:"_links"`
 }
 
-func (a *API) sessionView(s posture.Session) sessionView {
-	name := ""
-	if raw, err := a.Store.RawEntity(posture.KindService, s.ServiceID); err == nil {
-		var svc posture.Service
+// serviceName is a service's name ("" when it is gone).
+func (a *API) serviceName(id string) string {
+	var svc posture.Service
+	if raw, err := a.Store.RawEntity(posture.KindService, id); err == nil {
 		_ = json.Unmarshal(raw, &svc)
-		name = svc.Name
 	}
+	return svc.Name
+}
+
+func (a *API) sessionView(s posture.Session) sessionView {
+	name := a.serviceName(s.ServiceID)
 	tags := s.Tags
 	if tags == nil {
 		tags = posture.Tags{}
