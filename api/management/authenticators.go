@@ -85,7 +85,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 	hash := api.HashPassword(in.Password)
 	var id string
 	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
-		if _, err := get[posture.Identity](a.Store, "identity", in.IdentityID); err != nil {
+		if err := a.exists(posture.KindIdentity, "identity", in.IdentityID); err != nil {
 			return nil, posture.Invalid("identityId", "no identity with this id", in.IdentityID)
 		}
 		if _, err := a.Store.AuthenticatorByUsername(in.Username); err == nil {
@@ -118,7 +118,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 func (a *API) deleteAuthenticator(c echo.Context) error {
 	id := c.Param("id")
 	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
-		if _, err := get[posture.Authenticator](a.Store, "authenticator", id); err != nil {
+		if err := a.exists(posture.KindAuthenticator, "authenticator", id); err != nil {
 			return nil, err
 		}
 		return []posture.Payload{posture.Deleted[posture.Authenticator]{ID: id}}, nil

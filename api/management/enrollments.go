@@ -67,7 +67,7 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 	switch method {
 	case posture.EnrollOTT:
 	case posture.EnrollOTTCA:
-		if _, err := get[posture.CA](a.Store, "CA", caID); err != nil {
+		if err := a.exists(posture.KindCA, "CA", caID); err != nil {
 			return e, posture.Invalid("enrollment.ottca", "no CA with this id", caID)
 		}
 		e.CAID = caID
@@ -254,41 +254,22 @@ func (a *API) enrollmentView(e posture.Enrollment) any {
 	return v
 }
 
-func (a *API) listEnrollments(c echo.Context) error {
-	all, err := list[posture.Enrollment](a.Store)
-	if err != nil {
-		return err
-	}
-	return a.listEnrollmentViews(c, all)
+// enrollments are read and deleted as a resource; they are created by
+// createEnrollment (or with their identity) and never updated.
+func (a *API) enrollments() *resource[posture.Enrollment, enrollmentInput] {
+	return &resource[posture.Enrollment, enrollmentInput]{a: a, kind: posture.KindEnrollment, noun: "enrollment", view: a.enrollmentView}
 }
 
 func (a *API) identityEnrollments(c echo.Context) error {
 	id := c.Param("id")
-	if _, err := get[posture.Identity](a.Store, "identity", id); err != nil {
+	if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
 		return err
 	}
 	all, err := a.Enrollments.IdentityEnrollments(id)
 	if err != nil {
 		return err
 	}
-	return a.listEnrollmentViews(c, all)
-}
-
-// listEnrollmentViews answers a page of enrollments in their view.
-func (a *API) listEnrollmentViews(c echo.Context, all []posture.Enrollment) error {
-	views := make([]any, len(all))
-	for i, e := range all {
-		views[i] = a.enrollmentView(e)
-	}
-	return api.List(c, views)
-}
-
-func (a *API) detailEnrollment(c echo.Context) error {
-	e, err := get[posture.Enrollment](a.Store, "enrollment", c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return api.OK(c, a.enrollmentView(e))
+	return api.List(c, a.enrollments().views(all))
 }
 
 type enrollmentInput struct {
@@ -309,7 +290,7 @@ func (a *API) createEnrollment(c echo.Context) error {
 	}
 	var id string
 	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
-		if _, err := get[posture.Identity](a.Store, "identity", in.IdentityID); err != nil {
+		if err := a.exists(posture.KindIdentity, "identity", in.IdentityID); err != nil {
 			return nil, posture.Invalid("identityId", "no identity with this id", in.IdentityID)
 		}
 		now := a.Writer.Now().UTC()
@@ -330,28 +311,15 @@ func (a *API) createEnrollment(c echo.Context) error {
 	return api.CreatedAt(c, string(posture.KindEnrollment), id)
 }
 
-// deleteEnrollment is DELETE /enrollments/:id: the token stops working.
-func (a *API) deleteEnrollment(c echo.Context) error {
-	id := c.Param("id")
-	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
-		if _, err := get[posture.Enrollment](a.Store, "enrollment", id); err != nil {
-			return nil, err
-		}
-		return []posture.Payload{posture.Deleted[posture.Enrollment]{ID: id}}, nil
-	})
-	if err != nil {
-		return err
-	}
-	return api.Empty(c)
-}
-
 // pkiRoutes are the CA and enrollment operations.
 func (a *API) pkiRoutes() []api.Route {
+	enrollments := a.enrollments()
 	return append(a.caRoutes(),
-		api.Route{Method: http.MethodGet, Path: "/enrollments", Access: api.Admin, Handler: a.listEnrollments},
+		api.Route{Method: http.MethodGet, Path: "/enrollments", Access: api.Admin, Handler: enrollments.list},
 		api.Route{Method: http.MethodPost, Path: "/enrollments", Access: api.Admin, Handler: a.createEnrollment},
-		api.Route{Method: http.MethodGet, Path: "/enrollments/:id", Access: api.Admin, Handler: a.detailEnrollment},
-		api.Route{Method: http.MethodDelete, Path: "/enrollments/:id", Access: api.Admin, Handler: a.deleteEnrollment},
+		api.Route{Method: http.MethodGet, Path: "/enrollments/:id", Access: api.Admin, Handler: enrollments.detail},
+		// DELETE: the token stops working.
+		api.Route{Method: http.MethodDelete, Path: "/enrollments/:id", Access: api.Admin, Handler: enrollments.delete},
 		api.Route{Method: http.MethodGet, Path: "/identities/:id/enrollments", Access: api.Admin, Handler: a.identityEnrollments},
 	)
 }

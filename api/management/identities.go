@@ -138,7 +138,7 @@ func nilIfEmpty(s string) any {
 // sessions lose their MFA posture). Removing none is a success too.
 func (a *API) deleteIdentityMFA(c echo.Context) error {
 	id := c.Param("id")
-	if _, err := get[posture.Identity](a.Store, "identity", id); err != nil {
+	if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
 		return err
 	}
 	if _, err := a.Store.RawEntity(posture.KindMFA, id); errors.Is(err, posture.ErrNotFound) {
