@@ -108,10 +108,12 @@ func (m *Metrics) Middleware(e *echo.Echo) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
 			err := next(c)
-			status := c.Response().Status
-			if err != nil && !c.Response().Committed {
-				status = posture.StatusOf(toError(err).Code)
+			if err != nil {
+				// The error handler writes the response now (and not
+				// again later), so the status counted is the one sent.
+				c.Error(err)
 			}
+			status := c.Response().Status
 			once.Do(func() {
 				for _, r := range e.Routes() {
 					routes[r.Method+" "+r.Path] = true
