@@ -186,9 +186,9 @@ func bearer(c echo.Context) (string, bool) {
 	return token, true
 }
 
-// mfaRequired reports whether logging in as the identity needs a TOTP: it
+// MFAEnabled reports whether logging in as the identity needs a TOTP: it
 // has a verified MFA enrollment.
-func (l *Login) mfaRequired(identityID string) (bool, error) {
+func (l *Login) MFAEnabled(identityID string) (bool, error) {
 	m, err := l.Store.MFA(identityID)
 	if errors.Is(err, posture.ErrNotFound) {
 		return false, nil
@@ -207,7 +207,7 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, authenti
 	if identity.Disabled {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
 	}
-	mfa, err := l.mfaRequired(identity.ID)
+	mfa, err := l.MFAEnabled(identity.ID)
 	if err != nil {
 		return err
 	}

@@ -201,9 +201,7 @@ func (a *API) caJWT(c echo.Context) error {
 	if a.Signer == nil {
 		return &posture.Error{Code: posture.CodeUnavailable, Message: "no enrollment signer is configured"}
 	}
-	tok, err := a.Signer.SignEnrollment(pki.EnrollmentClaims{
-		Method: posture.EnrollCA, Issuer: a.issuer(), Subject: ca.ID, Token: posture.NewToken(),
-	})
+	tok, err := a.enrollmentJWT(posture.EnrollCA, ca.ID, posture.NewToken(), time.Time{})
 	if err != nil {
 		return err
 	}

@@ -97,16 +97,18 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 			return e, err
 		}
 	}
-	if a.Signer != nil {
-		jwt, err := a.Signer.SignEnrollment(pki.EnrollmentClaims{
-			Method: method, Issuer: a.issuer(), Subject: identityID, Token: e.Token, ExpiresAt: e.ExpiresAt,
-		})
-		if err != nil {
-			return e, err
-		}
-		e.JWT = jwt
+	var err error
+	e.JWT, err = a.enrollmentJWT(method, identityID, e.Token, e.ExpiresAt)
+	return e, err
+}
+
+// enrollmentJWT signs the JWT that carries an enrollment token ("" without
+// a signer).
+func (a *API) enrollmentJWT(method, subject, token string, expiresAt time.Time) (string, error) {
+	if a.Signer == nil {
+		return "", nil
 	}
-	return e, nil
+	return a.Signer.SignEnrollment(pki.EnrollmentClaims{Method: method, Issuer: a.issuer(), Subject: subject, Token: token, ExpiresAt: expiresAt})
 }
 
 // enrollable refuses a second enrollment of the same kind: an identity has
@@ -330,14 +332,7 @@ func (a *API) routerEnrollment(routerID string, now time.Time) (posture.RouterEn
 	e := posture.RouterEnrollment{
 		EnrollmentToken: posture.NewToken(), EnrollmentCreatedAt: now, EnrollmentExpiresAt: now.Add(a.enrollmentDuration()),
 	}
-	if a.Signer != nil {
-		jwt, err := a.Signer.SignEnrollment(pki.EnrollmentClaims{
-			Method: posture.EnrollEROTT, Issuer: a.issuer(), Subject: routerID, Token: e.EnrollmentToken, ExpiresAt: e.EnrollmentExpiresAt,
-		})
-		if err != nil {
-			return e, err
-		}
-		e.EnrollmentJWT = jwt
-	}
-	return e, nil
+	var err error
+	e.EnrollmentJWT, err = a.enrollmentJWT(posture.EnrollEROTT, routerID, e.EnrollmentToken, e.EnrollmentExpiresAt)
+	return e, err
 }

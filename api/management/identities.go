@@ -1,7 +1,6 @@
 package management
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -154,14 +153,8 @@ func (a *API) deleteIdentityMFA(c echo.Context) error {
 
 // isMFAEnabled reports whether the identity has a verified MFA enrollment.
 func (a *API) isMFAEnabled(identityID string) bool {
-	raw, err := a.Store.RawEntity(posture.KindMFA, identityID)
-	if err != nil {
-		return false
-	}
-	var m struct {
-		Verified bool `json:"isVerified"`
-	}
-	return json.Unmarshal(raw, &m) == nil && m.Verified
+	enabled, err := a.Login.MFAEnabled(identityID)
+	return err == nil && enabled
 }
 
 func (a *API) identityRoutes() []api.Route {
