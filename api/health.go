@@ -119,7 +119,7 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 
 // Live is GET /livez.
 func (h *Health) Live(c echo.Context) error {
-	return c.JSON(http.StatusOK, Envelope{Data: map[string]bool{"alive": true}})
+	return OK(c, map[string]bool{"alive": true})
 }
 
 // Ready is GET /readyz: 200 when ready, 503 otherwise, with the figures.

@@ -114,10 +114,9 @@ func (a *API) buildExtJWTSigner(in extJWTInput, old *posture.ExternalJWTSigner, 
 	if s.Audience, err = requiredString("audience", in.Audience); err != nil {
 		return s, err
 	}
-	if in.Enabled == nil {
-		return s, posture.Invalid("enabled", "is required", nil)
+	if s.Enabled, err = required("enabled", in.Enabled); err != nil {
+		return s, err
 	}
-	s.Enabled = *in.Enabled
 	certPEM := strings.TrimSpace(deref(in.CertPEM, ""))
 	if s.JWKSEndpoint, err = httpURL("jwksEndpoint", in.JWKSEndpoint); err != nil {
 		return s, err

@@ -164,7 +164,7 @@ func (a *API) failedRequests(c echo.Context) error {
 		}
 		out[i] = v
 	}
-	return c.JSON(http.StatusOK, api.Envelope{Data: out})
+	return api.OK(c, out)
 }
 
 // queryTime parses an optional RFC 3339 query parameter.
