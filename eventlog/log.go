@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	gojson "github.com/goccy/go-json"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -278,10 +278,9 @@ func decode(data []byte, seq uint64) (posture.Event, error) {
 	return e.DecodedWith(unmarshal), nil
 }
 
-// unmarshal reads what encoding/json wrote with its successor
-// (encoding/json/v2, experimental in Go 1.26), which decodes our events
-// about twice as fast.
-func unmarshal(data []byte, v any) error { return jsonv2.Unmarshal(data, v) }
+// unmarshal reads what encoding/json wrote as encoding/json does, with
+// go-json, which decodes our events about twice as fast.
+func unmarshal(data []byte, v any) error { return gojson.Unmarshal(data, v) }
 
 // requestTimeout bounds one attempt of a request to JetStream. The client
 // applies its own 5s default only to a ctx without a deadline; with one, a

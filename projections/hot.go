@@ -2,7 +2,6 @@ package projections
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -86,7 +85,7 @@ func (e *hotEntry) decode(v any) error {
 		rv.Elem().Set(d.v)
 		return nil
 	}
-	if err := json.Unmarshal(e.raw, v); err != nil {
+	if err := unmarshal(e.raw, v); err != nil {
 		return err
 	}
 	e.decoded.Store(&decodedValue{typ: rv.Type(), v: reflect.ValueOf(rv.Elem().Interface())})
