@@ -34,7 +34,8 @@ func isHot(key []byte) bool {
 // from its batch. Readers only look, so a reader never stores a value that
 // apply has since replaced.
 type hotCache struct {
-	m sync.Map // string -> *hotEntry
+	mu sync.RWMutex
+	m  map[string]*hotEntry
 }
 
 // hotEntry is a hot key's value (raw nil: the key is absent) and, once
@@ -51,11 +52,19 @@ type decodedValue struct {
 }
 
 func (h *hotCache) load(key []byte) (*hotEntry, bool) {
-	e, ok := h.m.Load(string(key))
-	if !ok {
-		return nil, false
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	e, ok := h.m[string(key)]
+	return e, ok
+}
+
+func (h *hotCache) store(key []byte, e *hotEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]*hotEntry{}
 	}
-	return e.(*hotEntry), true
+	h.m[string(key)] = e
 }
 
 // set records a hot key's new value (nil: deleted) and, when v is not nil,
@@ -73,7 +82,7 @@ func (h *hotCache) set(key, raw []byte, v any) {
 		}
 		e.decoded.Store(&decodedValue{typ: reflect.PointerTo(rv.Type()), v: rv})
 	}
-	h.m.Store(string(key), e)
+	h.store(key, e)
 }
 
 // decode fills v (a pointer) from the entry, reusing an earlier decoding.
@@ -136,7 +145,7 @@ func (h hotReader) entry(key []byte) (*hotEntry, error) {
 	}
 	e := &hotEntry{raw: v}
 	if h.populate {
-		h.hot.m.Store(string(key), e)
+		h.hot.store(key, e)
 	}
 	return e, nil
 }
