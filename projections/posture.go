@@ -355,10 +355,17 @@ func recordTransitions(tx *Tx, identityID, apiSessionID string, before, after ma
 			continue
 		}
 		name := policyName(tx, id)
-		detail := map[string]string{"policyId": id, "policyName": name, "from": was, "to": now}
-		summary := fmt.Sprintf("policy %s: %s -> %s", name, was, now)
-		tx.history(identityID, apiSessionID, posture.HistoryAccess, summary, detail)
+		detail := transition{From: was, PolicyID: id, PolicyName: name, To: now}
+		tx.history(identityID, apiSessionID, posture.HistoryAccess, "policy "+name+": "+was+" -> "+now, detail)
 	}
+}
+
+// transition is the detail of a policy's change of state in the history.
+type transition struct {
+	From       string `json:"from"`
+	PolicyID   string `json:"policyId"`
+	PolicyName string `json:"policyName"`
+	To         string `json:"to"`
 }
 
 // lostPass reports whether a policy that passed before does not pass

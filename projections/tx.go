@@ -21,6 +21,7 @@ type reader interface {
 // Tx is the write side of one apply batch. Reads see the batch's own writes.
 type Tx struct {
 	b      *pebble.Batch
+	reader reader // the batch through the hot cache
 	graph  *graph
 	hot    *hotCache
 	ranges *rangeCache
@@ -37,13 +38,14 @@ type Tx struct {
 
 func newTx(b *pebble.Batch, s *Store) *Tx {
 	tx := &Tx{b: b, graph: s.graph, hot: s.hot, ranges: s.ranges}
+	tx.reader = hotReader{hot: s.hot, r: b, populate: true}
 	tx.encoder = gojson.NewEncoder(&tx.enc)
 	tx.encoder.SetEscapeHTML(false)
 	return tx
 }
 
 // r reads through the hot cache, filling it.
-func (tx *Tx) r() reader { return hotReader{hot: tx.hot, r: tx.b, populate: true} }
+func (tx *Tx) r() reader { return tx.reader }
 
 // marshal and unmarshal are encoding/json's functions as go-json implements
 // them: the same bytes, written about three times and read about twice as
