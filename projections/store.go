@@ -25,6 +25,11 @@ type Options struct {
 	FS vfs.FS
 	// Logger (default: discard).
 	Logger *slog.Logger
+	// NoWAL turns Pebble's write-ahead log off, for a store filled in one
+	// go and kept only when complete (a replay). Close flushes what is in
+	// memory; after a crash the directory holds what was flushed before,
+	// a prefix of the log with its cursor.
+	NoWAL bool
 }
 
 // cacheSize is the Pebble block cache.
@@ -39,6 +44,7 @@ type Source interface {
 // queries may run concurrently with it.
 type Store struct {
 	db     *pebble.DB
+	noWAL  bool
 	log    *slog.Logger
 	graph  *graph
 	hot    *hotCache
@@ -64,6 +70,7 @@ func Open(opts Options) (*Store, error) {
 		Logger:       quietLogger{},
 		Cache:        cache,
 		MemTableSize: 64 << 20,
+		DisableWAL:   opts.NoWAL,
 	}
 	// Point reads dominate (entities, posture, API sessions by token): bloom
 	// filters spare them the data blocks of the tables without the key.
@@ -75,7 +82,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	s := &Store{db: db, noWAL: opts.NoWAL, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
 	if err := s.checkLayout(); err != nil {
 		db.Close()
 		return nil, err
@@ -132,7 +139,11 @@ func (s *Store) checkLayout() error {
 	if err := putSeq(b, layoutKey, layout); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	wo := pebble.Sync
+	if s.noWAL {
+		wo = pebble.NoSync // no log to sync
+	}
+	if err := b.Commit(wo); err != nil {
 		return fmt.Errorf("projections: record the layout: %w", err)
 	}
 	return nil
@@ -141,8 +152,25 @@ func (s *Store) checkLayout() error {
 // r reads committed state through the hot cache.
 func (s *Store) r() reader { return hotReader{hot: s.hot, r: s.db} }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Flush writes what the database holds in memory to disk.
+func (s *Store) Flush() error {
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("projections: flush: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database, first flushing a store without a write-ahead
+// log.
+func (s *Store) Close() error {
+	if s.noWAL {
+		if err := s.Flush(); err != nil {
+			s.db.Close()
+			return err
+		}
+	}
+	return s.db.Close()
+}
 
 // Cursor is the sequence of the last applied event (0 for an empty store).
 func (s *Store) Cursor() uint64 {

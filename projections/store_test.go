@@ -105,7 +105,24 @@ func TestReplayDeterminism(t *testing.T) {
 	}
 	replay(t, c, events, 5)
 
+	// Without a write-ahead log (a replay's store), closed and reopened:
+	// Close kept everything.
+	fs = vfs.NewMem()
+	d, err := projections.Open(projections.Options{Dir: "db", FS: fs, NoWAL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay(t, d, events, 11)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = openMem(t, fs)
+	defer d.Close()
+
 	da, db, dc := dump(t, a), dump(t, b), dump(t, c)
+	if diff := cmp.Diff(da, dump(t, d)); diff != "" {
+		t.Fatalf("a store without a write-ahead log lost writes (-with +without):\n%s", diff)
+	}
 	if !strings.Contains(da, `"e/identities/ident00005"`) || strings.Contains(da, `"e/identities/ident00004"`) {
 		t.Fatalf("the dump does not hold the scenario's state:\n%s", da)
 	}

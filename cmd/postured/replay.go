@@ -89,10 +89,21 @@ func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cu
 	return applied, err
 }
 
-// rebuild is replay as the replay command runs it, as a batch job.
+// rebuild is replay as the replay command runs it, as a batch job into a
+// store opened with openRebuilt, which it leaves flushed to disk.
 func rebuild(ctx context.Context, l *eventlog.Log, store *projections.Store, c cutoff, progress func(applied, total uint64)) (uint64, error) {
 	defer batchGC()()
-	return replay(ctx, l, store, c, progress)
+	n, err := replay(ctx, l, store, c, progress)
+	if err != nil {
+		return n, err
+	}
+	return n, store.Flush()
+}
+
+// openRebuilt opens the fresh projection directory of a replay. It has no
+// write-ahead log: a replay is kept only when complete.
+func openRebuilt(dir string, fs vfs.FS) (*projections.Store, error) {
+	return projections.Open(projections.Options{Dir: dir, FS: fs, NoWAL: true})
 }
 
 // batchGC lets the heap of a batch job grow to batchHeap, or to three times
@@ -146,7 +157,7 @@ const heapCheck = 100 * time.Millisecond
 // replayInMemory rebuilds the projection as it stood at the cutoff, in
 // memory. The caller closes the store.
 func replayInMemory(ctx context.Context, l *eventlog.Log, c cutoff) (*projections.Store, error) {
-	store, err := projections.Open(projections.Options{Dir: "replay", FS: vfs.NewMem()})
+	store, err := openRebuilt("replay", vfs.NewMem())
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +193,7 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	store, err := projections.Open(projections.Options{Dir: out})
+	store, err := openRebuilt(out, nil)
 	if err != nil {
 		return err
 	}
