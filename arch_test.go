@@ -27,7 +27,7 @@ var layers = map[string][]string{
 
 // forbidden are outside packages that a layer must not reach, by prefix.
 var forbidden = map[string][]string{
-	"":            {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/", "github.com/go-json-experiment/"},
+	"":            {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/", "github.com/go-json-experiment/", "github.com/goccy/"},
 	"evaluator":   {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 	"eventlog":    {"github.com/cockroachdb/", "github.com/labstack/"},
 	"projections": {"github.com/nats-io/", "github.com/labstack/"},
