@@ -50,7 +50,7 @@ func TestDecodeMatchesEncodingJSON(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(wantP, gotP, cmpopts.EquateEmpty()); diff != "" {
+				if diff := cmp.Diff(wantP, gotP); diff != "" {
 					t.Errorf("payload (-encoding/json +log):\n%s", diff)
 				}
 				if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(posture.Event{})); diff != "" {
