@@ -240,6 +240,11 @@ func TestClusterConvergesAcrossNodes(t *testing.T) {
 			t.Errorf("%s: %+v", c.Name, c)
 		}
 	}
+	// The admin's API session was created through B: A knows it once it
+	// applied it (a node reads another node's writes milliseconds later).
+	if err := a.store.WaitFor(t.Context(), b.lastSeq(t)); err != nil {
+		t.Fatal(err)
+	}
 	if r := a.do(t, http.MethodGet, mgmt+"/controllers", admin, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"totalCount":2`) {
 		t.Fatalf("management controllers: %d %s", r.Status, r.Body)
 	}
