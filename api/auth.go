@@ -62,6 +62,11 @@ type Auth struct {
 	Now      Clock
 	Timeout  time.Duration
 	Logger   *slog.Logger
+	// CatchUp waits until the node has applied every event the log holds
+	// (nil: the node never waits). A token the node does not know may have
+	// been issued through another node milliseconds ago: it is looked up
+	// again once the node caught up, for at most catchUpWait.
+	CatchUp func(ctx context.Context) error
 
 	touched sync.Map // API session id -> time.Time of the last touch sent
 }
@@ -74,7 +79,7 @@ func (a *Auth) Authenticate(c echo.Context) (*Principal, error) {
 	if !posture.IsToken(token) {
 		return nil, &posture.Error{Code: posture.CodeUnauthorized}
 	}
-	s, err := a.Sessions.APISessionByTokenHash(TokenHash(token))
+	s, err := a.apiSession(c.Request().Context(), TokenHash(token))
 	if errors.Is(err, posture.ErrNotFound) {
 		return nil, &posture.Error{Code: posture.CodeUnauthorized}
 	}
@@ -98,6 +103,25 @@ func (a *Auth) Authenticate(c echo.Context) (*Principal, error) {
 	p := &Principal{Session: s, Identity: id, Token: token}
 	a.touch(c, p, now)
 	return p, nil
+}
+
+// catchUpWait bounds how long a request with an unknown token waits for
+// the node to catch up with the log.
+const catchUpWait = time.Second
+
+// apiSession is the API session of a token hash, looked up again after
+// catching up with the log when the node does not know it.
+func (a *Auth) apiSession(ctx context.Context, hash string) (posture.APISession, error) {
+	s, err := a.Sessions.APISessionByTokenHash(hash)
+	if !errors.Is(err, posture.ErrNotFound) || a.CatchUp == nil {
+		return s, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	defer cancel()
+	if a.CatchUp(ctx) != nil {
+		return s, err // still unknown as far as the node can tell
+	}
+	return a.Sessions.APISessionByTokenHash(hash)
 }
 
 // Require returns middleware that admits callers of the access level.

@@ -244,7 +244,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		return err
 	}
 
-	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: n.log}
+	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: n.log, CatchUp: n.catchUp}
 	info := &api.Info{
 		Version: version, Revision: revision, BuildDate: buildDate, Advertise: n.advertise,
 		Specs: []api.Spec{
@@ -301,6 +301,16 @@ func (n *node) Run(ctx context.Context) error {
 	g.Go(func() error { return n.announce(gctx) })
 	g.Go(func() error { return deadlines.Run(gctx) })
 	return g.Wait()
+}
+
+// catchUp waits until the projection applied every event the log holds
+// now.
+func (n *node) catchUp(ctx context.Context) error {
+	last, err := n.elog.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	return n.store.WaitFor(ctx, last)
 }
 
 // Close stops the projection consumer and closes the store and the log. It
