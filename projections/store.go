@@ -25,9 +25,9 @@ type Options struct {
 	FS vfs.FS
 	// Logger (default: discard).
 	Logger *slog.Logger
-	// NoWAL turns Pebble's write-ahead log off, for a store filled in one
-	// go and kept only when complete (a replay). Close flushes what is in
-	// memory; after a crash the directory holds what was flushed before,
+	// NoWAL turns Pebble's write-ahead log off, for a directory filled in
+	// one go and kept only when complete (a replay). Close flushes what is
+	// in memory; after a crash the directory holds what was flushed before,
 	// a prefix of the log with its cursor.
 	NoWAL bool
 }

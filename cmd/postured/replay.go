@@ -102,8 +102,8 @@ func rebuild(ctx context.Context, l *eventlog.Log, store *projections.Store, c c
 
 // openRebuilt opens the fresh projection directory of a replay. It has no
 // write-ahead log: a replay is kept only when complete.
-func openRebuilt(dir string, fs vfs.FS) (*projections.Store, error) {
-	return projections.Open(projections.Options{Dir: dir, FS: fs, NoWAL: true})
+func openRebuilt(dir string) (*projections.Store, error) {
+	return projections.Open(projections.Options{Dir: dir, NoWAL: true})
 }
 
 // batchGC lets the heap of a batch job grow to batchHeap, or to three times
@@ -157,7 +157,9 @@ const heapCheck = 100 * time.Millisecond
 // replayInMemory rebuilds the projection as it stood at the cutoff, in
 // memory. The caller closes the store.
 func replayInMemory(ctx context.Context, l *eventlog.Log, c cutoff) (*projections.Store, error) {
-	store, err := openRebuilt("replay", vfs.NewMem())
+	// A write-ahead log in memory costs little, and a flush at Close would
+	// be wasted on a store that is thrown away.
+	store, err := projections.Open(projections.Options{Dir: "replay", FS: vfs.NewMem()})
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +195,7 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	store, err := openRebuilt(out, nil)
+	store, err := openRebuilt(out)
 	if err != nil {
 		return err
 	}

@@ -151,7 +151,7 @@ func BenchmarkReplay(b *testing.B) {
 func intoFreshStore(b *testing.B, fill func(*projections.Store) (uint64, error)) {
 	var rate, perEvent float64
 	for i := range b.N {
-		store, err := openRebuilt(filepath.Join(b.TempDir(), fmt.Sprint(i)), nil)
+		store, err := openRebuilt(filepath.Join(b.TempDir(), fmt.Sprint(i)))
 		if err != nil {
 			b.Fatal(err)
 		}
