@@ -161,8 +161,6 @@ func putEntity[T posture.Entity](tx *Tx, e T) error {
 	return tx.put(entityKey(kind, id), e)
 }
 
-// deleteEntity removes a record, its secondary keys and its place in the
-// role graph, and strips "@id" from the policies that named it.
 // deleteChildren deletes the entities of type T related to a parent.
 func deleteChildren[T posture.Entity](tx *Tx, parent posture.Kind, parentID string) error {
 	var zero T
@@ -185,6 +183,8 @@ func deleteChildren[T posture.Entity](tx *Tx, parent posture.Kind, parentID stri
 	return nil
 }
 
+// deleteEntity removes a record, its secondary keys and its place in the
+// role graph, and strips "@id" from the policies that named it.
 func deleteEntity[T posture.Entity](tx *Tx, old T) error {
 	for _, k := range secondaryKeys(old) {
 		if err := tx.del(k.key); err != nil {

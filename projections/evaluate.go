@@ -14,8 +14,9 @@ import (
 
 // policyState is what re-evaluation keeps of a policy: whether all its
 // checks pass and the earliest deadline after which a passing one may stop
-// passing (zero: none). verdicts memoises checks by id across the policies evaluated on
-// the same data at the same time (policies often share checks).
+// passing (zero: none). verdicts memoises checks by id across the policies
+// evaluated on the same data at the same time (policies often share
+// checks).
 func policyState(checks []*posture.Check, d evaluator.Data, at time.Time, verdicts map[string]evaluator.Verdict) (bool, time.Time) {
 	passing := true
 	var deadline time.Time
