@@ -91,7 +91,7 @@ func TestParseList(t *testing.T) {
 		{"limit=501", 500, 0, ""},
 		{"limit=0", 10, 0, ""},
 		{"limit=-2", 10, 0, ""},
-		{"limit=-1", -1, 0, ""},
+		{"limit=-1", 500, 0, ""},
 		{"offset=100001", 10, 100000, ""},
 		{"limit=ten", 0, 0, posture.CodeInvalidPagination},
 		{"offset=-1", 0, 0, posture.CodeInvalidPagination},
@@ -123,7 +123,7 @@ func TestPaginate(t *testing.T) {
 		{api.ListParams{Limit: 2, Offset: 0}, []int{1, 2}},
 		{api.ListParams{Limit: 2, Offset: 4}, []int{5}},
 		{api.ListParams{Limit: 2, Offset: 9}, []int{}},
-		{api.ListParams{Limit: -1, Offset: 1}, []int{2, 3, 4, 5}},
+		{api.ListParams{Limit: 4, Offset: 1}, []int{2, 3, 4, 5}},
 	} {
 		rec := httptest.NewRecorder()
 		if err := api.Paginate(e.NewContext(httptest.NewRequest(http.MethodGet, "/", nil), rec), c.p, items); err != nil {
