@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -44,6 +46,57 @@ type Options struct {
 	SystemPaths []string
 	// Metrics, when set, counts requests by route and status.
 	Metrics *Metrics
+	// TrustedProxies are the networks whose X-Forwarded-For header is
+	// believed (none by default). See ClientIP.
+	TrustedProxies []*net.IPNet
+}
+
+// ClientIP returns the function that resolves the address a request comes
+// from: the connection's peer, unless the peer is one of the trusted
+// proxies, in which case X-Forwarded-For is read from the right, skipping
+// trusted proxies, and the first untrusted address is the client. The
+// limiter, the audit trail (an API session's ipAddress) and the request log
+// all read this one address (echo.Context.RealIP). Without trusted proxies
+// forwarded headers are ignored: a client can write anything in them.
+func ClientIP(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// ParseCIDRs parses networks in CIDR notation; a bare address is a network
+// of one.
+func ParseCIDRs(specs []string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, s := range specs {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "/") {
+			ip := net.ParseIP(s)
+			if ip == nil {
+				return nil, fmt.Errorf("%q is neither an address nor a network in CIDR notation", s)
+			}
+			bits := 128
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a network in CIDR notation: %w", s, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // New returns an echo instance with the error handler, request ids,
@@ -57,6 +110,7 @@ func New(opts Options) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.JSONSerializer = serializer{}
 	e.HTTPErrorHandler = ErrorHandler(opts.Logger)
+	e.IPExtractor = ClientIP(opts.TrustedProxies)
 	e.Pre(rewrite(opts.SystemPaths))
 	e.Use(middleware.RequestID())
 	if opts.Metrics != nil {

@@ -223,7 +223,7 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, authenti
 		IdentityID:      identity.ID,
 		AuthenticatorID: authenticatorID,
 		AuthMethod:      method,
-		IPAddress:       c.RealIP(),
+		IPAddress:       Source(c),
 		ConfigTypes:     configTypes,
 		MFARequired:     mfa,
 		SDKInfo:         req.SDKInfo,

@@ -2,7 +2,6 @@ package api
 
 import (
 	"math"
-	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -62,8 +61,9 @@ func (o LimiterOptions) withDefaults() LimiterOptions {
 // Once a subject's or a source's bucket is empty, every attempt for it is
 // refused before the credential is looked at, until the bucket refills.
 //
-// The source is the connection's peer address, not X-Forwarded-For, which a
-// client can set to anything. A nil *Limiter limits nothing.
+// The source is the connection's peer address; X-Forwarded-For, which a
+// client can set to anything, is believed only from a trusted proxy (see
+// ClientIP). A nil *Limiter limits nothing.
 type Limiter struct {
 	mu       sync.Mutex
 	opts     LimiterOptions
@@ -93,13 +93,15 @@ func UserSubject(username string) string { return "u:" + username }
 // IdentitySubject is the limiter subject of an identity's MFA codes.
 func IdentitySubject(identityID string) string { return "i:" + identityID }
 
-// Source is the address a request comes from: the connection's peer.
+// Source is the address a request comes from, as the echo instance's IP
+// extractor resolves it (see ClientIP): the connection's peer unless it is
+// a trusted proxy. Without an extractor it is the peer: forwarded headers
+// are never believed by default.
 func Source(c echo.Context) string {
-	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
-	if err != nil {
-		return c.Request().RemoteAddr
+	if e := c.Echo(); e != nil && e.IPExtractor != nil {
+		return c.RealIP()
 	}
-	return host
+	return echo.ExtractIPDirect()(c.Request())
 }
 
 // Allow answers 429 SERVER_TOO_MANY_REQUESTS, with a Retry-After header,

@@ -33,6 +33,7 @@ type serveCmd struct {
 	Listen            string        `default:":1280" help:"Address the HTTPS APIs listen on."`
 	Advertise         string        `help:"host:port clients reach this node at (default: from --listen, localhost for a wildcard host)."`
 	NatsURL           []string      `name:"nats-url" sep:"," help:"External NATS JetStream server or cluster URLs (comma-separated). Default: an embedded server."`
+	TrustedProxies    []string      `name:"trusted-proxies" sep:"," help:"Networks (CIDR, comma-separated) of reverse proxies whose X-Forwarded-For header is believed for the client's address (rate limits, audit). Default: none; the peer address is the client's."`
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node)."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
 	Sync              string        `default:"interval" enum:"interval,always" help:"Embedded JetStream fsync policy: interval (default) or always (fsync before every acknowledgement)."`
@@ -137,6 +138,7 @@ type node struct {
 	handler    *echo.Echo                // the APIs, once ready
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
+	trusted    []*net.IPNet // --trusted-proxies
 	client     *client.API
 	management *management.API
 	timeout    time.Duration
@@ -156,10 +158,14 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if s.MFAGrace < time.Second {
 		return nil, fmt.Errorf("--mfa-grace must be at least 1s")
 	}
+	trusted, err := api.ParseCIDRs(s.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{})}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -212,7 +218,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 // newEcho is an echo instance of the node with the probes and the metrics.
 func (n *node) newEcho() *echo.Echo {
 	e := api.New(api.Options{Logger: n.log, InstanceID: n.instanceID, Version: version,
-		SystemPaths: api.SystemPaths, Metrics: n.metrics})
+		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted})
 	api.RegisterSystem(e, n.metrics, n.health)
 	return e
 }
