@@ -338,8 +338,11 @@ func (a *API) withCode(c echo.Context, run func(now time.Time, failed *bool) err
 	}
 	failed := false
 	err := run(a.Writer.Now(), &failed)
-	if failed {
+	switch {
+	case failed:
 		limiter.Failed(c, subject)
+	case err == nil:
+		limiter.Succeeded(c, subject)
 	}
 	return err
 }
