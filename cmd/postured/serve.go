@@ -138,7 +138,8 @@ type node struct {
 	handler    *echo.Echo                // the APIs, once ready
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
-	trusted    []*net.IPNet // --trusted-proxies
+	trusted    []*net.IPNet   // --trusted-proxies
+	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
 	timeout    time.Duration
@@ -195,6 +196,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		return nil, err
 	}
 
+	n.logLast = &api.Coalescer{Read: n.elog.LastSeq}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancelRun = cancel
 	go func() {
@@ -322,10 +324,11 @@ func (n *node) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// catchUp waits until the projection applied every event the log holds
-// now.
+// catchUp waits until the projection applied every event the log held
+// when it was called. Concurrent calls share their reads of the log's last
+// sequence (see api.Coalescer).
 func (n *node) catchUp(ctx context.Context) error {
-	last, err := n.elog.LastSeq(ctx)
+	last, err := n.logLast.Last(ctx)
 	if err != nil {
 		return err
 	}
