@@ -21,6 +21,7 @@ import (
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/api/client"
 	"github.com/seed-0809debe/posture/api/management"
+	"github.com/seed-0809debe/posture/connlimit"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
@@ -33,6 +34,11 @@ type serveCmd struct {
 	Listen            string        `default:":1280" help:"Address the HTTPS APIs listen on."`
 	Advertise         string        `help:"host:port clients reach this node at (default: from --listen, localhost for a wildcard host)."`
 	NatsURL           []string      `name:"nats-url" sep:"," help:"External NATS JetStream server or cluster URLs (comma-separated). Default: an embedded server."`
+	ReadTimeout       time.Duration `default:"30s" help:"Time a client has to send a whole request, body included (a slow body is cut)."`
+	WriteTimeout      time.Duration `default:"2m" help:"Time from the end of a request's headers to the end of its answer."`
+	IdleTimeout       time.Duration `default:"2m" help:"Time a keep-alive connection may stay idle between requests."`
+	MaxConnections    int           `default:"4096" help:"Connections open at once, in all (0: no cap); further ones wait to be accepted."`
+	MaxConnsPerSource int           `name:"max-connections-per-source" default:"64" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Trusted proxies are exempt (0: no cap)."`
 	TrustedProxies    []string      `name:"trusted-proxies" sep:"," help:"Networks (CIDR, comma-separated) of reverse proxies whose X-Forwarded-For header is believed for the client's address (rate limits, audit). Default: none; the peer address is the client's."`
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node)."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
@@ -83,14 +89,10 @@ func (s *serveCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer n.Close()
+	ln = s.limitListener(ln, n.trusted, log)
 
 	g, gctx := errgroup.WithContext(ctx)
-	srv := &http.Server{
-		Handler:           n,
-		TLSConfig:         n.tlsConfig(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	srv := s.httpServer(n, n.tlsConfig(), log)
 	g.Go(func() error {
 		err := srv.ServeTLS(ln, "", "")
 		if errors.Is(err, http.ErrServerClosed) {
@@ -118,6 +120,42 @@ func (s *serveCmd) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// Limits of the HTTP server that have no flag.
+const (
+	readHeaderTimeout = 10 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+// httpServer is the HTTPS server of a node, with the time limits that keep
+// slow clients from holding connections: the request headers within 10 s
+// (the TLS handshake too), the whole request within --read-timeout, the
+// answer within --write-timeout, an idle keep-alive connection for
+// --idle-timeout; headers of at most 64 KiB.
+func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         cfg,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       s.ReadTimeout,
+		WriteTimeout:      s.WriteTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+}
+
+// limitListener caps the connections ln holds open: --max-connections in
+// all, --max-connections-per-source from one address (trusted proxies
+// exempt).
+func (s *serveCmd) limitListener(ln net.Listener, trusted []*net.IPNet, log *slog.Logger) net.Listener {
+	return connlimit.Wrap(ln, connlimit.Options{
+		Max: s.MaxConnections, PerSource: s.MaxConnsPerSource, Exempt: trusted,
+		OnReject: func(source string) {
+			log.Debug("connection refused: too many open from its source", "source", source, "max", s.MaxConnsPerSource)
+		},
+	})
 }
 
 // node is one running controller: the log, the projection and the APIs,
@@ -158,6 +196,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	}
 	if s.MFAGrace < time.Second {
 		return nil, fmt.Errorf("--mfa-grace must be at least 1s")
+	}
+	if s.ReadTimeout < 0 || s.WriteTimeout < 0 || s.IdleTimeout < 0 || s.MaxConnections < 0 || s.MaxConnsPerSource < 0 {
+		return nil, fmt.Errorf("--read-timeout, --write-timeout, --idle-timeout, --max-connections and --max-connections-per-source may not be negative")
 	}
 	trusted, err := api.ParseCIDRs(s.TrustedProxies)
 	if err != nil {
