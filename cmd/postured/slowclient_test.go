@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,8 @@ func slowPost(c net.Conn) error {
 // TestSlowClientsAreCut: a source that opens more connections than
 // --max-connections-per-source has the extra ones closed at once; a POST
 // whose body trickles is cut after --read-timeout, and an idle keep-alive
-// connection after --idle-timeout; another source is answered all along.
+// connection after --idle-timeout; headers over 64 KiB are refused (431);
+// another source is answered all along.
 func TestSlowClientsAreCut(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	cfg := n.cfg
@@ -84,6 +86,14 @@ func TestSlowClientsAreCut(t *testing.T) {
 		t.Fatalf("another address while one is slow: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// Headers are bounded (64 KiB).
+	req, _ := http.NewRequest(http.MethodGet, "https://"+addr+api.ClientBase+"/version", nil)
+	req.Header.Set("X-Padding", strings.Repeat("x", 100<<10))
+	if resp, err := other.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a request with 100 KiB of headers: %v %v, want 431", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 
 	// The slow bodies are cut: the server ends each connection (an answer,
 	// if any, then EOF) once the read timeout passes.
