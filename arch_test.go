@@ -21,7 +21,7 @@ var layers = map[string][]string{
 	"projections":       {"", "evaluator"},
 	"api":               {"", "api/filter"},
 	"api/filter":        {""},
-	"connlimit":         {},
+	"api/connlimit":     {},
 	"api/client":        {"", "api", "api/filter", "evaluator", "pki"},
 	"api/management":    {"", "api", "api/filter", "evaluator", "pki"},
 }

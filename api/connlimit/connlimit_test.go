@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed-0809debe/posture/connlimit"
+	"github.com/seed-0809debe/posture/api/connlimit"
 )
 
 // dialFrom connects from a local loopback address.
