@@ -145,10 +145,12 @@ type Credential struct {
 // seedFileName is the seed file of a role in the credentials directory.
 func seedFileName(dir, role string) string { return filepath.Join(dir, role+".nk") }
 
-// loadOrCreateUsers reads the nkey seeds of the embedded server's users from
-// dir, creating what is missing (dir 0700, each seed file 0600, written
-// exclusively so that a concurrent start keeps one).
-func loadOrCreateUsers(dir string) ([]Credential, error) {
+// LoadOrCreateCredentials reads the nkey seeds of the postured and the
+// auditor users from dir (postured.nk, auditor.nk), creating what is missing
+// (dir 0700, each seed file 0600, written exclusively so that a concurrent
+// start keeps one). The embedded server with Listen keeps its users this
+// way; `postured nats init` makes them for an external cluster.
+func LoadOrCreateCredentials(dir string) ([]Credential, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("eventlog: credentials directory: %w", err)
 	}

@@ -131,7 +131,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 			if opts.CredsDir == "" {
 				opts.CredsDir = filepath.Join(opts.Dir, "creds")
 			}
-			if l.creds, err = loadOrCreateUsers(opts.CredsDir); err != nil {
+			if l.creds, err = LoadOrCreateCredentials(opts.CredsDir); err != nil {
 				return nil, err
 			}
 			emb.users = l.creds
