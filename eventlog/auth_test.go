@@ -288,6 +288,13 @@ func TestSecureClusterAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAuditor(t, w, auditor)
+	// The auditor cannot create or update the stream: an Open that would
+	// fails at once, with the reason.
+	start := time.Now()
+	if _, err := openAs(t, c.URLs, eventlog.ClientAuth{TLSCA: sec.CAFile, NkeyFile: sec.AuditorSeed}, false); err == nil ||
+		!strings.Contains(err.Error(), "Permissions Violation") || time.Since(start) > 10*time.Second {
+		t.Errorf("auditor opening the stream for writing: %v after %s", err, time.Since(start))
+	}
 
 	// Not even a postured node deletes a message or purges the stream.
 	st, err := w.JetStream().Stream(ctx, "POSTURED")

@@ -184,6 +184,15 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		} else {
 			l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
 		}
+		if err != nil {
+			// A user who may not change the stream gets no answer, only
+			// an asynchronous permissions violation: not worth a retry.
+			for _, op := range []string{"INFO", "UPDATE", "CREATE"} {
+				if denied := l.denied("$JS.API.STREAM." + op + "." + opts.Stream); denied != nil {
+					return denied
+				}
+			}
+		}
 		return err
 	})
 	if err != nil {
