@@ -58,9 +58,11 @@ func (a ClientAuth) natsOptions() ([]nats.Option, error) {
 		if f == "" {
 			continue
 		}
-		if _, err := os.ReadFile(f); err != nil {
+		fh, err := os.Open(f)
+		if err != nil {
 			return nil, fmt.Errorf("eventlog: %w", err)
 		}
+		fh.Close()
 	}
 	var opts []nats.Option
 	switch {

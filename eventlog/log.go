@@ -453,7 +453,9 @@ func connect(ctx context.Context, urls []string, budget time.Duration, opts []na
 	where := strings.Join(shown, ",")
 	start := time.Now()
 	backoff := 100 * time.Millisecond
-	opts = append(opts, nats.Timeout(2*time.Second))
+	// One attempt dials every server in turn: bound each dial so that an
+	// attempt over servers that drop packets fits the budget.
+	opts = append(opts, nats.Timeout(min(max(budget/time.Duration(2*len(urls)), 500*time.Millisecond), 2*time.Second)))
 	for {
 		tried := time.Now()
 		nc, err := nats.Connect(strings.Join(urls, ","), opts...)
