@@ -8,5 +8,12 @@
 // JetStream message id, so a retried append of the same event is stored once.
 // Consumers read in sequence order from any sequence.
 //
+// Connections are authenticated (ClientAuth: a credentials file, a user and
+// password, or an nkey seed; TLS with a CA and a client certificate). The
+// embedded server opens a port only with Options.Listen, and then requires
+// TLS and one of the nkey users it generates (LoadOrCreateCredentials), with
+// the permissions of their role (Permissions): postured appends and
+// consumes, auditor reads and follows. Its own log goes to slog.
+//
 // It imports nats.go and nats-server and the root package only.
 package eventlog

@@ -40,7 +40,7 @@ type serveCmd struct {
 	MaxConnections    int           `default:"4096" help:"Connections open at once, in all (0: no cap); further ones wait to be accepted."`
 	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Trusted proxies are exempt (0: no cap)."`
 	TrustedProxies    []string      `name:"trusted-proxies" sep:"," help:"Networks (CIDR, comma-separated) of reverse proxies whose X-Forwarded-For header is believed for the client's address (rate limits, audit). Default: none; the peer address is the client's."`
-	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node)."`
+	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
 	Sync              string        `default:"interval" enum:"interval,always" help:"Embedded JetStream fsync policy: interval (default) or always (fsync before every acknowledgement)."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
@@ -49,6 +49,7 @@ type serveCmd struct {
 	LogLevel          string        `default:"info" enum:"debug,info,warn,error" help:"Log level."`
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
 	AdminPassword     string        `hidden:"" help:"Password of the default admin created on first start (POSTURED_ADMIN_PASSWORD); generated and printed once when unset."`
+	natsFlags
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -204,8 +205,11 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
 	}
+	if len(s.NatsURL) > 0 && s.NatsListen != "" {
+		return nil, errors.New("--nats-listen opens the embedded NATS server, which --nats-url replaces: use one of them")
+	}
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("data directory %s: %w", s.DataDir, err)
 	}
 	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted}
 	defer func() {
@@ -213,12 +217,24 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 			n.Close()
 		}
 	}()
+	// The CA comes first: the embedded NATS server's listener presents a
+	// certificate from it.
+	if n.ca, err = pki.Open(s.pkiDir(), pki.Options{}); err != nil {
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(advertise)
+	listenTLS, err := s.natsListenTLS(n.ca, host)
+	if err != nil {
+		return nil, err
+	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
 	n.elog, err = eventlog.Open(openCtx, eventlog.Options{
 		URLs:       s.NatsURL,
 		Dir:        filepath.Join(s.DataDir, "nats"),
 		Listen:     s.NatsListen,
+		ListenTLS:  listenTLS,
+		Auth:       s.clientAuth(),
 		Replicas:   s.StreamReplicas,
 		SyncAlways: s.Sync == "always",
 		Logger:     log,
@@ -226,13 +242,16 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	if url := n.elog.ListenURL(); url != "" {
+		args := []any{"url", url, "ca", filepath.Join(s.pkiDir(), "ca.pem")}
+		for _, c := range n.elog.Credentials() {
+			args = append(args, c.Role, c.SeedFile)
+		}
+		log.Info("embedded NATS server accepts TLS clients with the nkey seeds in these files (keep them private)", args...)
+	}
 	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
 		return nil, err
 	}
-	if n.ca, err = pki.Open(s.pkiDir(), pki.Options{}); err != nil {
-		return nil, err
-	}
-	host, _, _ := net.SplitHostPort(advertise)
 	if n.serverCert, err = n.ca.ServerCertificate(uniq(host, "localhost", "127.0.0.1")); err != nil {
 		return nil, err
 	}
@@ -393,6 +412,28 @@ func (n *node) Close() error {
 	})
 	return nil
 }
+
+// natsListenTLS is the TLS configuration of the embedded NATS server's
+// listener (nil without --nats-listen): a certificate from the CA, issued at
+// each start, for the listen host and the names the node is reached at.
+func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, error) {
+	if s.NatsListen == "" {
+		return nil, nil
+	}
+	host, _, err := net.SplitHostPort(s.NatsListen)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-listen %q: %w", s.NatsListen, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = ""
+	}
+	cert, err := ca.ServiceCertificate(uniq(host, advertised, "localhost", "127.0.0.1"))
+	if err != nil {
+		return nil, fmt.Errorf("--nats-listen: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
 func uniq(vals ...string) []string {
 	seen := map[string]bool{}
 	var out []string
