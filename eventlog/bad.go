@@ -43,10 +43,17 @@ func dataSHA256(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// maxReason bounds a BadEventError's reason, which may quote the message
+// (an unknown type, say) and ends up in logs and probes.
+const maxReason = 300
+
 // decodeStored decodes the message stored at seq on subject, or reports
 // why it is not an event with a *BadEventError.
 func decodeStored(prefix, subject string, data []byte, seq uint64, stored time.Time) (posture.Event, error) {
 	bad := func(reason string) (posture.Event, error) {
+		if len(reason) > maxReason {
+			reason = strings.ToValidUTF8(reason[:maxReason], "") + "..."
+		}
 		return posture.Event{}, &BadEventError{Seq: seq, Subject: subject, Stored: stored.UTC(), Reason: reason, Data: data}
 	}
 	e, err := decode(data, seq)
