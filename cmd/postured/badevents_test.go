@@ -84,6 +84,13 @@ func TestBadEventStopsEveryNodeUntilSkipped(t *testing.T) {
 		}
 	}
 
+	// A write waits for no projection that cannot move: 503 at once.
+	r := a.do(t, http.MethodPost, mgmt+"/services", admin, map[string]any{"name": "during"})
+	if _, e := r.envelope(t); r.Status != http.StatusServiceUnavailable || e.Code != posture.CodeUnavailable ||
+		!strings.Contains(e.Message, fmt.Sprintf("stopped at sequence %d", bad)) {
+		t.Fatalf("a write while stopped: %d %s", r.Status, r.Body)
+	}
+
 	// Readers of the log stop there too, and say what to do.
 	if _, err := command(t, "replay", nats, "--stream-replicas=3", "--out", t.TempDir()); err == nil ||
 		!strings.Contains(err.Error(), fmt.Sprintf("events skip --seq %d", bad)) {

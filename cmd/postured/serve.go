@@ -241,7 +241,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
-	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.store, Now: time.Now}
+	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: time.Now}
 	if err := bootstrap(openCtx, w, n.store, s, n.log); err != nil {
 		return err
 	}
