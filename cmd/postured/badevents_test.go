@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -240,5 +241,49 @@ func TestHaltingSourceLogsAndWaits(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+}
+
+// TestRestartedNodeGoesOnAfterSkip: a node restarted on a log that holds a
+// message that is not an event stays unready, naming it (it used to say
+// "catching up" for ever), until an operator skips the message through the
+// node's NATS port; then it becomes ready by itself.
+func TestRestartedNodeGoesOnAfterSkip(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.NatsListen = freeAddr(t)
+	first := startTestNode(t, cfg)
+	ack, err := first.elog.JetStream().Publish(t.Context(), "postured.model", []byte("not json at all"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.waitHalted(t, ack.Sequence)
+	first.srv.Close()
+	first.Close()
+
+	n, err := startNode(t.Context(), &cfg, "127.0.0.1:1280", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := httptest.NewUnstartedServer(n)
+	srv.TLS = n.tlsConfig()
+	srv.StartTLS()
+	defer srv.Close()
+	restarted := &testNode{node: n, srv: srv, cfg: cfg, http: first.http}
+	ready := make(chan error, 1)
+	go func() { ready <- n.ready(t.Context(), &cfg) }()
+	v := restarted.waitHalted(t, ack.Sequence)
+	if !strings.Contains(v.Reason, "not JSON") {
+		t.Fatalf("readyz of the restarted node: %+v", v)
+	}
+
+	if _, err := command(t, "events", "skip", "--nats-url", "nats://"+cfg.NatsListen, "--seq", fmt.Sprint(ack.Sequence), "--reason", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ready; err != nil {
+		t.Fatal(err)
+	}
+	if status, v := restarted.readyz(t); status != http.StatusOK {
+		t.Fatalf("readyz after the decision: %d %+v", status, v)
 	}
 }
