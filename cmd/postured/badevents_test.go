@@ -287,3 +287,26 @@ func TestRestartedNodeGoesOnAfterSkip(t *testing.T) {
 		t.Fatalf("readyz after the decision: %d %+v", status, v)
 	}
 }
+
+// inspect prints text as text and anything else as a hex dump.
+func TestWriteInspection(t *testing.T) {
+	for _, c := range []struct {
+		data []byte
+		want string
+	}{
+		{[]byte("{\"a\":\n1}"), "8 bytes, text:\n{\"a\":\n1}\n"},
+		{[]byte("\x00\x01binary\xff"), "9 bytes, not text:\n00000000  00 01 62 69 6e 61 72 79  ff"},
+	} {
+		var b bytes.Buffer
+		in := inspection{Seq: 7, Subject: "postured.model", Data: c.data, Size: len(c.data), Problem: "not JSON",
+			Headers: map[string][]string{"Nats-Msg-Id": {"x"}}}
+		if err := writeInspection(&b, in); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{c.want, "header:   Nats-Msg-Id: x\n", "event:    no: not JSON\n", "events skip --seq 7"} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("inspection of %q lacks %q:\n%s", c.data, want, b.String())
+			}
+		}
+	}
+}
