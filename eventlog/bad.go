@@ -51,10 +51,7 @@ const maxReason = 300
 // why it is not an event with a *BadEventError.
 func decodeStored(prefix, subject string, data []byte, seq uint64, stored time.Time) (posture.Event, error) {
 	bad := func(reason string) (posture.Event, error) {
-		if len(reason) > maxReason {
-			reason = strings.ToValidUTF8(reason[:maxReason], "") + "..."
-		}
-		return posture.Event{}, &BadEventError{Seq: seq, Subject: subject, Stored: stored.UTC(), Reason: reason, Data: data}
+		return posture.Event{}, newBadEvent(seq, subject, stored, reason, data)
 	}
 	e, err := decode(data, seq)
 	if err != nil {
@@ -76,6 +73,13 @@ func decodeStored(prefix, subject string, data []byte, seq uint64, stored time.T
 		}
 	}
 	return e, nil
+}
+
+func newBadEvent(seq uint64, subject string, stored time.Time, reason string, data []byte) *BadEventError {
+	if len(reason) > maxReason {
+		reason = strings.ToValidUTF8(reason[:maxReason], "") + "..."
+	}
+	return &BadEventError{Seq: seq, Subject: subject, Stored: stored.UTC(), Reason: reason, Data: data}
 }
 
 // Message is a message of the stream as it is stored, for an operator to
