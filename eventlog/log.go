@@ -326,7 +326,8 @@ func (l *Log) LastSubjectSeq(ctx context.Context, subject string) (uint64, error
 	return last, err
 }
 
-// Get reads the event at seq.
+// Get reads the event at seq. A message that is not an event is a
+// *BadEventError.
 func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 	m, err := l.stream.GetMsg(ctx, seq)
 	if err != nil {
@@ -335,7 +336,7 @@ func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 		}
 		return posture.Event{}, err
 	}
-	return decode(m.Data, m.Sequence)
+	return decodeStored(l.prefix, m.Subject, m.Data, m.Sequence, m.Time)
 }
 
 // envelope is an event without its payload, which encode splices in as it
@@ -368,10 +369,11 @@ func encode(e posture.Event) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
+// decode reads an event's JSON; decodeStored checks that it is one.
 func decode(data []byte, seq uint64) (posture.Event, error) {
 	var e posture.Event
 	if err := unmarshal(data, &e); err != nil {
-		return e, fmt.Errorf("eventlog: message %d is not an event: %w", seq, err)
+		return e, err
 	}
 	e.Seq = seq
 	return e.DecodedWith(unmarshal), nil

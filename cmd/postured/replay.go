@@ -88,7 +88,7 @@ func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cu
 	if errors.Is(err, errCutoff) {
 		err = nil
 	}
-	return applied, err
+	return applied, explainBad(err)
 }
 
 // rebuild is replay as the replay command runs it, as a batch job into a

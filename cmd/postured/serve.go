@@ -174,6 +174,7 @@ type node struct {
 	metrics    *api.Metrics
 	self       eventlog.Node             // this node's entry in the node registry
 	health     *api.Health               // the probes of both handlers
+	halt       *api.Halt                 // where the projection stopped at a message that is not an event
 	handler    *echo.Echo                // the APIs, once ready
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
@@ -259,15 +260,16 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	n.logLast = &api.Coalescer{Read: n.elog.LastSeq}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancelRun = cancel
+	n.halt = &api.Halt{}
 	go func() {
 		defer close(n.runDone)
-		n.runErr = n.store.Run(runCtx, n.elog)
+		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, halt: n.halt, logger: log})
 	}()
 
 	n.metrics = n.newMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
-	n.health = &api.Health{Progress: n.store, State: n.logState,
+	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt,
 		Starting: func() bool { return n.serving.Load() == starting }}
 	starting = n.newEcho()
 	starting.Any("/*", func(echo.Context) error {
@@ -307,7 +309,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
-	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.store, Now: time.Now}
+	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: time.Now}
 	if err := bootstrap(openCtx, w, n.store, s, n.log); err != nil {
 		return err
 	}
