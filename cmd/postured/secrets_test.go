@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/secrets"
 )
 
@@ -195,4 +198,157 @@ func TestNoSecretInClear(t *testing.T) {
 	if len(sessions) != 1 || sessions[0].Token != session.Token {
 		t.Fatalf("sessions %+v, want the token %q", sessions, session.Token)
 	}
+}
+
+// TestSecretsAcrossNodes: two nodes on one NATS cluster share the secrets
+// key (beside the shared CA). What one node sealed, the other opens: an MFA
+// enrolled on A completes a login on B, an enrollment created on A shows
+// the same token and JWT on B and enrolls there, a session created on A
+// shows its token on B.
+func TestSecretsAcrossNodes(t *testing.T) {
+	_, a, b := startTwoNodes(t)
+	clk := newStepClock(time.Now())
+	a.client.Writer.Now, b.client.Writer.Now = clk.Now, clk.Now
+	caughtUp := func(n, from *clusterNode) {
+		t.Helper()
+		if err := n.store.WaitFor(t.Context(), from.lastSeq(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := a.adminToken(t)
+	ep := a.endpoint(t, admin, "roaming-user", "laptops")
+	_, secret := a.enrollAndVerifyMFA(t, ep.token, clk)
+
+	caughtUp(b, a)
+	partial, s := b.loginSession(t, "roaming-user", "roaming-user-password")
+	if !s.IsMFARequired {
+		t.Fatal("login on B needs no MFA")
+	}
+	if r := b.do(t, http.MethodPost, clientAPI+"/authenticate/mfa", partial, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
+		t.Fatalf("authenticate/mfa on B with the secret sealed on A: %d %s", r.Status, r.Body)
+	}
+
+	_, enr := a.enrolledIdentity(t, admin, "roaming-laptop", map[string]any{"ott": true})
+	caughtUp(b, a)
+	onB := b.detail(t, b.adminToken(t), "enrollments", enr.ID)
+	if onB["token"] != enr.Token || onB["jwt"] != enr.JWT {
+		t.Fatalf("enrollment on B shows token %v jwt %v, want A's", onB["token"], onB["jwt"])
+	}
+	b.enrollOTT(t, enr.Token)
+
+	svc := a.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	a.create(t, admin, "service-policies", map[string]any{"name": "crm-dial", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"#apps"}})
+	caughtUp(a, b)
+	r := a.do(t, http.MethodPost, clientAPI+"/sessions", partial, map[string]any{"serviceId": svc})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("session on A: %d %s", r.Status, r.Body)
+	}
+	var created struct {
+		Token string `json:"token"`
+	}
+	data, _ := r.envelope(t)
+	if err := json.Unmarshal(data, &created); err != nil || created.Token == "" {
+		t.Fatalf("session %s: %v", data, err)
+	}
+	caughtUp(b, a)
+	var sessions []struct {
+		Token string `json:"token"`
+	}
+	b.getJSON(t, clientAPI+"/sessions", partial, &sessions)
+	if len(sessions) != 1 || sessions[0].Token != created.Token {
+		t.Fatalf("sessions on B %+v, want the token A issued", sessions)
+	}
+}
+
+// TestDeletingAnIdentityShredsItsSecrets: deleting an identity destroys its
+// data key, so that the sealed TOTP secret its events still carry can no
+// longer be opened, by this node or by a fresh one with the same key file.
+func TestDeletingAnIdentityShredsItsSecrets(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	clk := useStepClock(n)
+	admin := n.adminToken(t)
+	ep := n.endpoint(t, admin, "leaver")
+	n.enrollAndVerifyMFA(t, ep.token, clk)
+	m, err := n.store.MFA(ep.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.secrets.Open(t.Context(), ep.id, posture.FieldMFASecret, m.SecretSealed); err != nil {
+		t.Fatalf("open before the deletion: %v", err)
+	}
+	if r := n.do(t, http.MethodDelete, mgmt+"/identities/"+ep.id, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	if _, err := n.secrets.Open(t.Context(), ep.id, posture.FieldMFASecret, m.SecretSealed); !errors.Is(err, secrets.ErrShredded) {
+		t.Fatalf("open after the deletion: %v, want ErrShredded", err)
+	}
+	fresh, err := openSecrets(t.Context(), &n.cfg, n.elog, n.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.Open(t.Context(), ep.id, posture.FieldMFASecret, m.SecretSealed); !errors.Is(err, secrets.ErrShredded) {
+		t.Fatalf("open on a fresh keyring after the deletion: %v, want ErrShredded", err)
+	}
+}
+
+// TestLegacyClearSecretsStillWork: a log written before secrets were sealed
+// holds a TOTP secret, a recovery nonce, unkeyed recovery code hashes and
+// an enrollment token and JWT in clear. They still decode and work
+// (migrate on read): a TOTP and a recovery code of the old enrollment log
+// in, the old enrollment shows its token and enrolls with it.
+func TestLegacyClearSecretsStillWork(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	clk := useStepClock(n)
+	admin := n.adminToken(t)
+	var me struct {
+		ID string `json:"id"`
+	}
+	n.getJSON(t, clientAPI+"/current-identity", n.createUser(t, "old-timer", "old-timer-password", false), &me)
+	id := me.ID
+	const secret, recovery = "JBSWY3DPEHPK3PXP", "QWERTY"
+	st := api.Stamp{Actor: "legacy"}
+	w := n.client.Writer
+	legacyHash := legacyRecoveryHashForTest(id, recovery)
+	if _, err := w.AppendContext(t.Context(), st, posture.MFAEnrolled{MFA: posture.MFA{
+		ID: posture.NewID(), IdentityID: id, Secret: secret, Issuer: "postured", Account: "old-timer",
+		RecoveryNonce: posture.NewToken(), RecoveryCodes: []string{legacyHash},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.AppendContext(t.Context(), st, posture.MFAVerified{IdentityID: id}); err != nil {
+		t.Fatal(err)
+	}
+	partial, s := n.loginSession(t, "old-timer", "old-timer-password")
+	if !s.IsMFARequired {
+		t.Fatal("the legacy enrollment is not in force")
+	}
+	if r := n.do(t, http.MethodPost, clientAPI+"/authenticate/mfa", partial, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
+		t.Fatalf("TOTP of a legacy clear secret: %d %s", r.Status, r.Body)
+	}
+	other, _ := n.loginSession(t, "old-timer", "old-timer-password")
+	if r := n.do(t, http.MethodPost, clientAPI+"/authenticate/mfa", other, map[string]string{"code": recovery}); r.Status != http.StatusOK {
+		t.Fatalf("legacy recovery code: %d %s", r.Status, r.Body)
+	}
+
+	// A legacy enrollment: token and JWT in clear, found by the token.
+	target := n.create(t, admin, "identities", map[string]any{"name": "old-laptop", "type": "Device", "isAdmin": false})
+	token, now := posture.NewToken(), time.Now().UTC()
+	enr := posture.Enrollment{ID: posture.NewID(), Method: posture.EnrollOTT, IdentityID: target, Token: token,
+		JWT: "legacy.jwt.value", ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
+	if err := w.ModelContext(t.Context(), st, func() ([]posture.Payload, error) {
+		return []posture.Payload{posture.Created[posture.Enrollment]{Entity: enr}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d := n.detail(t, admin, "enrollments", enr.ID); d["token"] != token || d["jwt"] != "legacy.jwt.value" {
+		t.Fatalf("legacy enrollment shows %v", d)
+	}
+	n.enrollOTT(t, token)
+}
+
+// legacyRecoveryHashForTest is the unkeyed recovery code hash of logs
+// written before secrets were sealed.
+func legacyRecoveryHashForTest(identityID, code string) string {
+	sum := sha256.Sum256([]byte("postured recovery code\x00" + identityID + "\x00" + code))
+	return hex.EncodeToString(sum[:])
 }
