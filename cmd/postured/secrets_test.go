@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,17 +78,45 @@ func scanDir(t *testing.T, dir string, needles []needle) map[string][]string {
 	return found
 }
 
+// startLoggedNode is startTestNode with the node's log going to log.
+func startLoggedNode(t *testing.T, cfg serveCmd, log *slog.Logger) *testNode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	n, err := openNode(ctx, &cfg, "127.0.0.1:1280", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(n.handler)
+	srv.TLS = n.tlsConfig()
+	srv.StartTLS()
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(runCtx) }()
+	t.Cleanup(func() {
+		srv.Close()
+		stop()
+		<-done
+		n.Close()
+	})
+	return &testNode{node: n, srv: srv, cfg: cfg, http: &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}},
+	}}
+}
+
 // TestNoSecretInClear enrolls MFA, creates OTT enrollments (one used), an
 // edge router, a CA and a session, then scans every byte of the data
 // directory (the log store, the key bucket, the projections) and every
 // `events tail` line for the secrets the API handed out: the TOTP secret
 // (base32 and raw), the one-time tokens, the JWTs and the API session
-// tokens. None is found, while a marker stored in clear is found in both
+// tokens. None is found, nor in the node's debug log, while a marker stored in clear is found in both
 // stores (the scan reads what it must). The secrets still work.
 func TestNoSecretInClear(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsListen = freeAddr(t)
-	n := startTestNode(t, cfg)
+	var logs lockedBuffer
+	n := startLoggedNode(t, cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	clk := useStepClock(n)
 	admin := n.adminToken(t)
 	tail := follow(t, "--nats-url", "nats://"+cfg.NatsListen, "--from", fmt.Sprint(n.lastSeq(t)+1))
@@ -169,6 +201,10 @@ func TestNoSecretInClear(t *testing.T) {
 	if !strings.Contains(tailed, marker) || !strings.Contains(dump, marker) {
 		t.Fatal("the marker is not in the events tail output or the projection dump: the scan proves nothing")
 	}
+	logged := logs.String()
+	if !strings.Contains(logged, `enroll?method=ott\u0026token=REDACTED`) && !strings.Contains(logged, "enroll?method=ott&token=REDACTED") {
+		t.Fatalf("the debug log has no enrollment request with its token redacted: the scan proves nothing:\n%s", logged)
+	}
 
 	for name, files := range scanDir(t, cfg.DataDir, needles) {
 		t.Errorf("%s found in clear in %v", name, files)
@@ -179,6 +215,9 @@ func TestNoSecretInClear(t *testing.T) {
 		}
 		if strings.Contains(dump, string(nd.value)) {
 			t.Errorf("%s found in the projection dump", nd.name)
+		}
+		if strings.Contains(logged, string(nd.value)) {
+			t.Errorf("%s found in the log", nd.name)
 		}
 	}
 	// The projection keeps sealed values only.
