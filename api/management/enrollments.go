@@ -247,11 +247,16 @@ func (a *API) enrollmentView(e posture.Enrollment) any {
 		"id": e.ID, "method": e.Method, "identityId": e.IdentityID,
 		"identity": api.Ref(string(posture.KindIdentity), e.IdentityID, identityName),
 		"token":    e.Token, "jwt": e.JWT, "expiresAt": api.Time(e.ExpiresAt),
-		"caId": nilIfEmpty(e.CAID), "username": nilIfEmpty(e.Username), "tags": posture.Tags{},
+		"caId": nilIfEmpty(e.CAID), "tags": posture.Tags{},
 		"createdAt": api.Time(e.CreatedAt), "updatedAt": api.Time(e.UpdatedAt), "_links": links,
 	}
 	if e.CAID != "" {
 		v["ca"] = a.caRef(e.CAID)
+	}
+	// Only an updb enrollment has a username; the others leave the key
+	// out, as the real controller does.
+	if e.Username != "" {
+		v["username"] = e.Username
 	}
 	return v
 }

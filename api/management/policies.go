@@ -270,7 +270,7 @@ func edgeRouterView(r posture.EdgeRouter) map[string]any {
 		"id": r.ID, "name": r.Name, "roleAttributes": r.RoleAttributes, "isTunnelerEnabled": r.IsTunnelerEnabled,
 		"cost": r.Cost, "noTraversal": r.NoTraversal, "disabled": r.Disabled, "hostname": r.Hostname,
 		"appData": r.AppData, "isOnline": false, "isVerified": r.IsVerified, "syncStatus": "",
-		"fingerprint": nilIfEmpty(r.Fingerprint), "enrollmentToken": nilIfEmpty(r.EnrollmentToken), "enrollmentJwt": nilIfEmpty(r.EnrollmentJWT),
+		"fingerprint": r.Fingerprint, "enrollmentToken": nilIfEmpty(r.EnrollmentToken), "enrollmentJwt": nilIfEmpty(r.EnrollmentJWT),
 		"enrollmentCreatedAt": api.Time(r.EnrollmentCreatedAt), "enrollmentExpiresAt": api.Time(r.EnrollmentExpiresAt),
 		"supportedProtocols": map[string]string{}, "tags": r.Tags,
 		"createdAt": api.Time(r.CreatedAt), "updatedAt": api.Time(r.UpdatedAt),
