@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/seed-0809debe/posture/api/client"
 	"github.com/seed-0809debe/posture/api/connlimit"
 	"github.com/seed-0809debe/posture/api/management"
+	"github.com/seed-0809debe/posture/console"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
@@ -185,6 +187,7 @@ type node struct {
 	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
+	console    *console.Console // the web console under /console/, once ready
 	timeout    time.Duration
 	cancelRun  context.CancelFunc
 	runDone    chan struct{} // closed when the projection consumer returns
@@ -293,10 +296,16 @@ func (n *node) newEcho() *echo.Echo {
 	return e
 }
 
-// ServeHTTP serves the APIs once the node is ready and, until then, the
+// ServeHTTP serves the APIs and the console (under /console/) once the
+// node is ready and, until then, the
 // probes and the metrics.
 func (n *node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n.serving.Load().ServeHTTP(w, r)
+	e := n.serving.Load()
+	if e == n.handler && n.console != nil && (r.URL.Path == "/console" || strings.HasPrefix(r.URL.Path, console.Base)) {
+		n.console.ServeHTTP(w, r)
+		return
+	}
+	e.ServeHTTP(w, r)
 }
 
 // ready catches the projection up with the log (for as long as that takes:
@@ -349,6 +358,10 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
+	if n.console, err = console.New(console.Options{API: n.handler, ManagementBase: api.ManagementBase,
+		ClientBase: api.ClientBase, Store: n.store, Explainer: n.management.Explainer, Logger: n.log}); err != nil {
+		return err
+	}
 	n.serving.Store(n.handler)
 	return nil
 }

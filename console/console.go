@@ -1,0 +1,178 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Base is the path the console is served under.
+const Base = "/console/"
+
+// Store is what the pages read (projections.Store implements it).
+type Store interface {
+	Identity(id string) (posture.Identity, error)
+	// IdentityPage reads at most limit identities in id order after the
+	// id, without scanning the rest.
+	IdentityPage(after string, limit int) ([]posture.Identity, error)
+	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
+	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
+	History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error)
+	ServicesFor(identityID, typ string) []posture.Grant
+	Checks() ([]posture.Check, error)
+	Cursor() uint64
+	PendingDeadlines() (int, error)
+}
+
+// Explainer rebuilds an access decision at a moment (the management API's
+// explainer).
+type Explainer interface {
+	Explain(ctx context.Context, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error)
+}
+
+// Options configure a Console.
+type Options struct {
+	// API serves the management API; sign-in, MFA, the session check and
+	// sign-out are its operations, called in process.
+	API http.Handler
+	// ManagementBase is the management API's path prefix.
+	ManagementBase string
+	// ClientBase is the client API's path prefix (MFA is completed there).
+	ClientBase string
+	Store      Store
+	Explainer  Explainer
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+	// PageSize is the number of identities on a fleet page (default 50).
+	PageSize int
+}
+
+// Console serves the console's pages under Base.
+type Console struct {
+	opts  Options
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+	h     http.Handler
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// New builds the console.
+func New(opts Options) (*Console, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 50
+	}
+	c := &Console{opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	for _, name := range []string{"signin", "mfa", "fleet", "identity", "explain", "checks", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, err
+		}
+		c.pages[name] = t
+	}
+	assets, err := fs.Sub(assetFS, "assets")
+	if err != nil {
+		return nil, err
+	}
+	m := c.mux
+	m.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", cacheable(http.FileServerFS(assets))))
+	m.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console/fleet", http.StatusSeeOther)
+	})
+	m.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console/fleet", http.StatusSeeOther)
+	})
+	m.HandleFunc("GET /console/sign-in", c.signInPage)
+	m.HandleFunc("POST /console/sign-in", c.signIn)
+	m.HandleFunc("GET /console/mfa", c.mfaPage)
+	m.HandleFunc("POST /console/mfa", c.mfa)
+	m.HandleFunc("POST /console/sign-out", c.signOut)
+	m.Handle("GET /console/fleet", c.admin(c.fleet))
+	m.Handle("GET /console/fleet/counts", c.admin(c.counts))
+	m.Handle("GET /console/identities/{id}", c.admin(c.identity))
+	m.Handle("GET /console/explain", c.admin(c.explain))
+	m.Handle("GET /console/checks", c.admin(c.checks))
+	// Forms are refused from other origins (Sec-Fetch-Site, Origin), on top
+	// of the token each one carries.
+	c.h = secure(http.NewCrossOriginProtection().Handler(c.csrf(m)))
+	return c, nil
+}
+
+// ServeHTTP serves a console request.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeHTTP(w, r) }
+
+// CSP is the Content-Security-Policy of every answer: nothing but the
+// console's own scripts, styles and images; no inline script or style, no
+// framing, forms posted to the console only.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// secure sets the security headers of every answer.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", CSP)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func cacheable(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// render writes a page; the answer is never cached (it holds fleet data).
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["CSRF"] = csrfToken(r)
+	if _, ok := data["Admin"]; !ok {
+		data["Admin"] = adminOf(r)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := c.pages[name].Execute(w, data); err != nil {
+		c.opts.Logger.Error("console: render", "page", name, "err", err)
+	}
+}
+
+// fail renders the error page: a posture.Error's message as it is, any
+// other error as an internal error (logged, not shown).
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := http.StatusInternalServerError, "Something went wrong; the error was logged."
+	var pe *posture.Error
+	switch {
+	case asPostureError(err, &pe) && pe.Code == posture.CodeNotFound:
+		status, msg = http.StatusNotFound, "Not found."
+	case asPostureError(err, &pe):
+		status, msg = http.StatusBadRequest, pe.Error()
+	default:
+		c.opts.Logger.Error("console", "path", r.URL.Path, "err", err)
+	}
+	c.render(w, r, status, "error", map[string]any{"Title": "Error", "Message": msg})
+}

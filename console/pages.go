@@ -1,0 +1,274 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+func urlEscape(s string) string { return url.QueryEscape(s) }
+
+// fleet is GET /console/fleet: a page of identities (after=<id>) with
+// their posture ages and last failed requests, and the live counts.
+func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
+	after := r.URL.Query().Get("after")
+	ids, err := c.opts.Store.IdentityPage(after, c.opts.PageSize+1)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	next := ""
+	if len(ids) > c.opts.PageSize {
+		ids = ids[:c.opts.PageSize]
+		next = ids[len(ids)-1].ID
+	}
+	now := c.opts.Now()
+	type row struct {
+		Identity posture.Identity
+		Updated  string
+		Failed   int
+	}
+	type failure struct {
+		posture.FailedServiceRequest
+		Identity posture.Identity
+	}
+	rows := make([]row, 0, len(ids))
+	var failures []failure
+	for _, id := range ids {
+		ip, _, err := c.opts.Store.PostureData(id.ID)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		fr, err := c.opts.Store.FailedRequests(id.ID)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		for _, f := range fr {
+			failures = append(failures, failure{f, id})
+		}
+		rows = append(rows, row{Identity: id, Updated: age(now, latest(ip)), Failed: len(fr)})
+	}
+	sort.Slice(failures, func(i, j int) bool { return failures[i].When.After(failures[j].When) })
+	if len(failures) > 20 {
+		failures = failures[:20]
+	}
+	counts, err := c.countsOf()
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "fleet", map[string]any{
+		"Title": "Fleet", "Rows": rows, "Failures": failures, "Next": next, "After": after, "Counts": counts,
+	})
+}
+
+// latest is when the identity last reported posture (zero if never).
+func latest(ip posture.IdentityPosture) time.Time {
+	var t time.Time
+	if ip.OS != nil && ip.OS.At.After(t) {
+		t = ip.OS.At
+	}
+	if ip.MAC != nil && ip.MAC.At.After(t) {
+		t = ip.MAC.At
+	}
+	if ip.Domain != nil && ip.Domain.At.After(t) {
+		t = ip.Domain.At
+	}
+	for _, p := range ip.Processes {
+		if p.At.After(t) {
+			t = p.At
+		}
+	}
+	return t
+}
+
+// Counts are the fleet page's live figures.
+type Counts struct {
+	LogPosition      uint64 `json:"logPosition"`
+	PendingDeadlines int    `json:"pendingDeadlines"`
+}
+
+func (c *Console) countsOf() (Counts, error) {
+	n, err := c.opts.Store.PendingDeadlines()
+	return Counts{LogPosition: c.opts.Store.Cursor(), PendingDeadlines: n}, err
+}
+
+// counts is GET /console/fleet/counts, read by the fleet page's script to
+// refresh the counts without a reload.
+func (c *Console) counts(w http.ResponseWriter, r *http.Request) {
+	counts, err := c.countsOf()
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(counts)
+}
+
+// timeWindow reads from and to (RFC 3339 or the datetime-local form, UTC);
+// by default the last 24 hours, narrowed to the identity's entries.
+func (c *Console) timeWindow(r *http.Request) (from, to time.Time, explicit bool, err error) {
+	q := r.URL.Query()
+	to = c.opts.Now().UTC()
+	from = to.Add(-24 * time.Hour)
+	if v := q.Get("to"); v != "" {
+		if to, err = parseTime(v); err != nil {
+			return from, to, false, posture.Invalid("to", "to must be a time (2006-01-02T15:04:05Z)", v)
+		}
+		explicit = true
+	}
+	if v := q.Get("from"); v != "" {
+		if from, err = parseTime(v); err != nil {
+			return from, to, false, posture.Invalid("from", "from must be a time (2006-01-02T15:04:05Z)", v)
+		}
+		explicit = true
+	} else if q.Get("to") != "" {
+		from = to.Add(-24 * time.Hour)
+	}
+	if !from.Before(to) {
+		return from, to, false, posture.Invalid("from", "from must be before to", q.Get("from"))
+	}
+	return from, to, explicit, nil
+}
+
+func parseTime(v string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, errors.New("not a time")
+}
+
+// identity is GET /console/identities/{id}: posture with ages, sessions,
+// failed requests and the timeline of the time window.
+func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
+	id, err := c.opts.Store.Identity(r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	from, to, explicit, err := c.timeWindow(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	history, err := c.opts.Store.History(id.ID, from, to)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	failed, err := c.opts.Store.FailedRequests(id.ID)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	ip, sessions, err := c.opts.Store.PostureData(id.ID)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if !explicit && len(history) > 0 {
+		// Fit the default window to what happened in it.
+		first := history[0].At
+		span := to.Sub(first)
+		from = first.Add(-span / 20).Add(-time.Second)
+	}
+	now := c.opts.Now()
+	tl := buildTimeline(id.ID, history, failed, from, to)
+	c.render(w, r, http.StatusOK, "identity", map[string]any{
+		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip), "Sessions": sessions,
+		"Failed": failed, "Timeline": tl, "History": history,
+		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
+		"Services": c.opts.Store.ServicesFor(id.ID, ""),
+	})
+}
+
+// postureRow is one posture fact with its age.
+type postureRow struct {
+	Fact, Value, Check, Age string
+}
+
+func postureRows(now time.Time, ip posture.IdentityPosture) []postureRow {
+	var out []postureRow
+	if ip.OS != nil {
+		v := ip.OS.Type + " " + ip.OS.Version
+		if ip.OS.Build != "" {
+			v += " build " + ip.OS.Build
+		}
+		out = append(out, postureRow{"OS", v, ip.OS.CheckID, age(now, ip.OS.At)})
+	}
+	if ip.MAC != nil {
+		out = append(out, postureRow{"MAC", joinComma(ip.MAC.Addresses), ip.MAC.CheckID, age(now, ip.MAC.At)})
+	}
+	if ip.Domain != nil {
+		out = append(out, postureRow{"Domain", ip.Domain.Domain, ip.Domain.CheckID, age(now, ip.Domain.At)})
+	}
+	for _, p := range ip.Processes {
+		state := "not running"
+		if p.IsRunning {
+			state = "running"
+		}
+		out = append(out, postureRow{"Process", p.Path + " (" + state + ")", p.CheckID, age(now, p.At)})
+	}
+	return out
+}
+
+// explain is GET /console/explain?identity=&service=&type=&at=: the
+// decision at the moment (default now).
+func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	identityID, serviceID, typ := q.Get("identity"), q.Get("service"), q.Get("type")
+	if typ == "" {
+		typ = "Dial"
+	}
+	data := map[string]any{"Title": "Explain", "IdentityID": identityID, "ServiceID": serviceID, "Type": typ, "At": q.Get("at")}
+	if identityID == "" {
+		c.render(w, r, http.StatusOK, "explain", data)
+		return
+	}
+	id, err := c.opts.Store.Identity(identityID)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	data["Identity"] = id
+	data["Services"] = c.opts.Store.ServicesFor(id.ID, "")
+	if serviceID == "" {
+		c.render(w, r, http.StatusOK, "explain", data)
+		return
+	}
+	var at time.Time
+	if v := q.Get("at"); v != "" {
+		if at, err = parseTime(v); err != nil {
+			c.fail(w, r, posture.Invalid("at", "at must be a time (2006-01-02T15:04:05Z)", v))
+			return
+		}
+	}
+	x, err := c.opts.Explainer.Explain(r.Context(), id.ID, serviceID, typ, at)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	data["Explanation"] = x
+	data["At"] = x.At.UTC().Format(time.RFC3339Nano)
+	c.render(w, r, http.StatusOK, "explain", data)
+}
+
+// checks is GET /console/checks: the posture checks and what they expect.
+func (c *Console) checks(w http.ResponseWriter, r *http.Request) {
+	checks, err := c.opts.Store.Checks()
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "checks", map[string]any{"Title": "Posture checks", "Checks": checks})
+}

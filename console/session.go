@@ -1,0 +1,288 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Cookie names. The __Host- prefix makes browsers insist on Secure, Path=/
+// and no Domain.
+const (
+	SessionCookie = "__Host-postured-console"
+	CSRFCookie    = "__Host-postured-csrf"
+	CSRFField     = "csrf"
+)
+
+// headerSession carries the API session token on the management API.
+const headerSession = "zt-session"
+
+type ctxKey int
+
+const (
+	csrfKey ctxKey = iota
+	adminKey
+)
+
+// csrf gives every browser a random token in a cookie and refuses a POST
+// whose form does not carry the same token (double submit; the cookie is
+// SameSite=Strict and HttpOnly, and another origin can neither read nor set
+// it).
+func (c *Console) csrf(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := ""
+		if ck, err := r.Cookie(CSRFCookie); err == nil && len(ck.Value) == 43 {
+			token = ck.Value
+		}
+		if r.Method == http.MethodPost {
+			form := r.PostFormValue(CSRFField)
+			if token == "" || subtle.ConstantTimeCompare([]byte(form), []byte(token)) != 1 {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = io.WriteString(w, "The form's CSRF token is missing or wrong: reload the page and try again.\n")
+				return
+			}
+		}
+		if token == "" {
+			token = random()
+			http.SetCookie(w, &http.Cookie{Name: CSRFCookie, Value: token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), csrfKey, token)))
+	})
+}
+
+func csrfToken(r *http.Request) string { s, _ := r.Context().Value(csrfKey).(string); return s }
+
+func random() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func setSession(w http.ResponseWriter, token string) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+}
+
+func clearSession(w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+}
+
+// apiAnswer is an answer of the management API called in process.
+type apiAnswer struct {
+	status int
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (a *apiAnswer) Header() http.Header         { return a.header }
+func (a *apiAnswer) Write(b []byte) (int, error) { return a.body.Write(b) }
+func (a *apiAnswer) WriteHeader(status int)      { a.status = status }
+
+// errorMessage is the message of an API error envelope.
+func (a *apiAnswer) errorMessage() string {
+	var env struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(a.body.Bytes(), &env) != nil || env.Error.Message == "" {
+		return http.StatusText(a.status)
+	}
+	return env.Error.Message
+}
+
+// call runs an API operation in process on behalf of the browser's
+// request: the same source address (and forwarded-for header, believed
+// only from trusted proxies) and TLS state, so that rate limits, lockouts
+// and audit see the browser.
+func (c *Console) call(r *http.Request, method, path, token string, body any) (*apiAnswer, error) {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), method, path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("console: %s %s: %w", method, path, err)
+	}
+	req.RemoteAddr, req.TLS, req.Host = r.RemoteAddr, r.TLS, r.Host
+	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+		req.Header["X-Forwarded-For"] = xff
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if token != "" {
+		req.Header.Set(headerSession, token)
+	}
+	a := &apiAnswer{status: http.StatusOK, header: http.Header{}}
+	c.opts.API.ServeHTTP(a, req)
+	return a, nil
+}
+
+// apiSession is what the console reads of GET /current-api-session.
+type apiSession struct {
+	IdentityID    string `json:"identityId"`
+	IsMFARequired bool   `json:"isMfaRequired"`
+	IsMFAComplete bool   `json:"isMfaComplete"`
+}
+
+// session resolves the browser's session cookie through the management
+// API (which also keeps the session alive): the session and its identity,
+// or an error the caller answers by signing in again.
+func (c *Console) session(r *http.Request) (string, apiSession, error) {
+	ck, err := r.Cookie(SessionCookie)
+	if err != nil || ck.Value == "" {
+		return "", apiSession{}, errSignedOut
+	}
+	a, err := c.call(r, http.MethodGet, c.opts.ManagementBase+"/current-api-session", ck.Value, nil)
+	if err != nil {
+		return "", apiSession{}, err
+	}
+	if a.status != http.StatusOK {
+		return "", apiSession{}, errSignedOut
+	}
+	var env struct {
+		Data apiSession `json:"data"`
+	}
+	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil {
+		return "", apiSession{}, fmt.Errorf("console: current API session: %w", err)
+	}
+	return ck.Value, env.Data, nil
+}
+
+var errSignedOut = errors.New("signed out")
+
+// admin admits a request with the session of an admin that completed MFA;
+// others are sent to sign in.
+func (c *Console) admin(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, s, err := c.session(r)
+		switch {
+		case errors.Is(err, errSignedOut):
+			http.Redirect(w, r, "/console/sign-in?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		case err != nil:
+			c.fail(w, r, err)
+			return
+		case s.IsMFARequired && !s.IsMFAComplete:
+			http.Redirect(w, r, "/console/mfa", http.StatusSeeOther)
+			return
+		}
+		id, err := c.opts.Store.Identity(s.IdentityID)
+		if err != nil || !id.IsAdmin {
+			clearSession(w)
+			c.render(w, r, http.StatusForbidden, "error", map[string]any{"Title": "Refused", "Message": "The console is for administrators; this identity is not one."})
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), adminKey, id.Name)))
+	})
+}
+
+func adminOf(r *http.Request) string { s, _ := r.Context().Value(adminKey).(string); return s }
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "signin", map[string]any{"Title": "Sign in", "Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+// signIn is POST /console/sign-in: the management API's password
+// authentication; an identity that is not an admin is refused and its new
+// session ended at once.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	username, password := r.PostFormValue("username"), r.PostFormValue("password")
+	next := safeNext(r.PostFormValue("next"))
+	again := func(status int, msg string) {
+		c.render(w, r, status, "signin", map[string]any{"Title": "Sign in", "Error": msg, "Username": username, "Next": next})
+	}
+	a, err := c.call(r, http.MethodPost, c.opts.ManagementBase+"/authenticate?method=password", "",
+		map[string]string{"username": username, "password": password})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	token := a.header.Get(headerSession)
+	if a.status != http.StatusOK || token == "" {
+		again(http.StatusUnauthorized, a.errorMessage())
+		return
+	}
+	var env struct {
+		Data apiSession `json:"data"`
+	}
+	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil {
+		c.fail(w, r, fmt.Errorf("console: sign-in answer: %w", err))
+		return
+	}
+	id, err := c.opts.Store.Identity(env.Data.IdentityID)
+	if err != nil || !id.IsAdmin {
+		if _, err := c.call(r, http.MethodDelete, c.opts.ManagementBase+"/current-api-session", token, nil); err != nil {
+			c.opts.Logger.Warn("console: end a non-admin's session", "err", err)
+		}
+		again(http.StatusForbidden, "The console is for administrators; this identity is not one.")
+		return
+	}
+	setSession(w, token)
+	if env.Data.IsMFARequired && !env.Data.IsMFAComplete {
+		http.Redirect(w, r, "/console/mfa?next="+urlEscape(next), http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) mfaPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "mfa", map[string]any{"Title": "Verify", "Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+// mfa is POST /console/mfa: the TOTP (or a recovery code) that completes
+// the session of an admin with MFA.
+func (c *Console) mfa(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.PostFormValue("next"))
+	ck, err := r.Cookie(SessionCookie)
+	if err != nil {
+		http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
+		return
+	}
+	a, err := c.call(r, http.MethodPost, c.opts.ClientBase+"/authenticate/mfa", ck.Value, map[string]string{"code": r.PostFormValue("code")})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if a.status/100 != 2 {
+		c.render(w, r, http.StatusUnauthorized, "mfa", map[string]any{"Title": "Verify", "Error": a.errorMessage(), "Next": next})
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signOut is POST /console/sign-out: the API session ends and the cookie
+// goes.
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(SessionCookie); err == nil && ck.Value != "" {
+		if _, err := c.call(r, http.MethodDelete, c.opts.ManagementBase+"/current-api-session", ck.Value, nil); err != nil {
+			c.opts.Logger.Warn("console: sign out", "err", err)
+		}
+	}
+	clearSession(w)
+	c.render(w, r, http.StatusOK, "signin", map[string]any{"Title": "Sign in", "Notice": "Signed out.", "Next": "/console/fleet"})
+}
+
+// safeNext keeps a redirect target inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/console/fleet"
+	}
+	return next
+}
+
+func asPostureError(err error, pe **posture.Error) bool { return errors.As(err, pe) }

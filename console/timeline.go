@@ -1,0 +1,252 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Timeline is an identity's history drawn as lanes: one per posture fact
+// (OS, processes, MAC and domain, MFA, wake and unlock), one per service
+// policy (passing or failing over time) and one per service (sessions
+// granted and requests denied). Each mark links to the event that caused
+// it; a denial also links to explain at its moment.
+type Timeline struct {
+	From, To time.Time
+	Width    int
+	Height   int
+	Lanes    []Lane
+	Ticks    []Tick
+}
+
+// Lane is one row of the timeline.
+type Lane struct {
+	Label    string
+	Y        int
+	Marks    []Mark
+	Segments []Segment
+}
+
+// Mark is one event on a lane.
+type Mark struct {
+	X     int
+	Class string // fact, granted, denied, ended
+	At    time.Time
+	Title string
+	Href  string
+	Seq   uint64
+}
+
+// Segment is a span of a policy's state.
+type Segment struct {
+	X, W  int
+	Class string // passing, failing
+	Title string
+	Href  string
+}
+
+// Tick is a time label on the axis.
+type Tick struct {
+	X     int
+	Label string
+}
+
+// Geometry of the SVG (user units; the SVG scales to the page's width).
+const (
+	tlWidth  = 1000
+	tlLabel  = 180 // the label column
+	tlLane   = 34
+	tlTop    = 24
+	tlMarkR  = 6
+	tlMargin = 10
+)
+
+// buildTimeline lays out the entries of the window [from, to].
+func buildTimeline(identityID string, history []posture.HistoryEntry, failed []posture.FailedServiceRequest, from, to time.Time) Timeline {
+	tl := Timeline{From: from, To: to, Width: tlWidth}
+	span := to.Sub(from)
+	x := func(t time.Time) int {
+		if span <= 0 {
+			return tlLabel
+		}
+		f := float64(t.Sub(from)) / float64(span)
+		f = min(max(f, 0), 1)
+		return tlLabel + int(f*float64(tlWidth-tlLabel-tlMargin))
+	}
+	lanes := map[string]*Lane{}
+	var order []string
+	lane := func(label string) *Lane {
+		if l, ok := lanes[label]; ok {
+			return l
+		}
+		lanes[label] = &Lane{Label: label}
+		order = append(order, label)
+		return lanes[label]
+	}
+	// The fact lanes come first, in a fixed order, even when empty.
+	for _, l := range []string{"OS", "Processes", "MAC / domain", "MFA", "Wake / unlock"} {
+		lane(l)
+	}
+	eventHref := func(seq uint64) string { return fmt.Sprintf("#event-%d", seq) }
+	type policyState struct {
+		at    time.Time
+		state string
+		seq   uint64
+	}
+	policies := map[string][]policyState{}
+	var policyOrder []string
+	for _, h := range history {
+		m := Mark{X: x(h.At), Class: "fact", At: h.At, Title: h.At.UTC().Format(time.RFC3339) + " " + h.Summary, Href: eventHref(h.Seq), Seq: h.Seq}
+		switch h.Kind {
+		case posture.HistoryPosture:
+			switch {
+			case strings.HasPrefix(h.Summary, "OS "):
+				lane("OS").Marks = append(lane("OS").Marks, m)
+			case strings.HasPrefix(h.Summary, "process "):
+				lane("Processes").Marks = append(lane("Processes").Marks, m)
+			default:
+				lane("MAC / domain").Marks = append(lane("MAC / domain").Marks, m)
+			}
+		case posture.HistoryMFA, posture.HistoryDeadline:
+			lane("MFA").Marks = append(lane("MFA").Marks, m)
+		case posture.HistoryEndpoint:
+			lane("Wake / unlock").Marks = append(lane("Wake / unlock").Marks, m)
+		case posture.HistoryAccess:
+			var t struct {
+				PolicyName string `json:"policyName"`
+				To         string `json:"to"`
+			}
+			if json.Unmarshal(h.Detail, &t) == nil && t.PolicyName != "" {
+				if _, ok := policies[t.PolicyName]; !ok {
+					policyOrder = append(policyOrder, t.PolicyName)
+				}
+				policies[t.PolicyName] = append(policies[t.PolicyName], policyState{h.At, t.To, h.Seq})
+			}
+		case posture.HistorySession:
+			var d struct {
+				ServiceID string `json:"serviceId"`
+			}
+			if json.Unmarshal(h.Detail, &d) == nil && d.ServiceID != "" {
+				name := serviceOf(h.Summary)
+				m.Class = "granted"
+				if strings.HasSuffix(h.Summary, "deleted by the client") || strings.Contains(h.Summary, " removed") {
+					m.Class = "ended"
+				}
+				l := lane("Service " + name)
+				l.Marks = append(l.Marks, m)
+			}
+		}
+	}
+	// Denials come from the failed requests (they name the service); each
+	// links to its event (the session.denied entry at the same moment) and
+	// to explain at that moment.
+	for _, f := range failed {
+		if f.When.Before(from) || f.When.After(to) {
+			continue
+		}
+		var seq uint64
+		for _, h := range history {
+			if h.Kind == posture.HistorySession && h.At.Equal(f.When) {
+				seq = h.Seq
+			}
+		}
+		q := url.Values{"identity": {identityID}, "service": {f.ServiceID}, "type": {f.SessionType}, "at": {f.When.UTC().Format(time.RFC3339Nano)}}
+		l := lane("Service " + f.ServiceName)
+		l.Marks = append(l.Marks, Mark{X: x(f.When), Class: "denied", At: f.When, Seq: seq,
+			Title: f.When.UTC().Format(time.RFC3339) + " " + f.SessionType + " session for " + f.ServiceName + " denied",
+			Href:  "/console/explain?" + q.Encode()})
+	}
+	for _, name := range policyOrder {
+		l := lane("Policy " + name)
+		states := policies[name]
+		for i, s := range states {
+			end := to
+			if i+1 < len(states) {
+				end = states[i+1].at
+			}
+			class := "failing"
+			switch s.state {
+			case "passing":
+				class = "passing"
+			case "not applicable":
+				continue
+			}
+			x0, x1 := x(s.at), x(end)
+			l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(s.seq),
+				Title: s.at.UTC().Format(time.RFC3339) + " policy " + name + " " + s.state})
+		}
+	}
+	for i, label := range order {
+		l := lanes[label]
+		l.Y = tlTop + i*tlLane
+		sort.SliceStable(l.Marks, func(a, b int) bool { return l.Marks[a].At.Before(l.Marks[b].At) })
+		tl.Lanes = append(tl.Lanes, *l)
+	}
+	tl.Height = tlTop + len(order)*tlLane + 8
+	for i := 0; i <= 4; i++ {
+		t := from.Add(time.Duration(i) * span / 4)
+		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.UTC().Format("15:04:05")})
+	}
+	return tl
+}
+
+// serviceOf reads the service name of a session history summary ("Dial
+// session <id> for service <name> ...").
+func serviceOf(summary string) string {
+	_, rest, ok := strings.Cut(summary, " for service ")
+	if !ok {
+		return "?"
+	}
+	name, _, _ := strings.Cut(rest, " ")
+	return name
+}
+
+// age is how long ago a moment was, for people ("never" for zero).
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+func joinComma(s []string) string { return strings.Join(s, ", ") }
+
+var funcs = template.FuncMap{
+	"time": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"timep": func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"raw":         func(m json.RawMessage) string { return string(m) },
+	"join":        joinComma,
+	"add":         func(a, b int) int { return a + b },
+	"jsonv": func(v any) string {
+		b, _ := json.Marshal(v)
+		return string(b)
+	},
+}
