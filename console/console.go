@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"embed"
+	"errors"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -43,7 +44,10 @@ type Options struct {
 	API http.Handler
 	// ManagementBase is the management API's path prefix.
 	ManagementBase string
-	// ClientBase is the client API's path prefix (MFA is completed there).
+	// ClientBase is the client API's path prefix: the MFA code, the
+	// session check and sign-out are its operations (they take a session
+	// that has not given its MFA code yet, and any identity's, so that a
+	// non-admin's session is ended too).
 	ClientBase string
 	Store      Store
 	Explainer  Explainer
@@ -167,7 +171,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, msg := http.StatusInternalServerError, "Something went wrong; the error was logged."
 	var pe *posture.Error
 	switch {
-	case asPostureError(err, &pe) && pe.Code == posture.CodeNotFound:
+	case errors.Is(err, posture.ErrNotFound), asPostureError(err, &pe) && pe.Code == posture.CodeNotFound:
 		status, msg = http.StatusNotFound, "Not found."
 	case asPostureError(err, &pe):
 		status, msg = http.StatusBadRequest, pe.Error()

@@ -182,11 +182,20 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		span := to.Sub(first)
 		from = first.Add(-span / 20).Add(-time.Second)
 	}
+	// Several entries of one event share its anchor (the first one).
+	type eventRow struct {
+		posture.HistoryEntry
+		Anchor bool
+	}
+	events := make([]eventRow, len(history))
+	for i, h := range history {
+		events[i] = eventRow{h, i == 0 || history[i-1].Seq != h.Seq}
+	}
 	now := c.opts.Now()
 	tl := buildTimeline(id.ID, history, failed, from, to)
 	c.render(w, r, http.StatusOK, "identity", map[string]any{
 		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip), "Sessions": sessions,
-		"Failed": failed, "Timeline": tl, "History": history,
+		"Failed": failed, "Timeline": tl, "History": events,
 		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
 		"Services": c.opts.Store.ServicesFor(id.ID, ""),
 	})

@@ -139,15 +139,16 @@ type apiSession struct {
 	IsMFAComplete bool   `json:"isMfaComplete"`
 }
 
-// session resolves the browser's session cookie through the management
-// API (which also keeps the session alive): the session and its identity,
+// session resolves the browser's session cookie through the API's
+// current-api-session operation (on the client API, which answers a
+// session still waiting for its MFA code; it also keeps the session alive): the session and its identity,
 // or an error the caller answers by signing in again.
 func (c *Console) session(r *http.Request) (string, apiSession, error) {
 	ck, err := r.Cookie(SessionCookie)
 	if err != nil || ck.Value == "" {
 		return "", apiSession{}, errSignedOut
 	}
-	a, err := c.call(r, http.MethodGet, c.opts.ManagementBase+"/current-api-session", ck.Value, nil)
+	a, err := c.call(r, http.MethodGet, c.opts.ClientBase+"/current-api-session", ck.Value, nil)
 	if err != nil {
 		return "", apiSession{}, err
 	}
@@ -226,7 +227,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := c.opts.Store.Identity(env.Data.IdentityID)
 	if err != nil || !id.IsAdmin {
-		if _, err := c.call(r, http.MethodDelete, c.opts.ManagementBase+"/current-api-session", token, nil); err != nil {
+		if _, err := c.call(r, http.MethodDelete, c.opts.ClientBase+"/current-api-session", token, nil); err != nil {
 			c.opts.Logger.Warn("console: end a non-admin's session", "err", err)
 		}
 		again(http.StatusForbidden, "The console is for administrators; this identity is not one.")
@@ -269,7 +270,7 @@ func (c *Console) mfa(w http.ResponseWriter, r *http.Request) {
 // goes.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(SessionCookie); err == nil && ck.Value != "" {
-		if _, err := c.call(r, http.MethodDelete, c.opts.ManagementBase+"/current-api-session", ck.Value, nil); err != nil {
+		if _, err := c.call(r, http.MethodDelete, c.opts.ClientBase+"/current-api-session", ck.Value, nil); err != nil {
 			c.opts.Logger.Warn("console: sign out", "err", err)
 		}
 	}

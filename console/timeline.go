@@ -102,7 +102,7 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 	policies := map[string][]policyState{}
 	var policyOrder []string
 	for _, h := range history {
-		m := Mark{X: x(h.At), Class: "fact", At: h.At, Title: h.At.UTC().Format(time.RFC3339) + " " + h.Summary, Href: eventHref(h.Seq), Seq: h.Seq}
+		m := Mark{X: x(h.At), Class: "fact", At: h.At, Title: stamp(h.At) + " " + h.Summary, Href: eventHref(h.Seq), Seq: h.Seq}
 		switch h.Kind {
 		case posture.HistoryPosture:
 			switch {
@@ -159,7 +159,7 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		q := url.Values{"identity": {identityID}, "service": {f.ServiceID}, "type": {f.SessionType}, "at": {f.When.UTC().Format(time.RFC3339Nano)}}
 		l := lane("Service " + f.ServiceName)
 		l.Marks = append(l.Marks, Mark{X: x(f.When), Class: "denied", At: f.When, Seq: seq,
-			Title: f.When.UTC().Format(time.RFC3339) + " " + f.SessionType + " session for " + f.ServiceName + " denied",
+			Title: stamp(f.When) + " " + f.SessionType + " session for " + f.ServiceName + " denied",
 			Href:  "/console/explain?" + q.Encode()})
 	}
 	for _, name := range policyOrder {
@@ -179,7 +179,7 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 			}
 			x0, x1 := x(s.at), x(end)
 			l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(s.seq),
-				Title: s.at.UTC().Format(time.RFC3339) + " policy " + name + " " + s.state})
+				Title: stamp(s.at) + " policy " + name + " " + s.state})
 		}
 	}
 	for i, label := range order {
@@ -195,6 +195,9 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 	}
 	return tl
 }
+
+// stamp is a moment as the timeline's titles show it (UTC, milliseconds).
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // serviceOf reads the service name of a session history summary ("Dial
 // session <id> for service <name> ...").
@@ -246,7 +249,10 @@ var funcs = template.FuncMap{
 	"join":        joinComma,
 	"add":         func(a, b int) int { return a + b },
 	"jsonv": func(v any) string {
-		b, _ := json.Marshal(v)
-		return string(b)
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // html/template escapes the text
+		_ = enc.Encode(v)
+		return strings.TrimSpace(b.String())
 	},
 }

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/console"
+)
+
+// consoleBrowser is a plain HTTPS client with cookies, as a browser
+// without script: it follows no redirect, so that tests see each answer.
+type consoleBrowser struct {
+	t    testing.TB
+	base string
+	c    *http.Client
+}
+
+// consoleServer serves the node itself (the APIs and the console) over TLS.
+func consoleServer(t testing.TB, n *testNode) *httptest.Server {
+	srv := httptest.NewUnstartedServer(n.node)
+	srv.TLS = n.tlsConfig()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newConsoleBrowser(t testing.TB, n *testNode, srv *httptest.Server) *consoleBrowser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &consoleBrowser{t: t, base: srv.URL, c: &http.Client{
+		Jar:           jar,
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       30 * time.Second,
+	}}
+}
+
+type page struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+func (b *consoleBrowser) do(method, path string, form url.Values) page {
+	b.t.Helper()
+	var rd io.Reader
+	if form != nil {
+		rd = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.base+path, rd)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return page{resp.StatusCode, resp.Header, string(body)}
+}
+
+func (b *consoleBrowser) get(path string) page { b.t.Helper(); return b.do(http.MethodGet, path, nil) }
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// post submits a form with the CSRF token of the page at from.
+func (b *consoleBrowser) post(from, path string, form url.Values) page {
+	b.t.Helper()
+	m := csrfField.FindStringSubmatch(b.get(from).Body)
+	if m == nil {
+		b.t.Fatalf("no CSRF field on %s", from)
+	}
+	form.Set(console.CSRFField, m[1])
+	return b.do(http.MethodPost, path, form)
+}
+
+func (b *consoleBrowser) signIn(username, password string) page {
+	b.t.Helper()
+	return b.post("/console/sign-in", "/console/sign-in", url.Values{"username": {username}, "password": {password}, "next": {"/console/fleet"}})
+}
+
+func (b *consoleBrowser) sessionToken() string {
+	u, _ := url.Parse(b.base)
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == console.SessionCookie {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+// story is the deny-then-grant story of the console tests: laptop-1's old
+// Windows is denied the crm service, then a current one is granted it.
+type consoleStory struct {
+	identity, service, apiSession string
+	deniedAt                      time.Time
+}
+
+func denyThenGrant(t testing.TB, n *testNode) consoleStory {
+	t.Helper()
+	admin := n.adminToken(t)
+	crm := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	osCheck := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "modern-windows",
+		"operatingSystems": []any{map[string]any{"type": "WINDOWS", "versions": []string{">=10.0.19041"}}}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-dial-crm", "type": "Dial",
+		"identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + crm}, "postureCheckRoles": []string{"@" + osCheck}})
+	ep := n.endpoint(t, admin, "laptop-1", "laptops")
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "6.1.7601"}); r.Status != http.StatusCreated {
+		t.Fatalf("posture: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm, "type": "Dial"}); r.Status != http.StatusConflict {
+		t.Fatalf("session on an old Windows: %d %s", r.Status, r.Body)
+	}
+	var failed []posture.FailedServiceRequest
+	n.getJSON(t, mgmt+"/identities/"+ep.id+"/failed-service-requests", admin, &failed)
+	if len(failed) != 1 {
+		t.Fatalf("failed requests: %+v", failed)
+	}
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "10.0.19045"}); r.Status != http.StatusCreated {
+		t.Fatalf("posture: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm, "type": "Dial"}); r.Status != http.StatusCreated {
+		t.Fatalf("session on a current Windows: %d %s", r.Status, r.Body)
+	}
+	return consoleStory{identity: ep.id, service: crm, apiSession: ep.apiSessionID, deniedAt: failed[0].When}
+}
+
+// TestConsolePages signs in, reads every page and signs out, as a browser
+// without script would: the cookies' attributes, the CSP, CSRF refusals,
+// the timeline's denial and explain's values.
+func TestConsolePages(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	st := denyThenGrant(t, n)
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+
+	// Signed out: every page sends to sign-in.
+	p := b.get("/console/identities/" + st.identity)
+	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), "/console/sign-in?next=") {
+		t.Fatalf("signed out: %d %v", p.Status, p.Header)
+	}
+	csrf := p.Header.Get("Set-Cookie")
+	for _, attr := range []string{console.CSRFCookie + "=", "HttpOnly", "Secure", "SameSite=Strict"} {
+		if !strings.Contains(csrf, attr) {
+			t.Fatalf("CSRF cookie %q lacks %s", csrf, attr)
+		}
+	}
+	p = b.get("/console/sign-in")
+	if p.Status != http.StatusOK || p.Header.Get("Content-Security-Policy") != console.CSP || !strings.Contains(console.CSP, "script-src 'self'") {
+		t.Fatalf("sign-in page: %d %v", p.Status, p.Header)
+	}
+	if strings.Contains(p.Body, "<script>") || strings.Contains(p.Body, "style=") {
+		t.Fatalf("inline script or style on the sign-in page:\n%s", p.Body)
+	}
+
+	// A form without the token, or with another, is refused.
+	form := url.Values{"username": {"admin"}, "password": {testAdminPassword}}
+	if p := b.do(http.MethodPost, "/console/sign-in", form); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "CSRF") {
+		t.Fatalf("sign-in without CSRF token: %d %s", p.Status, p.Body)
+	}
+	form.Set(console.CSRFField, "forged-forged-forged-forged-forged-forged-ab")
+	if p := b.do(http.MethodPost, "/console/sign-in", form); p.Status != http.StatusForbidden {
+		t.Fatalf("sign-in with a forged CSRF token: %d %s", p.Status, p.Body)
+	}
+	if b.sessionToken() != "" {
+		t.Fatal("a refused form set a session")
+	}
+
+	// A wrong password says so; the right one signs in.
+	if p := b.signIn("admin", "wrong-password"); p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, `class="error"`) {
+		t.Fatalf("wrong password: %d %s", p.Status, p.Body)
+	}
+	p = b.signIn("admin", testAdminPassword)
+	if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/fleet" {
+		t.Fatalf("sign in: %d %v %s", p.Status, p.Header, p.Body)
+	}
+	session := p.Header.Get("Set-Cookie")
+	for _, attr := range []string{console.SessionCookie + "=", "Path=/", "HttpOnly", "Secure", "SameSite=Strict"} {
+		if !strings.Contains(session, attr) {
+			t.Fatalf("session cookie %q lacks %s", session, attr)
+		}
+	}
+	token := b.sessionToken()
+	if r := n.do(t, http.MethodGet, mgmt+"/current-api-session", token, nil); r.Status != http.StatusOK {
+		t.Fatalf("the console's session is not a management API session: %d %s", r.Status, r.Body)
+	}
+
+	// Fleet: the identities and the last failed request.
+	p = b.get("/console/fleet")
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, ">laptop-1</a>") || !strings.Contains(p.Body, "laptops-dial-crm") {
+		t.Fatalf("fleet: %d %s", p.Status, p.Body)
+	}
+	var counts console.Counts
+	if p := b.get("/console/fleet/counts"); p.Status != http.StatusOK || json.Unmarshal([]byte(p.Body), &counts) != nil || counts.LogPosition != n.store.Cursor() {
+		t.Fatalf("counts: %d %s (cursor %d)", p.Status, p.Body, n.store.Cursor())
+	}
+
+	// Identity: the denial on the timeline at its moment, linked to explain.
+	p = b.get("/console/identities/" + st.identity)
+	denied := regexp.MustCompile(`<a href="([^"]+)" class="mark denied" data-at="([^"]+)"`).FindStringSubmatch(p.Body)
+	if p.Status != http.StatusOK || denied == nil {
+		t.Fatalf("identity: %d, no denial mark:\n%s", p.Status, p.Body)
+	}
+	// The API shows the moment in milliseconds; the mark has it whole.
+	if at, err := time.Parse(time.RFC3339Nano, denied[2]); err != nil || at.Truncate(time.Millisecond) != st.deniedAt.Truncate(time.Millisecond) {
+		t.Fatalf("denial mark at %s, want %s", denied[2], st.deniedAt)
+	}
+	for _, want := range []string{"<svg id=\"timeline\"", ">OS</text>", ">Service crm</text>", ">Policy laptops-dial-crm</text>", "class=\"mark granted\"", "Windows 10.0.19045"} {
+		if !strings.Contains(p.Body, want) {
+			t.Errorf("identity page lacks %q", want)
+		}
+	}
+	// A window that ends before the denial leaves it out.
+	if p := b.get("/console/identities/" + st.identity + "?to=" + url.QueryEscape(st.deniedAt.Add(-time.Second).UTC().Format(time.RFC3339))); strings.Contains(p.Body, "mark denied") {
+		t.Fatal("a window ending before the denial shows it")
+	}
+
+	// Explain at the denial: the failing check's actual and expected values.
+	p = b.get(html.UnescapeString(denied[1]))
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Decision: <strong>denied</strong>") {
+		t.Fatalf("explain: %d %s", p.Status, p.Body)
+	}
+	row := regexp.MustCompile(`(?s)<tr class="fail">.*?<code class="actual">(.*?)</code>.*?<code class="expected">(.*?)</code>`).FindStringSubmatch(p.Body)
+	if row == nil || !strings.Contains(html.UnescapeString(row[1]), "6.1.7601") || !strings.Contains(html.UnescapeString(row[2]), ">=10.0.19041") {
+		t.Fatalf("explain's failing check: %q\n%s", row, p.Body)
+	}
+	// Now, the same question is granted.
+	if p := b.get("/console/explain?identity=" + st.identity + "&service=" + st.service); !strings.Contains(p.Body, "Decision: <strong>granted</strong>") {
+		t.Fatalf("explain now: %s", p.Body)
+	}
+
+	// Checks.
+	if p := b.get("/console/checks"); p.Status != http.StatusOK || !strings.Contains(p.Body, "modern-windows") || !strings.Contains(p.Body, "&gt;=10.0.19041") {
+		t.Fatalf("checks: %d %s", p.Status, p.Body)
+	}
+	// Unknown identity, bad window.
+	if p := b.get("/console/identities/nope"); p.Status != http.StatusNotFound {
+		t.Fatalf("unknown identity: %d", p.Status)
+	}
+	if p := b.get("/console/identities/" + st.identity + "?from=yesterday"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "from must be a time") {
+		t.Fatalf("bad window: %d %s", p.Status, p.Body)
+	}
+
+	// Sign out: the API session ends and the pages send to sign-in.
+	if p := b.post("/console/fleet", "/console/sign-out", url.Values{}); p.Status != http.StatusOK || !strings.Contains(p.Body, "Signed out") {
+		t.Fatalf("sign out: %d %s", p.Status, p.Body)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+"/current-api-session", token, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the API session outlived sign-out: %d", r.Status)
+	}
+	if p := b.get("/console/fleet"); p.Status != http.StatusSeeOther {
+		t.Fatalf("fleet after sign-out: %d", p.Status)
+	}
+}
+
+// TestConsoleRefusesNonAdmins: a user's right password gets no console
+// session, and the API session the attempt opened is ended.
+func TestConsoleRefusesNonAdmins(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	n.createUser(t, "plain-user", "user-password", false)
+	before := n.apiSessionsOf(t, "plain-user")
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	p := b.signIn("plain-user", "user-password")
+	if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "for administrators") || b.sessionToken() != "" {
+		t.Fatalf("non-admin sign-in: %d %v %s", p.Status, p.Header, p.Body)
+	}
+	if got := n.apiSessionsOf(t, "plain-user"); got != before {
+		t.Fatalf("the refused sign-in left an API session: %d, had %d", got, before)
+	}
+	// A non-admin token in the cookie is refused too.
+	u, _ := url.Parse(b.base)
+	b.c.Jar.SetCookies(u, []*http.Cookie{{Name: console.SessionCookie, Value: n.login(t, api.ClientBase, "plain-user", "user-password"), Path: "/", Secure: true}})
+	if p := b.get("/console/fleet"); p.Status != http.StatusForbidden {
+		t.Fatalf("fleet with a non-admin session: %d %s", p.Status, p.Body)
+	}
+}
+
+// TestConsoleMFA: an admin with MFA is asked for a code; pages wait for it;
+// a wrong code is refused and the right one lets the admin in.
+func TestConsoleMFA(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	clk := useStepClock(n)
+	tok := n.createUser(t, "mfa-admin", "admin-password", true)
+	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	p := b.signIn("mfa-admin", "admin-password")
+	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), "/console/mfa") {
+		t.Fatalf("sign in with MFA: %d %v", p.Status, p.Header)
+	}
+	if p := b.get("/console/fleet"); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/mfa" {
+		t.Fatalf("fleet before the code: %d %v", p.Status, p.Header)
+	}
+	if p := b.post("/console/mfa", "/console/mfa", url.Values{"code": {wrongCode(t, secret, clk.Now())}}); p.Status != http.StatusUnauthorized {
+		t.Fatalf("wrong code: %d %s", p.Status, p.Body)
+	}
+	if p := b.post("/console/mfa", "/console/mfa", url.Values{"code": {totpAt(t, secret, clk.Now())}, "next": {"/console/checks"}}); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/checks" {
+		t.Fatalf("right code: %d %v %s", p.Status, p.Header, p.Body)
+	}
+	if p := b.get("/console/fleet"); p.Status != http.StatusOK {
+		t.Fatalf("fleet after the code: %d", p.Status)
+	}
+}
+
+// apiSessionsOf counts the API sessions of the identity with the name.
+func (n *testNode) apiSessionsOf(t testing.TB, name string) int {
+	t.Helper()
+	sessions, err := n.store.APISessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := 0
+	for _, s := range sessions {
+		if id, err := n.store.Identity(s.IdentityID); err == nil && id.Name == name {
+			c++
+		}
+	}
+	return c
+}
