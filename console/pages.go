@@ -177,10 +177,11 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !explicit && len(history) > 0 {
-		// Fit the default window to what happened in it.
-		first := history[0].At
-		span := to.Sub(first)
-		from = first.Add(-span / 20).Add(-time.Second)
+		// Fit the default window to what happened in it, so that events
+		// close together stay apart.
+		first, last := history[0].At, history[len(history)-1].At
+		pad := max(last.Sub(first)/10, time.Millisecond)
+		from, to = first.Add(-pad), last.Add(pad)
 	}
 	// Several entries of one event share its anchor (the first one).
 	type eventRow struct {

@@ -185,13 +185,27 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 	for i, label := range order {
 		l := lanes[label]
 		l.Y = tlTop + i*tlLane
-		sort.SliceStable(l.Marks, func(a, b int) bool { return l.Marks[a].At.Before(l.Marks[b].At) })
+		// Denials are drawn last, on top of marks near them.
+		sort.SliceStable(l.Marks, func(a, b int) bool {
+			da, db := l.Marks[a].Class == "denied", l.Marks[b].Class == "denied"
+			if da != db {
+				return db
+			}
+			return l.Marks[a].At.Before(l.Marks[b].At)
+		})
 		tl.Lanes = append(tl.Lanes, *l)
 	}
 	tl.Height = tlTop + len(order)*tlLane + 8
+	layout := "15:04:05"
+	switch {
+	case span < time.Minute:
+		layout = "15:04:05.000"
+	case span > 48*time.Hour:
+		layout = "Jan 2 15:04"
+	}
 	for i := 0; i <= 4; i++ {
 		t := from.Add(time.Duration(i) * span / 4)
-		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.UTC().Format("15:04:05")})
+		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.UTC().Format(layout)})
 	}
 	return tl
 }

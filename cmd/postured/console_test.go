@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"html"
 	"io"
+	"log"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -31,6 +32,9 @@ type consoleBrowser struct {
 func consoleServer(t testing.TB, n *testNode) *httptest.Server {
 	srv := httptest.NewUnstartedServer(n.node)
 	srv.TLS = n.tlsConfig()
+	// Browsers open and drop spare connections; their handshake EOFs are
+	// not news.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+var consoleScreenshots = flag.Bool("console-screenshots", false, "write the console browser test's screenshots to docs/")
+
+// chromiumPath is Debian's chromium, or "" when it is not installed. A
+// machine without it skips the browser tests, except in CI (CI=true),
+// where .ci/run installs it and its absence is a failure.
+func chromiumPath(t *testing.T) string {
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed (apt-get install chromium); CI runs the browser tests")
+	}
+	t.Skip("chromium is not installed: browser tests skipped (apt-get install chromium to run them)")
+	return ""
+}
+
+// newBrowser starts a headless chromium that trusts the node's server
+// certificate (by its public key) and nothing else that is not publicly
+// trusted.
+func newBrowser(t *testing.T, n *testNode) context.Context {
+	leaf, err := x509.ParseCertificate(n.serverCert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// The first action starts the browser, which lives as long as the
+	// context of that action: no timeout on it, one on what follows.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
+	t.Cleanup(cancelTimeout)
+	return ctx
+}
+
+// shot saves a screenshot of the page: to docs/ with -console-screenshots,
+// to the test's temporary directory otherwise (taking it still proves the
+// page renders).
+func shot(dir, name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		png, err := chromedp.FullScreenshot(100)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o644)
+	})
+}
+
+// browse runs steps in the browser and fails the test with what they were
+// for when one fails.
+func browse(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// read returns the text of the first element the CSS selector matches.
+func read(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return v
+}
+
+// TestConsoleInABrowser is the console's story in a real Chromium: sign
+// in, see the fleet, open the identity of a deny-then-grant story and find
+// the denial on its timeline at its moment, open explain from it and read
+// the failing check's actual and expected values, sign out; a forged CSRF
+// token and a non-admin are refused.
+func TestConsoleInABrowser(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	st := denyThenGrant(t, n)
+	n.createUser(t, "plain-user", "user-password", false)
+	srv := consoleServer(t, n)
+	// The browser reaches the node by the name on its certificate.
+	base := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	ctx := newBrowser(t, n)
+	dir := t.TempDir()
+	if *consoleScreenshots {
+		dir = filepath.Join("..", "..", "docs")
+	}
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+	browse(t, ctx, "sign in",
+		chromedp.Navigate(base+"/console/fleet"),
+		chromedp.WaitVisible(css("#username")),
+		shot(dir, "sign-in"),
+		chromedp.SendKeys(css("#username"), "admin"),
+		chromedp.SendKeys(css("#password"), testAdminPassword),
+		chromedp.Click(css("#sign-in")),
+		chromedp.WaitVisible(css("#identities")),
+		shot(dir, "fleet"),
+	)
+	if fleet := read(t, ctx, "main"); !strings.Contains(fleet, "laptop-1") || !strings.Contains(fleet, "laptops-dial-crm") {
+		t.Fatalf("fleet page: %s", fleet)
+	}
+
+	// The identity's timeline shows the denial at its moment; focusing it
+	// shows its event.
+	browse(t, ctx, "identity page",
+		chromedp.Click(chromedp.Search(`//table[@id="identities"]//a[text()="laptop-1"]`)),
+		chromedp.WaitVisible(css("#timeline")),
+		chromedp.Focus(css("#timeline a.mark.denied")),
+		shot(dir, "identity"),
+	)
+	deniedAt, err := chromedp.Run(ctx, chromedp.AttributeValue(css("#timeline a.mark.denied"), "data-at"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := time.Parse(time.RFC3339Nano, deniedAt.Value)
+	if err != nil || at.Truncate(time.Millisecond) != st.deniedAt.Truncate(time.Millisecond) {
+		t.Fatalf("denial on the timeline at %q, want %s", deniedAt.Value, st.deniedAt)
+	}
+	if detail := read(t, ctx, "#event-detail"); !strings.Contains(detail, "denied") {
+		t.Fatalf("focusing the denial shows %q", detail)
+	}
+
+	// Explain, opened from the denial: the failing check's values.
+	browse(t, ctx, "open the denial", chromedp.Click(css("#timeline a.mark.denied")))
+	browse(t, ctx, "explain",
+		chromedp.WaitVisible(css("#explanation")),
+		shot(dir, "explain"),
+	)
+	decision, actual, expected := read(t, ctx, "#decision"), read(t, ctx, "tr.fail code.actual"), read(t, ctx, "tr.fail code.expected")
+	if !strings.Contains(decision, "denied") || !strings.Contains(actual, "6.1.7601") || !strings.Contains(expected, ">=10.0.19041") {
+		t.Fatalf("explain: decision %q, actual %q, expected %q", decision, actual, expected)
+	}
+
+	// Checks, then the identity page at a phone's width.
+	browse(t, ctx, "checks and a phone",
+		chromedp.Navigate(base+"/console/checks"),
+		chromedp.WaitVisible(css("#checks")),
+		shot(dir, "checks"),
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(base+"/console/identities/"+st.identity),
+		chromedp.WaitVisible(css("#timeline")),
+		shot(dir, "identity-phone"),
+		chromedp.EmulateViewport(1280, 800),
+	)
+
+	// Sign out: back to sign-in, and the pages stay closed.
+	browse(t, ctx, "sign out",
+		chromedp.Navigate(base+"/console/fleet"),
+		chromedp.Click(css("#sign-out")),
+		chromedp.WaitVisible(css("p.notice")),
+	)
+	if notice := read(t, ctx, "p.notice"); !strings.Contains(notice, "Signed out") {
+		t.Fatalf("sign out: %q", notice)
+	}
+	browse(t, ctx, "fleet after sign-out", chromedp.Navigate(base+"/console/fleet"), chromedp.WaitVisible(css("#username")))
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || !strings.Contains(loc, "/console/sign-in") {
+		t.Fatalf("after sign-out the fleet is at %q (%v)", loc, err)
+	}
+
+	// A forged CSRF token is refused.
+	browse(t, ctx, "forged CSRF token",
+		chromedp.SetValue(css(`input[name="csrf"]`), "forged"),
+		chromedp.SendKeys(css("#username"), "admin"),
+		chromedp.SendKeys(css("#password"), testAdminPassword),
+		chromedp.Click(css("#sign-in")),
+		chromedp.WaitNotPresent(css("#username")),
+	)
+	if body := read(t, ctx, "body"); !strings.Contains(body, "CSRF token is missing or wrong") {
+		t.Fatalf("forged CSRF token: page %q", body)
+	}
+
+	// A non-admin's right password is refused.
+	browse(t, ctx, "non-admin",
+		chromedp.Navigate(base+"/console/sign-in"),
+		chromedp.SendKeys(css("#username"), "plain-user"),
+		chromedp.SendKeys(css("#password"), "user-password"),
+		chromedp.Click(css("#sign-in")),
+		chromedp.WaitVisible(css("p.error")),
+		shot(dir, "refused"),
+	)
+	if refusal := read(t, ctx, "p.error"); !strings.Contains(refusal, "for administrators") {
+		t.Fatalf("non-admin: %q", refusal)
+	}
+}
