@@ -16,6 +16,7 @@ var layers = map[string][]string{
 	"":                  {},
 	"eventlog":          {""},
 	"eventlog/natstest": {},
+	"datadir":           {},
 	"evaluator":         {""},
 	"pki":               {""},
 	"projections":       {"", "evaluator"},

@@ -21,6 +21,7 @@ import (
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/api/client"
 	"github.com/seed-0809debe/posture/api/management"
+	"github.com/seed-0809debe/posture/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
@@ -144,6 +145,7 @@ type node struct {
 	runDone    chan struct{} // closed when the projection consumer returns
 	runErr     error
 	closeOnce  sync.Once
+	lock       *datadir.Lock // the data directory's, held until Close
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -159,7 +161,13 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{})}
+	// One node per data directory: the lock comes before anything in it is
+	// opened, and is released after everything is closed.
+	lock, err := datadir.Acquire(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), lock: lock}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -327,6 +335,7 @@ func (n *node) Close() error {
 		if n.elog != nil {
 			n.elog.Close()
 		}
+		n.lock.Release()
 	})
 	return nil
 }
