@@ -176,6 +176,9 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: encode: %w", err)
 	}
+	if err := l.fits(e, body); err != nil {
+		return 0, err
+	}
 	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}, opts...)
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
 	var seq uint64
@@ -194,9 +197,37 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		if isWrongLastSeq(err) {
 			return 0, &posture.Error{Code: posture.CodeConflict, Err: err}
 		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return 0, tooLarge(e, len(body), l.nc.MaxPayload(), err)
+		}
 		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
 	}
 	return seq, nil
+}
+
+// headerRoom is what the headers of an append (message id, expected stream
+// and last sequence) take of the server's payload limit, with a margin.
+const headerRoom = 512
+
+// fits fails with REQUEST_ENTITY_TOO_LARGE when the encoded event would
+// exceed the largest message the server accepts (max_payload, 1 MiB by
+// default), which the client would otherwise refuse with a bare
+// ErrMaxPayload.
+func (l *Log) fits(e posture.Event, body []byte) error {
+	limit := l.nc.MaxPayload() - headerRoom
+	if limit > 0 && int64(len(body)) > limit {
+		return tooLarge(e, len(body), limit, nats.ErrMaxPayload)
+	}
+	return nil
+}
+
+func tooLarge(e posture.Event, size int, limit int64, err error) error {
+	return &posture.Error{
+		Code: posture.CodeRequestEntityTooLarge,
+		Message: fmt.Sprintf("the %s event of this request would take %d bytes as JSON, more than the %d bytes the event log accepts: send less in one request",
+			e.Type, size, limit),
+		Err: err,
+	}
 }
 
 // appendAttempt bounds one attempt of an append (shorter than
