@@ -41,6 +41,11 @@ type Options struct {
 	SyncAlways bool
 	// Duplicates is the deduplication window (default 2 minutes).
 	Duplicates time.Duration
+	// DiskReserve is the free space the embedded store's file system must
+	// keep: appends are refused (503, out of disk space) below it, and
+	// resume by themselves once it is free again (see Space). 0 refuses
+	// nothing before the disk is full. Ignored for external servers.
+	DiskReserve int64
 	// Logger receives connection events (default: discard).
 	Logger *slog.Logger
 }
@@ -59,6 +64,10 @@ type Log struct {
 	kv   jetstream.KeyValue // the node registry, opened on first use (nodes.go)
 
 	stopping sync.WaitGroup // stops of stalled consumers (consume.go)
+
+	guard     *guard        // the embedded store's disk (space.go)
+	stopGuard chan struct{} // closed by Close
+	guarding  sync.WaitGroup
 }
 
 // Open connects to (or starts) the NATS server and creates the stream if it
@@ -94,9 +103,14 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if opts.Dir == "" {
 			return nil, errors.New("eventlog: Dir is required for the embedded server")
 		}
-		if l.ns, err = startEmbedded(opts.Dir, opts.Listen, opts.SyncAlways); err != nil {
+		l.guard = &guard{dir: opts.Dir, reserve: opts.DiskReserve, log: opts.Logger,
+			jsCfg: server.JetStreamConfig{StoreDir: opts.Dir, SyncAlways: opts.SyncAlways, MaxStore: maxStore, MaxMemory: maxMemory, Strict: true}}
+		if l.ns, err = startEmbedded(opts.Dir, opts.Listen, opts.SyncAlways, opts.Logger, l.guard.serverError); err != nil {
 			return nil, err
 		}
+		l.guard.ns = l.ns
+		l.stopGuard = make(chan struct{})
+		l.guarding.Go(func() { l.guard.watch(l.stopGuard) })
 		natsOpts = append(natsOpts, nats.InProcessServer(l.ns))
 		l.nc, err = nats.Connect("", natsOpts...)
 	} else {
@@ -136,6 +150,11 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 
 // Close disconnects and stops the embedded server, if any.
 func (l *Log) Close() error {
+	if l.stopGuard != nil {
+		close(l.stopGuard)
+		l.guarding.Wait()
+		l.stopGuard = nil
+	}
 	if l.nc != nil {
 		l.nc.Close()
 	}
@@ -181,12 +200,31 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	}
 	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}, opts...)
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
+	// However long ctx is, an append gives up after maxAppendWait: a
+	// handler never waits on the log without a deadline.
+	ctx, cancel := context.WithTimeout(ctx, maxAppendWait)
+	defer cancel()
 	var seq uint64
+	var fullSince time.Time
 	// Each attempt waits for its acknowledgement at most appendAttempt,
 	// so that an acknowledgement lost with a server that died is soon
 	// asked again. The retry carries the same message id.
 	err = retryWithin(ctx, appendAttempt, func(ctx context.Context) error {
+		if err := l.checkSpace(); err != nil {
+			return err // not transient: answered at once
+		}
 		ack, err := l.js.PublishMsg(ctx, msg, pub...)
+		if isOutOfSpace(err) {
+			// The embedded server is out of space for good (until the
+			// watcher sees space again); a cluster may elect a leader
+			// that has some: retried for outOfSpaceGrace.
+			if fullSince.IsZero() {
+				fullSince = time.Now()
+			}
+			if l.guard != nil || time.Since(fullSince) >= outOfSpaceGrace {
+				return outOfSpace("the event log is out of disk space: "+err.Error(), err)
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -200,10 +238,20 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return 0, tooLarge(e, len(body), l.nc.MaxPayload(), err)
 		}
+		if errors.Is(err, posture.ErrOutOfSpace) {
+			return 0, err
+		}
 		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
 	}
 	return seq, nil
 }
+
+// maxAppendWait bounds an append, retries included.
+const maxAppendWait = 30 * time.Second
+
+// outOfSpaceGrace is how long an external server's out-of-space answers are
+// retried before an append fails with them.
+const outOfSpaceGrace = 3 * time.Second
 
 // headerRoom is what the headers of an append (message id, expected stream
 // and last sequence) take of the server's payload limit, with a margin.
