@@ -191,13 +191,16 @@ func (l *Log) checkSpace() error {
 	return nil
 }
 
-func outOfSpace(msg string, err error) error {
+// outOfSpace is the error of an append refused for lack of space. Callers
+// see a short message; the details (paths, sizes, the server's error) are
+// in the ERROR line the guard logs, in Space and in the wrapped error.
+func outOfSpace(detail string, err error) error {
+	cause := fmt.Errorf("%w: %s", posture.ErrOutOfSpace, detail)
 	if err != nil {
-		err = errors.Join(posture.ErrOutOfSpace, err)
-	} else {
-		err = posture.ErrOutOfSpace
+		cause = errors.Join(cause, err)
 	}
-	return &posture.Error{Code: posture.CodeUnavailable, Message: msg + " (the write was not stored)", Err: err}
+	return &posture.Error{Code: posture.CodeUnavailable, Err: cause,
+		Message: "the event log is out of disk space: the write was not stored; writes resume once space is freed, try again later"}
 }
 
 // isOutOfSpace reports a server's refusal for lack of storage:

@@ -88,11 +88,15 @@ func (s *Store) checkSpace() error {
 }
 
 // pause marks the store paused for lack of space and wakes the waiters.
-func (s *Store) pause(msg string) *posture.Error {
-	err := &posture.Error{Code: posture.CodeUnavailable, Message: msg, Err: posture.ErrOutOfSpace}
+// Callers of WaitFor get a short message; the reason, with paths and sizes,
+// is logged and in Space.
+func (s *Store) pause(reason string) *posture.Error {
+	err := &posture.Error{Code: posture.CodeUnavailable, Err: fmt.Errorf("%w: %s", posture.ErrOutOfSpace, reason),
+		Message: "the projection is out of disk space: it applies no event until space is freed (a write of this request may be in the log, not applied yet); try again later"}
+	msg := reason
 	s.mu.Lock()
 	first := s.paused == nil
-	s.paused = err
+	s.paused, s.pausedReason = err, reason
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
@@ -144,7 +148,7 @@ func (s *Store) Space() Space {
 	sp := Space{Dir: s.disk.dir, Free: s.disk.free.Load(), Reserve: s.disk.reserve}
 	s.mu.Lock()
 	if s.paused != nil {
-		sp.Full, sp.Reason = true, s.paused.Message
+		sp.Full, sp.Reason = true, s.pausedReason
 	}
 	s.mu.Unlock()
 	return sp

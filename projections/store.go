@@ -68,13 +68,14 @@ type Store struct {
 	hot    *hotCache
 	ranges *rangeCache
 
-	mu        sync.Mutex
-	applied   uint64
-	modelSeq  uint64         // sequence of the last applied event on the model subject
-	appliedAt time.Time      // event time of the last applied event
-	changed   chan struct{}  // closed and replaced on every advance
-	failed    error          // set when apply stopped for good
-	paused    *posture.Error // set while the disk is below the reserve (space.go)
+	mu           sync.Mutex
+	applied      uint64
+	modelSeq     uint64         // sequence of the last applied event on the model subject
+	appliedAt    time.Time      // event time of the last applied event
+	changed      chan struct{}  // closed and replaced on every advance
+	failed       error          // set when apply stopped for good
+	paused       *posture.Error // set while the disk is below the reserve (space.go)
+	pausedReason string
 
 	disk       *diskGuard
 	closeOnce  sync.Once

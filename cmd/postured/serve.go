@@ -37,6 +37,7 @@ type serveCmd struct {
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node)."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
 	Sync              string        `default:"interval" enum:"interval,always" help:"Embedded JetStream fsync policy: interval (default) or always (fsync before every acknowledgement)."`
+	DiskReserveMiB    int64         `name:"disk-reserve-mib" default:"64" help:"Disk space (MiB) kept free under the data directory: the embedded log refuses writes (503) below it, the projection stops applying below half of it; both resume by themselves once space is freed. 0: only a full disk stops them."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
 	MFAGrace          time.Duration `name:"mfa-grace" default:"5m" help:"Grace period after a wake or unlock before an MFA check that prompts on it fails."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
@@ -182,11 +183,18 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		Replicas:   s.StreamReplicas,
 		SyncAlways: s.Sync == "always",
 		Logger:     log,
+
+		// Appends are refused below it (see eventlog/space.go).
+		DiskReserve: s.DiskReserveMiB << 20,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
+	// The projection keeps half the log's reserve: on a shared disk, it
+	// still has room for what the log took before it stopped.
+	n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log,
+		DiskReserve: (s.DiskReserveMiB << 20) / 2})
+	if err != nil {
 		return nil, err
 	}
 	if n.ca, err = pki.Open(s.pkiDir(), pki.Options{}); err != nil {
@@ -207,7 +215,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	n.metrics = n.newMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
-	n.health = &api.Health{Progress: n.store, State: n.logState,
+	n.health = &api.Health{Progress: n.store, State: n.logState, Disk: n.disk,
 		Starting: func() bool { return n.serving.Load() == starting }}
 	starting = n.newEcho()
 	starting.Any("/*", func(echo.Context) error {
