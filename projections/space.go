@@ -47,7 +47,7 @@ type diskGuard struct {
 	fs      vfs.FS
 	dir     string
 	reserve int64 // pause below it (0: only on ENOSPC)
-	resume  int64 // resume at or above it
+	resume  int64 // resume at or above it (at least room for a write-ahead log file)
 	free    atomic.Int64
 	closing chan struct{} // closed by Close: Run stops waiting
 }

@@ -102,7 +102,7 @@ func TestFullDisk(t *testing.T) {
 			cfg := defaultTestConfig(t.TempDir())
 			cfg.DiskReserveMiB = c.reserve
 			mnt := filepath.Join(cfg.DataDir, c.part)
-			mountTmpfs(t, mnt, 48<<20)
+			mountTmpfs(t, mnt, 96<<20)
 			var logs lockedBuffer
 			n := startTestNodeLog(t, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 			admin := n.adminToken(t)
