@@ -402,6 +402,9 @@ func retryWithin(ctx context.Context, attempt time.Duration, f func(ctx context.
 }
 
 func transient(err error) bool {
+	if errors.Is(err, posture.ErrOutOfSpace) {
+		return false // decided: the server's answer was retried long enough
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 503 (no quorum, leader election) and 408 are worth another try.
