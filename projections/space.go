@@ -140,11 +140,9 @@ func (s *Store) diskFull() {
 	_ = s.waitForSpace(context.Background(), nil)
 }
 
-// Space reports the state of the projection's disk.
+// Space reports the state of the projection's disk, measured now.
 func (s *Store) Space() Space {
-	if s.disk == nil {
-		return Space{Free: -1}
-	}
+	s.disk.measure()
 	sp := Space{Dir: s.disk.dir, Free: s.disk.free.Load(), Reserve: s.disk.reserve}
 	s.mu.Lock()
 	if s.paused != nil {
