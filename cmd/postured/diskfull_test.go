@@ -16,6 +16,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/eventlog"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes on dir (created), for the length
@@ -190,6 +191,17 @@ func TestFullDisk(t *testing.T) {
 			t.Logf("%d writes answered 2xx, all in the log once and applied; %d refused", ok, failed)
 			if _, metrics := n.get(t, "/metrics"); !strings.Contains(metrics, fmt.Sprintf(`postured_out_of_space{part=%q} 0`, part)) {
 				t.Fatalf("metrics after freeing space:\n%s", grepLines(metrics, "out_of_space"))
+			}
+			// The node registry (a bucket in memory, lost when JetStream
+			// restarts) lists the node again.
+			for deadline := time.Now().Add(3 * eventlog.NodeTTL); ; time.Sleep(200 * time.Millisecond) {
+				r := n.do(t, http.MethodGet, api.ManagementBase+"/controllers", admin, nil)
+				if data, _ := r.envelope(t); r.Status == http.StatusOK && strings.Contains(string(data), `"isOnline":true`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the node is not in GET /controllers after the space was freed: %d %s", r.Status, r.Body)
+				}
 			}
 		})
 	}
