@@ -230,3 +230,52 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestFullProjectionStopAndRestart runs the binary with its projection on a
+// tmpfs that fills (no reserve: Pebble's writes are held on ENOSPC), stops
+// it with SIGTERM while its writes are held (it must exit, not wait for the
+// disk), gives the space back and starts it again: it catches up with the
+// log and takes writes.
+func TestFullProjectionStopAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "projections")
+	mountTmpfs(t, mnt, 96<<20)
+	env := []string{"POSTURED_ADMIN_PASSWORD=" + testAdminPassword, "POSTURED_DISK_RESERVE_MIB=0"}
+	p := startBinary(t, dir, env...)
+	tok, err := p.login("admin", testAdminPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	giveBack := ballast(t, mnt, 3<<20)
+	for i := 0; ; i++ {
+		if i == 200 {
+			t.Fatal("200 writes of 200 KB on a full disk, none refused")
+		}
+		status, _, body, err := p.request(http.MethodPost, clientAPI+"/posture-response-bulk", tok, bulkPosture(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status == http.StatusCreated {
+			continue
+		}
+		if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "the projection is out of disk space") {
+			t.Fatalf("write %d on a full disk: %d %s", i, status, body)
+		}
+		t.Logf("write %d refused: %s", i, body)
+		break
+	}
+	start := time.Now()
+	p.stop(t)
+	t.Logf("stopped with SIGTERM in %v while the disk was full", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(p.log(), "out of disk space") {
+		t.Fatalf("nothing about the disk on stderr:\n%s", p.log())
+	}
+
+	giveBack()
+	p = startBinary(t, dir, env...) // ready: the projection caught up with the log
+	if status, _, body, err := p.request(http.MethodPost, clientAPI+"/posture-response", tok,
+		map[string]any{"id": "x", "typeId": "DOMAIN", "domain": "corp"}); err != nil || status != http.StatusCreated {
+		t.Fatalf("write after the restart: %d %s %v", status, body, err)
+	}
+	p.stop(t)
+}

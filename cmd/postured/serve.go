@@ -333,11 +333,20 @@ func (n *node) catchUp(ctx context.Context) error {
 // may be called more than once.
 func (n *node) Close() error {
 	n.closeOnce.Do(func() {
+		stopped := true
 		if n.cancelRun != nil {
 			n.cancelRun()
-			<-n.runDone
+			select {
+			case <-n.runDone:
+			case <-time.After(closeWait):
+				// Its writes are held by a full disk (Pebble waits for
+				// space): it is left as it is. What it applied is in its
+				// write-ahead log, the rest in the event log.
+				stopped = false
+				n.log.Warn("closing without stopping the projection: it does not stop (its writes wait for disk space)", "waited", closeWait)
+			}
 		}
-		if n.store != nil {
+		if n.store != nil && stopped {
 			n.store.Close()
 		}
 		if n.elog != nil {
@@ -347,6 +356,10 @@ func (n *node) Close() error {
 	})
 	return nil
 }
+
+// closeWait bounds how long Close waits for the projection consumer.
+const closeWait = 10 * time.Second
+
 func uniq(vals ...string) []string {
 	seen := map[string]bool{}
 	var out []string
