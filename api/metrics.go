@@ -28,7 +28,12 @@ type MetricsOptions struct {
 	Progress  Progress
 	State     LogStater
 	Deadlines DeadlineCounter
-	Disk      DiskStater // optional
+	// Halt, when set, gives postured_bad_events_total and
+	// postured_projection_halted_sequence.
+	Halt *Halt
+	// Disk, when set, gives postured_out_of_space and
+	// postured_disk_free_bytes.
+	Disk DiskStater
 	// Timeout bounds reading the log's position at scrape time (default 2s).
 	Timeout time.Duration
 }
@@ -47,9 +52,11 @@ type MetricsOptions struct {
 //   - read at scrape time: postured_log_last_sequence,
 //     postured_consumer_position (the last sequence the projection applied),
 //     postured_projection_lag_events, postured_projection_lag_seconds,
-//     postured_deadline_queue_length and postured_log_up; with Disk,
-//     postured_out_of_space{part} (1 while the log or the projection
-//     refuses or holds writes for lack of space) and
+//     postured_deadline_queue_length and postured_log_up.
+//   - with a Halt: postured_bad_events_total and
+//     postured_projection_halted_sequence.
+//   - with Disk: postured_out_of_space{part} (1 while the log or the
+//     projection refuses or holds writes for lack of space) and
 //     postured_disk_free_bytes{part}.
 //   - the Go runtime and process collectors.
 type Metrics struct {
@@ -91,6 +98,18 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Disk != nil {
 		m.reg.MustRegister(newDiskCollector(opts.Disk))
+	}
+	if h := opts.Halt; h != nil {
+		m.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "postured_bad_events_total",
+				Help: "Messages of the log that are not events at which this node's projection stopped (each counted once).",
+			}, func() float64 { return float64(h.Total()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "postured_projection_halted_sequence",
+				Help: "The sequence of the message that is not an event the projection is stopped at, waiting for an operator's decision (0: not stopped).",
+			}, func() float64 { seq, _ := h.At(); return float64(seq) }),
+		)
 	}
 	if opts.Progress != nil && opts.State != nil {
 		m.reg.MustRegister(newProgressCollector(opts))

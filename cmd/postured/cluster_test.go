@@ -48,8 +48,15 @@ type clusterNode struct {
 // tokens verify on every node.
 func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string) *clusterNode {
 	t.Helper()
+	return startClusterNodeWith(t, nc, pkiDir, name, natsFlags{})
+}
+
+// startClusterNodeWith is startClusterNode with NATS credentials and TLS.
+func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags) *clusterNode {
+	t.Helper()
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.URLs, 3, pkiDir, name
+	cfg.natsFlags = auth
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ func validNodeID(id string) bool {
 
 // newMetrics builds the node's metrics on its projection and log.
 func (n *node) newMetrics() *api.Metrics {
-	return api.NewMetrics(api.MetricsOptions{Progress: n.store, State: n.logState, Deadlines: n.store, Disk: n.disk})
+	return api.NewMetrics(api.MetricsOptions{Progress: n.store, State: n.logState, Deadlines: n.store, Halt: n.halt, Disk: n.disk})
 }
 
 // disk is the state of the disks of the log and the projection.

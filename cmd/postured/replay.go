@@ -27,19 +27,21 @@ type logFlags struct {
 	DataDir        string   `default:"./data" help:"Data directory of a stopped node (its embedded log is opened)."`
 	NatsURL        []string `name:"nats-url" sep:"," help:"NATS JetStream server or cluster URLs of a running deployment (or a node's --nats-listen)."`
 	StreamReplicas int      `default:"1" hidden:""`
+	natsFlags
 }
 
 func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
+	opts := eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas,
+		Auth: f.clientAuth(), Existing: true}
 	if len(f.NatsURL) != 0 {
-		l, err := eventlog.Open(ctx, eventlog.Options{URLs: f.NatsURL, Replicas: f.StreamReplicas})
+		l, err := eventlog.Open(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		return &offlineLog{Log: l}, nil
 	}
-	dir := filepath.Join(f.DataDir, "nats")
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", dir, err)
+	if _, err := os.Stat(opts.Dir); err != nil {
+		return nil, fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", opts.Dir, err)
 	}
 	// The embedded store of a running node is its own: a second JetStream
 	// server on the same files would corrupt it. Hold the directory's lock
@@ -53,7 +55,7 @@ func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := eventlog.Open(ctx, eventlog.Options{Dir: dir, Replicas: f.StreamReplicas})
+	l, err := eventlog.Open(ctx, opts)
 	if err != nil {
 		lock.Release()
 		return nil, err
@@ -123,7 +125,7 @@ func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cu
 	if errors.Is(err, errCutoff) {
 		err = nil
 	}
-	return applied, err
+	return applied, explainBad(err)
 }
 
 // rebuild is replay as the replay command runs it, as a batch job into a
