@@ -25,6 +25,7 @@ var layers = map[string][]string{
 	"api/connlimit":     {},
 	"api/client":        {"", "api", "api/filter", "evaluator", "pki"},
 	"api/management":    {"", "api", "api/filter", "evaluator", "pki"},
+	"console":           {""},
 }
 
 // forbidden are outside packages that a layer must not reach, by prefix.
@@ -36,6 +37,7 @@ var forbidden = map[string][]string{
 	"api":         {"github.com/nats-io/", "github.com/cockroachdb/"},
 	"pki":         {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 	"secrets":     {"github.com/"},
+	"console":     {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 }
 
 func TestImportRules(t *testing.T) {
