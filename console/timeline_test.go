@@ -1,0 +1,85 @@
+package console
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+func TestTimelineLanesAndMarks(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	detail := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	history := []posture.HistoryEntry{
+		{Seq: 1, At: at(0), Kind: posture.HistoryAccess, Event: "apisession.created", Summary: "policy p: not applicable -> failing",
+			Detail: detail(map[string]string{"policyName": "p", "from": "not applicable", "to": "failing"})},
+		{Seq: 2, At: at(10), Kind: posture.HistoryPosture, Event: "posture.recorded", Summary: "OS Windows 6.1"},
+		{Seq: 3, At: at(20), Kind: posture.HistorySession, Event: "session.denied", Summary: "Dial session for service crm denied"},
+		{Seq: 4, At: at(30), Kind: posture.HistoryEndpoint, Event: "posture.recorded", Summary: "endpoint woken"},
+		{Seq: 5, At: at(40), Kind: posture.HistoryAccess, Event: "posture.recorded", Summary: "policy p: failing -> passing",
+			Detail: detail(map[string]string{"policyName": "p", "from": "failing", "to": "passing"})},
+		{Seq: 6, At: at(50), Kind: posture.HistorySession, Event: "session.created", Summary: "Dial session s1 for service crm created by policies p",
+			Detail: detail(map[string]string{"sessionId": "s1", "serviceId": "svc", "type": "Dial"})},
+	}
+	failed := []posture.FailedServiceRequest{{ServiceID: "svc", ServiceName: "crm", SessionType: "Dial", When: at(20)}}
+	tl := buildTimeline("id1", history, failed, at(0), at(100))
+
+	lanes := map[string]Lane{}
+	var labels []string
+	for _, l := range tl.Lanes {
+		lanes[l.Label] = l
+		labels = append(labels, l.Label)
+	}
+	want := "OS,Processes,MAC / domain,MFA,Wake / unlock,Service crm,Policy p"
+	if got := strings.Join(labels, ","); got != want {
+		t.Fatalf("lanes %s, want %s", got, want)
+	}
+	x := func(s int) int { return tlLabel + s*(tlWidth-tlLabel-tlMargin)/100 }
+	svc := lanes["Service crm"].Marks
+	if len(svc) != 2 || svc[0].Class != "granted" || svc[1].Class != "denied" {
+		t.Fatalf("service marks (denials last): %+v", svc)
+	}
+	d := svc[1]
+	if d.X != x(20) || d.Seq != 3 || !strings.Contains(d.Href, "/console/explain?") || !strings.Contains(d.Href, "at=2026-11-23T10%3A00%3A20Z") || !strings.Contains(d.Href, "service=svc") {
+		t.Fatalf("denial mark: %+v (x want %d)", d, x(20))
+	}
+	if m := lanes["OS"].Marks; len(m) != 1 || m[0].X != x(10) || m[0].Href != "#event-2" {
+		t.Fatalf("OS marks: %+v", m)
+	}
+	if m := lanes["Wake / unlock"].Marks; len(m) != 1 || m[0].Href != "#event-4" {
+		t.Fatalf("wake marks: %+v", m)
+	}
+	segs := lanes["Policy p"].Segments
+	if len(segs) != 2 || segs[0].Class != "failing" || segs[0].X != x(0) || segs[0].W != x(40)-x(0) ||
+		segs[1].Class != "passing" || segs[1].X != x(40) || segs[1].X+segs[1].W != x(100) || segs[1].Href != "#event-5" {
+		t.Fatalf("policy segments: %+v", segs)
+	}
+
+	// A window that ends before the denial leaves it out.
+	tl = buildTimeline("id1", history[:2], failed, at(0), at(15))
+	for _, l := range tl.Lanes {
+		for _, m := range l.Marks {
+			if m.Class == "denied" {
+				t.Fatalf("denial outside the window: %+v", m)
+			}
+		}
+	}
+}
+
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{
+		"/console/identities/x": "/console/identities/x",
+		"":                      "/console/fleet",
+		"https://evil.example/": "/console/fleet",
+		"//evil.example/":       "/console/fleet",
+		"/console/\\evil":       "/console/fleet",
+		"/edge/management/v1/x": "/console/fleet",
+	} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
