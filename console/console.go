@@ -26,6 +26,7 @@ type Store interface {
 	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
 	History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error)
 	ServicesFor(identityID, typ string) []posture.Grant
+	Service(id string) (posture.Service, error)
 	Checks() ([]posture.Check, error)
 	Cursor() uint64
 	PendingDeadlines() (int, error)

@@ -198,7 +198,7 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip), "Sessions": sessions,
 		"Failed": failed, "Timeline": tl, "History": events,
 		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
-		"Services": c.opts.Store.ServicesFor(id.ID, ""),
+		"Services": c.services(id.ID),
 	})
 }
 
@@ -251,7 +251,7 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data["Identity"] = id
-	data["Services"] = c.opts.Store.ServicesFor(id.ID, "")
+	data["Services"] = c.services(id.ID)
 	if serviceID == "" {
 		c.render(w, r, http.StatusOK, "explain", data)
 		return
@@ -281,4 +281,21 @@ func (c *Console) checks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "checks", map[string]any{"Title": "Posture checks", "Checks": checks})
+}
+
+// service is a service an identity's policies grant, for links and choices.
+type service struct{ ID, Name string }
+
+// services lists the services the identity's policies grant, by id, with
+// their names.
+func (c *Console) services(identityID string) []service {
+	var out []service
+	for _, g := range c.opts.Store.ServicesFor(identityID, "") {
+		name := g.ServiceID
+		if s, err := c.opts.Store.Service(g.ServiceID); err == nil {
+			name = s.Name
+		}
+		out = append(out, service{g.ServiceID, name})
+	}
+	return out
 }
