@@ -8,5 +8,10 @@
 // JetStream message id, so a retried append of the same event is stored once.
 // Consumers read in sequence order from any sequence.
 //
+// The log's history is verifiable: a Checkpointer appends signed
+// checkpoints that hash the stored messages in order, chained to each
+// other, and Verify recomputes them from the stream and names the first
+// sequence that was deleted, altered or inserted (see checkpoint.go).
+//
 // It imports nats.go and nats-server and the root package only.
 package eventlog

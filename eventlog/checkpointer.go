@@ -1,0 +1,323 @@
+package eventlog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// CheckpointOptions configures a Checkpointer.
+type CheckpointOptions struct {
+	// Every is the number of sequences after which a checkpoint is
+	// written (default 10,000, at most MaxCheckpointEvents).
+	Every int
+	// Interval is the longest an event waits to be covered by a
+	// checkpoint (default one minute). A range that holds nothing but
+	// checkpoints is not checkpointed, so an idle log stays quiet.
+	Interval time.Duration
+	// Sign signs a checkpoint's statement (required): in postured, the
+	// CA key (pki.CA.SignStatement with CheckpointPurpose).
+	Sign func(statement []byte) ([]byte, error)
+	// KeyID names the key Sign uses (recorded in each checkpoint).
+	KeyID string
+	// Verify, when set, checks the signature of the checkpoints the
+	// Checkpointer reads back (its own and other nodes').
+	Verify func(statement, sig []byte) error
+	// Now is the clock of the checkpoint events' time (default time.Now).
+	Now func() time.Time
+	// Logger receives what the Checkpointer finds (default: discard).
+	Logger *slog.Logger
+}
+
+// Checkpointer appends signed checkpoints to the log (see checkpoint.go):
+// it reads every stored message as it is, hashes it, and every Every
+// sequences or Interval appends a checkpoint covering what follows the last
+// one. Every node may run one: a checkpoint is appended only if the last
+// checkpoint is still the one it chains to (optimistic concurrency on the
+// checkpoint subject), so one checkpoint per range lands and the others are
+// dropped. A Checkpointer adopts a checkpoint only when it has read it back
+// from the log and found it agrees with its own reading of the range; one
+// that does not is logged at error level.
+type Checkpointer struct {
+	l    *Log
+	opts CheckpointOptions
+	log  *slog.Logger
+
+	covered atomic.Uint64 // To of the last checkpoint adopted
+	lastAt  atomic.Uint64 // sequence of that checkpoint's message
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when covered moves
+}
+
+// NewCheckpointer returns a Checkpointer of l; Run runs it.
+func NewCheckpointer(l *Log, opts CheckpointOptions) (*Checkpointer, error) {
+	if opts.Sign == nil {
+		return nil, errors.New("eventlog: a Checkpointer needs Sign")
+	}
+	if opts.Every <= 0 {
+		opts.Every = 10_000
+	}
+	if opts.Every > MaxCheckpointEvents {
+		return nil, fmt.Errorf("eventlog: checkpoints of %d events: at most %d", opts.Every, MaxCheckpointEvents)
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Checkpointer{l: l, opts: opts, log: opts.Logger, changed: make(chan struct{})}, nil
+}
+
+// WaitFor returns once a checkpoint covering seq has been read back, or when
+// ctx ends.
+func (c *Checkpointer) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		c.mu.Lock()
+		ch := c.changed
+		c.mu.Unlock()
+		if c.covered.Load() >= seq {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// moved records the last checkpoint adopted and wakes WaitFor.
+func (c *Checkpointer) moved(to, at uint64) {
+	c.mu.Lock()
+	c.covered.Store(to)
+	c.lastAt.Store(at)
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// Covered is the last sequence covered by a checkpoint this Checkpointer
+// has read back (0 before the first).
+func (c *Checkpointer) Covered() uint64 { return c.covered.Load() }
+
+// LastCheckpointSeq is the sequence of that checkpoint's message.
+func (c *Checkpointer) LastCheckpointSeq() uint64 { return c.lastAt.Load() }
+
+// cpState is the Checkpointer's position: what the next checkpoint covers
+// and chains to, and the leaves read since the last one.
+type cpState struct {
+	from    uint64 // the first sequence the next checkpoint covers
+	prev    [sha256.Size]byte
+	lastSeq uint64 // sequence of the newest message on the checkpoint subject
+	leaves  []leaf // sequences from, from+1, ... read so far
+
+	// Time trigger: the newest non-checkpoint message read, and when the
+	// oldest one not yet covered was read.
+	lastEvent  uint64
+	firstSince time.Time
+
+	inflight      bool // a candidate was appended and is not read back yet
+	inflightSince time.Time
+}
+
+// Run appends checkpoints until ctx ends. It returns ctx's error, or an
+// error reading the log.
+func (c *Checkpointer) Run(ctx context.Context) error {
+	st, err := c.start(ctx)
+	if err != nil {
+		return err
+	}
+	subject := c.l.prefix + posture.SubjectCheckpoint
+	lh := newLeafHasher()
+	msgs := make(chan rawMsg, MaxBatch)
+	readErr := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		readErr <- c.l.readRaw(rctx, st.from, "", func(m rawMsg) error {
+			select {
+			case msgs <- m:
+				return nil
+			case <-rctx.Done():
+				return rctx.Err()
+			}
+		})
+	}()
+	defer func() { cancel(); <-readErr }()
+
+	tick := time.NewTicker(max(c.opts.Interval/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-readErr:
+			readErr <- err // for the deferred wait
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("eventlog: checkpointer: %w", err)
+		case <-tick.C:
+			if st.inflight && time.Since(st.inflightSince) > 5*time.Minute {
+				// Never read back (deleted?): propose again.
+				st.inflight = false
+			}
+			if !st.inflight && st.lastEvent >= st.from && !st.firstSince.IsZero() && time.Since(st.firstSince) >= c.opts.Interval {
+				if err := c.propose(ctx, st, len(st.leaves)); err != nil {
+					return err
+				}
+			}
+		case m := <-msgs:
+			if err := c.read(ctx, st, lh, subject, m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// start finds the last checkpoint in the log: the next one covers what
+// follows it.
+func (c *Checkpointer) start(ctx context.Context) (*cpState, error) {
+	st := &cpState{from: 1}
+	last, err := c.l.LastSubjectSeq(ctx, posture.SubjectCheckpoint)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: checkpointer: last checkpoint: %w", err)
+	}
+	if last == 0 {
+		return st, nil
+	}
+	st.lastSeq = last
+	m, err := c.l.stream.GetMsg(ctx, last)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog: checkpointer: read checkpoint at seq %d: %w", last, err)
+	}
+	cp, err := parseCheckpoint(last, m.Data)
+	if err != nil {
+		// The chain cannot go on from a checkpoint that does not parse;
+		// audit verify will name it. Say so and stop checkpointing.
+		return nil, fmt.Errorf("eventlog: checkpointer: the last checkpoint: %w", err)
+	}
+	if c.opts.Verify != nil {
+		if err := c.opts.Verify(cp.statement(), cp.sig); err != nil {
+			c.log.Error("eventlog: the last checkpoint's signature does not verify; later checkpoints chain to it all the same (audit verify reports it)",
+				"seq", last, "range", cp.rangeString(), "err", err)
+		}
+	}
+	st.from, st.prev = cp.to+1, cp.digest()
+	c.moved(cp.to, last)
+	return st, nil
+}
+
+// read takes in one stored message.
+func (c *Checkpointer) read(ctx context.Context, st *cpState, lh *leafHasher, subject string, m rawMsg) error {
+	next := st.from + uint64(len(st.leaves))
+	if m.seq < next {
+		return nil
+	}
+	if m.seq > next {
+		c.log.Error("eventlog: sequences are missing from the log (deleted?); the next checkpoint records them as missing",
+			"from", next, "to", m.seq-1)
+		for ; next < m.seq; next++ {
+			st.leaves = append(st.leaves, leaf{})
+		}
+	}
+	st.leaves = append(st.leaves, lh.leaf(m.seq, m.subject, m.data))
+	if m.subject == subject {
+		st.lastSeq = m.seq
+		c.adopt(st, m)
+	} else {
+		st.lastEvent = m.seq
+		if st.firstSince.IsZero() {
+			st.firstSince = time.Now()
+		}
+	}
+	if !st.inflight && len(st.leaves) >= c.opts.Every {
+		return c.propose(ctx, st, c.opts.Every)
+	}
+	return nil
+}
+
+// adopt moves the state past a checkpoint read back from the log, if it is
+// the next one and agrees with what this node read.
+func (c *Checkpointer) adopt(st *cpState, m rawMsg) {
+	cp, err := parseCheckpoint(m.seq, m.data)
+	if err != nil {
+		c.log.Error("eventlog: a message on the checkpoint subject is not a valid checkpoint", "seq", m.seq, "err", err)
+		return
+	}
+	if cp.to < st.from {
+		return // the one start began after, or an older one appended again
+	}
+	if cp.from != st.from || cp.to >= m.seq {
+		c.log.Error("eventlog: a checkpoint does not follow the last one; ignored", "seq", m.seq, "range", cp.rangeString(), "expectedFrom", st.from)
+		return
+	}
+	mine := newCheckpoint(st.from, st.prev, st.leaves[:cp.to-st.from+1])
+	if cp.prev != mine.prev || cp.root != mine.root {
+		c.log.Error("eventlog: a checkpoint disagrees with this node's reading of the log; ignored",
+			"seq", m.seq, "range", cp.rangeString(), "root", hex.EncodeToString(cp.root[:]), "computed", hex.EncodeToString(mine.root[:]))
+		return
+	}
+	if c.opts.Verify != nil {
+		if err := c.opts.Verify(cp.statement(), cp.sig); err != nil {
+			c.log.Error("eventlog: a checkpoint's signature does not verify; ignored", "seq", m.seq, "range", cp.rangeString(), "err", err)
+			return
+		}
+	}
+	n := cp.to - st.from + 1
+	st.leaves = append(st.leaves[:0], st.leaves[n:]...)
+	st.from, st.prev = cp.to+1, cp.digest()
+	st.inflight = false
+	if st.lastEvent >= st.from {
+		st.firstSince = time.Now()
+	} else {
+		st.firstSince = time.Time{}
+	}
+	c.moved(cp.to, m.seq)
+	c.log.Debug("eventlog: checkpoint", "seq", m.seq, "range", cp.rangeString())
+}
+
+// propose appends a checkpoint of the first n leaves read. Losing the race
+// to another node is not an error: its checkpoint is read back and adopted.
+func (c *Checkpointer) propose(ctx context.Context, st *cpState, n int) error {
+	cp := newCheckpoint(st.from, st.prev, st.leaves[:n])
+	if err := cp.sign(c.opts.Sign, c.opts.KeyID); err != nil {
+		return err
+	}
+	e, err := posture.NewEvent(cp.payload, c.opts.Now())
+	if err != nil {
+		return err
+	}
+	// The same candidate appended twice (a retry) is deduplicated.
+	d := cp.digest()
+	e.ID = "checkpoint-" + hex.EncodeToString(d[:16])
+	st.inflight, st.inflightSince = true, time.Now()
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = c.l.AppendIfLast(actx, e, st.lastSeq)
+	var perr *posture.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &perr) && perr.Code == posture.CodeConflict:
+		c.log.Debug("eventlog: another checkpoint landed first", "range", cp.rangeString())
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		c.log.Warn("eventlog: append checkpoint; trying again later", "range", cp.rangeString(), "err", err)
+		st.inflight = false
+	}
+	return nil
+}
