@@ -42,6 +42,10 @@ type serveCmd struct {
 	LogLevel          string        `default:"info" enum:"debug,info,warn,error" help:"Log level."`
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
 	AdminPassword     string        `hidden:"" help:"Password of the default admin created on first start (POSTURED_ADMIN_PASSWORD); generated and printed once when unset."`
+
+	CheckpointEvery    int           `default:"10000" help:"Append a signed checkpoint of the log every this many events (at most 50000)."`
+	CheckpointInterval time.Duration `default:"1m" help:"Longest an event waits to be covered by a signed checkpoint."`
+	NoCheckpoints      bool          `name:"no-checkpoints" help:"Do not append signed checkpoints of the log (another node may)."`
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -144,6 +148,8 @@ type node struct {
 	runDone    chan struct{} // closed when the projection consumer returns
 	runErr     error
 	closeOnce  sync.Once
+
+	checkpointer *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -197,6 +203,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	}()
 
 	n.metrics = n.newMetrics()
+	if n.checkpointer, err = n.newCheckpointer(s); err != nil {
+		return nil, err
+	}
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
 	n.health = &api.Health{Progress: n.store, State: n.logState,
@@ -300,6 +309,7 @@ func (n *node) Run(ctx context.Context) error {
 	deadlines := &api.Deadlines{Log: n.writer.Log, Due: n.store, Now: time.Now, Logger: n.log}
 	g.Go(func() error { return n.announce(gctx) })
 	g.Go(func() error { return deadlines.Run(gctx) })
+	g.Go(func() error { n.runCheckpoints(gctx); return nil })
 	return g.Wait()
 }
 

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+)
+
+// checkpointedNode runs a node that checkpoints every 10 events (and every
+// 100ms), makes some history through the APIs and waits until a checkpoint
+// covers all of it. It returns the sequence of a posture response well
+// inside a checkpoint.
+func checkpointedNode(t *testing.T, cfg serveCmd) (n *testNode, postureSeq uint64) {
+	t.Helper()
+	cfg.CheckpointEvery, cfg.CheckpointInterval = 10, 100*time.Millisecond
+	n = startTestNode(t, cfg)
+	st := newStory(t, n)
+	st.play(t)
+	for v := range 15 {
+		body := map[string]any{"id": st.check, "typeId": "OS", "type": "Windows", "version": "10.0." + strconv.Itoa(19045+v)}
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", st.ep.token, body); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	last, err := n.elog.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.checkpointer.WaitFor(ctx, last); err != nil {
+		t.Fatalf("no checkpoint covers %d: %v", last, err)
+	}
+	var seqs []uint64
+	if err := n.elog.Read(ctx, 1, last, func(b []posture.Event) error {
+		for _, e := range b {
+			if e.Type == posture.TypePostureRecorded {
+				seqs = append(seqs, e.Seq)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) < 10 {
+		t.Fatalf("%d posture responses in the log", len(seqs))
+	}
+	return n, seqs[len(seqs)/2]
+}
+
+// `audit verify` passes on an untouched log (a running node's, over
+// --nats-url) and names the sequence of a message deleted through the
+// JetStream API and the checkpoint that proves it.
+func TestAuditVerifyDeleted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := defaultTestConfig(dir)
+	cfg.NatsListen = freeAddr(t)
+	n, seq := checkpointedNode(t, cfg)
+	url, ca := "nats://"+cfg.NatsListen, filepath.Join(dir, "pki", "ca.pem")
+
+	out, err := command(t, "audit", "verify", "--nats-url", url, "--ca", ca)
+	if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
+		t.Fatalf("untouched log: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(out))
+
+	stream, err := n.elog.JetStream().Stream(t.Context(), "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(t.Context(), seq); err != nil {
+		t.Fatal(err)
+	}
+	out, err = command(t, "audit", "verify", "--nats-url", url, "--ca", ca)
+	t.Log(strings.TrimSpace(out))
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
+		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}
+
+// `audit verify` on a stopped node's data directory passes, and names the
+// sequence of a message deleted and published again with altered data.
+func TestAuditVerifyRepublished(t *testing.T) {
+	dir := t.TempDir()
+	var seq uint64
+	t.Run("history", func(t *testing.T) { _, seq = checkpointedNode(t, defaultTestConfig(dir)) }) // stopped when it returns
+
+	out, err := command(t, "audit", "verify", "--data-dir", dir)
+	if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
+		t.Fatalf("untouched log: %v\n%s", err, out)
+	}
+
+	ctx := t.Context()
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(dir, "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := l.JetStream().Stream(ctx, "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	altered := strings.Replace(string(m.Data), `"version":"10.0.`, `"version":"11.0.`, 1)
+	if altered == string(m.Data) {
+		t.Fatalf("no version to alter in %s", m.Data)
+	}
+	if err := stream.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.JetStream().PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Data: []byte(altered)}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+
+	out, err = command(t, "audit", "verify", "--data-dir", dir)
+	t.Log(strings.TrimSpace(out))
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
+		t.Fatalf("after republishing %d altered: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}
