@@ -8,52 +8,94 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
 )
 
-// BenchmarkCheckpointer is a checkpointer's own work: it reads 100,000
-// posture-sized events already in the log as they are stored, hashes them
-// and appends a signed checkpoint every 10,000. It reports events per
-// second and the CPU time per event (the whole process's, which does
-// nothing else meanwhile): what checkpoints add to the ingest of each
-// event.
+// BenchmarkCheckpointer is what checkpoints add to the ingest of each event,
+// on a log of 100,000 posture-sized events, in CPU time per event (the
+// whole process's, which does nothing else meanwhile) and events per second:
 //
-//	go test -run '^$' -bench Checkpointer -benchtime 3x ./eventlog/
+//   - consume: a consumer reads the log and decodes it, as the projection's
+//     does (the baseline, without checkpoints);
+//
+//   - fed: the same consumer reads through a fed Checkpointer, which hashes
+//     each message on the delivery goroutine and appends a checkpoint
+//     every 10,000 (what serve runs);
+//
+//   - reader: a Checkpointer that reads the log with a reader of its own
+//     (what a second consumer would add).
+//
+//     go test -run '^$' -bench Checkpointer -benchtime 3x ./eventlog/
 func BenchmarkCheckpointer(b *testing.B) {
 	const events = 100_000
-	ctx := context.Background()
-	key := newTestKey(b)
-	var cpu time.Duration
-	for b.Loop() {
-		b.StopTimer()
-		l, err := eventlog.Open(ctx, eventlog.Options{Dir: b.TempDir()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		appendEvents(b, l, events)
-		c, err := eventlog.NewCheckpointer(l, eventlog.CheckpointOptions{Every: 10_000, Interval: time.Hour, Sign: key.sign})
-		if err != nil {
-			b.Fatal(err)
-		}
-		cctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		b.StartTimer()
-		cpuStart := processCPU(b)
-		wg.Go(func() { _ = c.Run(cctx) })
-		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		if err := c.WaitFor(wctx, events); err != nil {
-			b.Fatal(err)
-		}
-		cpu += processCPU(b) - cpuStart
-		b.StopTimer()
-		wcancel()
-		cancel()
-		wg.Wait()
-		l.Close()
-		b.StartTimer()
+	for _, mode := range []string{"consume", "fed", "reader"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			key := newTestKey(b)
+			var cpu time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				l, err := eventlog.Open(ctx, eventlog.Options{Dir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				appendEvents(b, l, events)
+				c, err := eventlog.NewCheckpointer(l, eventlog.CheckpointOptions{Every: 10_000, Interval: time.Hour, Sign: key.sign, Fed: mode == "fed"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cctx, cancel := context.WithCancel(ctx)
+				var wg sync.WaitGroup
+				b.StartTimer()
+				cpuStart := processCPU(b)
+				if mode != "consume" {
+					wg.Go(func() { _ = c.Run(cctx) })
+				}
+				if mode != "reader" {
+					var src interface {
+						Consume(context.Context, uint64, func([]posture.Event) error) error
+					} = l
+					if mode == "fed" {
+						src = c
+					}
+					// The consumer goes on after the last event: a fed
+					// Checkpointer reads its checkpoints back through it.
+					reached := make(chan struct{})
+					var once sync.Once
+					wg.Go(func() {
+						_ = src.Consume(cctx, 1, func(batch []posture.Event) error {
+							for _, e := range batch {
+								if _, err := e.Decode(); err != nil {
+									return err
+								}
+							}
+							if batch[len(batch)-1].Seq >= events {
+								once.Do(func() { close(reached) })
+							}
+							return nil
+						})
+					})
+					<-reached
+				}
+				if mode != "consume" {
+					wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+					if err := c.WaitFor(wctx, events); err != nil {
+						b.Fatal(err)
+					}
+					wcancel()
+				}
+				cpu += processCPU(b) - cpuStart
+				b.StopTimer()
+				cancel()
+				wg.Wait()
+				l.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(events*b.N), "cpu-µs/event")
+		})
 	}
-	b.ReportMetric(float64(events)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(events*b.N), "cpu-µs/event")
 }
 
 // appendEvents appends n posture-sized events from 16 writers.

@@ -153,7 +153,7 @@ func TestCheckpointsVerify(t *testing.T) {
 	deleteMsg(t, l, 7)
 	v = verify(t, l, key)
 	p := wantProblem(t, v, eventlog.Deleted, 7)
-	t.Log(v.Summary())
+	t.Log(v.Summary(), v.Problems)
 	if want := "sequence 7 deleted (checkpoint at seq"; !strings.HasPrefix(p.String(), want) {
 		t.Errorf("problem %q, want it to start with %q", p, want)
 	}
@@ -372,4 +372,42 @@ func fixChecksum(t *testing.T, data []byte, at int, hashKey string) {
 		return
 	}
 	t.Fatalf("no record holds offset %d", at)
+}
+
+// A Checkpointer fed by a consumer (as the projection's feeds it in
+// postured) covers the log whether that consumer starts before the last
+// checkpoint's end, after it (the sequences between are read once), or at
+// the end of an idle log.
+func TestCheckpointerFed(t *testing.T) {
+	key := newTestKey(t)
+	l := openLog(t, t.TempDir())
+	defer l.Close()
+	// run runs a fed Checkpointer with a consumer from seq until it covers
+	// upTo.
+	run := func(from, upTo uint64) {
+		t.Helper()
+		c, err := eventlog.NewCheckpointer(l, eventlog.CheckpointOptions{Every: 10, Interval: 50 * time.Millisecond,
+			Sign: key.sign, Verify: key.verify, Fed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var g errgroup.Group
+		g.Go(func() error { return c.Run(ctx) })
+		g.Go(func() error { return c.Consume(ctx, from, func([]posture.Event) error { return nil }) })
+		waitCovered(t, c, upTo)
+		cancel()
+		if err := g.Wait(); !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	run(1, appendN(t, l, "a", 25))
+	last := appendN(t, l, "a", 7)
+	run(last-3, last) // ahead of the last checkpoint
+	last = appendN(t, l, "a", 3)
+	run(last+1, last) // at the end, nothing delivered
+	v := verify(t, l, key)
+	if !v.OK() || v.Covered < last {
+		t.Fatalf("%s %v", v.Summary(), v.Problems)
+	}
 }

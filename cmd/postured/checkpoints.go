@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 // newCheckpointer is the node's checkpointer, signing with the CA key, or
@@ -30,6 +31,7 @@ func (n *node) newCheckpointer(s *serveCmd) (*eventlog.Checkpointer, error) {
 		KeyID:    pki.KeyID(cert),
 		Verify:   checkpointVerifier(cert),
 		Logger:   n.log,
+		Fed:      true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
@@ -41,16 +43,28 @@ func (n *node) newCheckpointer(s *serveCmd) (*eventlog.Checkpointer, error) {
 	return c, nil
 }
 
-// runCheckpoints runs the checkpointer until ctx ends. A checkpointer that
-// stops is logged, not fatal: the node keeps serving, and audit verify
-// reports the events left uncovered.
+// runCheckpoints runs the checkpointer until ctx ends; it is fed by the
+// projection's consumer (projectionSource). A checkpointer that stops is
+// logged, not fatal: the node keeps serving, and audit verify reports the
+// events left uncovered.
 func (n *node) runCheckpoints(ctx context.Context) {
+	defer close(n.checkpointsDone)
 	if n.checkpointer == nil {
 		return
 	}
 	if err := n.checkpointer.Run(ctx); err != nil && ctx.Err() == nil {
 		n.log.Error("checkpoints stopped: events appended from now on are not covered by a signed checkpoint", "err", err)
 	}
+}
+
+// projectionSource is the log as the projection reads it: through the
+// checkpointer, which hashes each message as it is delivered instead of
+// reading the log a second time.
+func (n *node) projectionSource() projections.Source {
+	if n.checkpointer == nil {
+		return n.elog
+	}
+	return n.checkpointer
 }
 
 func checkpointVerifier(cert *x509.Certificate) func(msg, sig []byte) error {

@@ -149,7 +149,8 @@ type node struct {
 	runErr     error
 	closeOnce  sync.Once
 
-	checkpointer *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
+	checkpointer    *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
+	checkpointsDone chan struct{}          // closed when the checkpointer returns
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -165,7 +166,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{})}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), checkpointsDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -195,17 +196,17 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		return nil, err
 	}
 
-	runCtx, cancel := context.WithCancel(context.Background())
-	n.cancelRun = cancel
-	go func() {
-		defer close(n.runDone)
-		n.runErr = n.store.Run(runCtx, n.elog)
-	}()
-
 	n.metrics = n.newMetrics()
 	if n.checkpointer, err = n.newCheckpointer(s); err != nil {
 		return nil, err
 	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.cancelRun = cancel
+	go func() {
+		defer close(n.runDone)
+		n.runErr = n.store.Run(runCtx, n.projectionSource())
+	}()
+	go n.runCheckpoints(runCtx)
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
 	n.health = &api.Health{Progress: n.store, State: n.logState,
@@ -309,7 +310,6 @@ func (n *node) Run(ctx context.Context) error {
 	deadlines := &api.Deadlines{Log: n.writer.Log, Due: n.store, Now: time.Now, Logger: n.log}
 	g.Go(func() error { return n.announce(gctx) })
 	g.Go(func() error { return deadlines.Run(gctx) })
-	g.Go(func() error { n.runCheckpoints(gctx); return nil })
 	return g.Wait()
 }
 
@@ -330,6 +330,7 @@ func (n *node) Close() error {
 		if n.cancelRun != nil {
 			n.cancelRun()
 			<-n.runDone
+			<-n.checkpointsDone
 		}
 		if n.store != nil {
 			n.store.Close()
