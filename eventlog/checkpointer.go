@@ -40,8 +40,9 @@ type CheckpointOptions struct {
 	// Fed: the Checkpointer takes in the messages that a consumer reads
 	// through its Consume (the projection's, in postured), hashing each on
 	// that consumer's delivery goroutine, instead of reading the log a
-	// second time. A reader of its own costs about 6.6 µs of CPU per event
-	// (BenchmarkCheckpointer); fed, the cost is the hash.
+	// second time. A reader of its own costs about 6.5 µs of CPU per event
+	// (BenchmarkCheckpointer/reader); fed, about 0.3 µs (the hash and the
+	// message's metadata, in a CPU profile of BenchmarkCheckpointer/fed).
 	Fed bool
 }
 
@@ -60,6 +61,7 @@ type Checkpointer struct {
 	log     *slog.Logger
 	subject string // the checkpoint subject, in full
 	q       feedQueue
+	stopped atomic.Bool // Run returned: nothing is fed any more
 
 	covered atomic.Uint64 // To of the last checkpoint adopted
 	lastAt  atomic.Uint64 // sequence of that checkpoint's message
@@ -147,6 +149,7 @@ type cpState struct {
 // Run appends checkpoints until ctx ends. It returns ctx's error, or an
 // error reading the log.
 func (c *Checkpointer) Run(ctx context.Context) error {
+	defer c.stopped.Store(true)
 	st, err := c.start(ctx)
 	if err != nil {
 		return err
@@ -275,7 +278,7 @@ var hashers = sync.Pool{New: func() any { return newLeafHasher() }}
 
 // feed hashes a stored message and queues it for Run.
 func (c *Checkpointer) feed(seq uint64, subject string, data []byte) {
-	if seq <= c.q.newest() {
+	if c.stopped.Load() || seq <= c.q.newest() {
 		return // a replaced consumer's leftovers
 	}
 	lh := hashers.Get().(*leafHasher)
