@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/eventlog/natstest"
 )
 
 // checkpointedNode runs a node that checkpoints every 10 events (and every
@@ -131,5 +133,63 @@ func TestAuditVerifyRepublished(t *testing.T) {
 	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
 		t.Fatalf("after republishing %d altered: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}
+
+// Two nodes on a NATS cluster both checkpoint the log they share: one
+// checkpoint lands per range, and the log verifies.
+func TestClusterCheckpoints(t *testing.T) {
+	nc := natstest.Start(t, 3)
+	pkiDir := t.TempDir()
+	often := func(cfg *serveCmd) { cfg.CheckpointEvery, cfg.CheckpointInterval = 10, 100*time.Millisecond }
+	a := startClusterNode(t, nc, pkiDir, "node-a", often)
+	b := startClusterNode(t, nc, pkiDir, "node-b", often)
+	admin := a.adminToken(t)
+	check := a.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "os",
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.0"}}}})
+	ep := a.endpoint(t, admin, "laptop")
+	for i := range 40 {
+		n := a.testNode
+		if i%2 == 1 {
+			n = b.testNode
+		}
+		body := map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0." + strconv.Itoa(i)}
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, body); r.Status != http.StatusCreated {
+			t.Fatalf("posture on %s: %d %s", n.cfg.Name, r.Status, r.Body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	last, err := a.elog.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*clusterNode{a, b} {
+		if err := n.checkpointer.WaitFor(ctx, last); err != nil {
+			t.Fatalf("%s: no checkpoint covers %d: %v", n.cfg.Name, last, err)
+		}
+	}
+	out, err := command(t, "audit", "verify", "--nats-url", strings.Join(nc.URLs, ","), "--ca", filepath.Join(pkiDir, "ca.pem"), "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var v eventlog.Verification
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	var checkpoints int
+	if err := a.elog.Read(ctx, 1, v.Last, func(batch []posture.Event) error {
+		for _, e := range batch {
+			if e.Type == posture.TypeLogCheckpointed {
+				checkpoints++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d checkpoints, covered %d of %d", v.Checkpoints, v.Covered, v.Last)
+	if !v.OK() || v.Covered < last || checkpoints != v.Checkpoints {
+		t.Fatalf("%d checkpoint events in the log, %d in the chain: %+v", checkpoints, v.Checkpoints, v)
 	}
 }

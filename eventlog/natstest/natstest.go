@@ -34,9 +34,16 @@ func Start(t testing.TB, size int) *Cluster {
 		routes = append(routes, "nats://"+ln.Addr().String())
 		ln.Close()
 	}
+	// The stores are made before the shutdown is registered, so that
+	// cleanup shuts the servers down before it removes their stores.
+	stores := make([]string, size)
+	for i := range stores {
+		stores[i] = t.TempDir()
+	}
 	t.Cleanup(func() {
 		for _, ns := range c.Servers {
 			ns.Shutdown()
+			ns.WaitForShutdown()
 		}
 	})
 	for i := range size {
@@ -49,7 +56,7 @@ func Start(t testing.TB, size int) *Cluster {
 			Host:       "127.0.0.1",
 			Port:       -1,
 			JetStream:  true,
-			StoreDir:   t.TempDir(),
+			StoreDir:   stores[i],
 			NoLog:      true,
 			NoSigs:     true,
 			Cluster:    server.ClusterOpts{Name: "postured-test", Host: "127.0.0.1", Port: port},
