@@ -411,3 +411,42 @@ func TestCheckpointerFed(t *testing.T) {
 		t.Fatalf("%s %v", v.Summary(), v.Problems)
 	}
 }
+
+// A forged checkpoint after the real ones does not stop checkpoints: a
+// Checkpointer that starts after it goes on from the last valid one, and
+// verification names only the forgery.
+func TestCheckpointerSkipsForgery(t *testing.T) {
+	key := newTestKey(t)
+	l := openLog(t, t.TempDir())
+	defer l.Close()
+	runFor := func(k testKey, verify bool, upTo uint64) {
+		t.Helper()
+		opts := eventlog.CheckpointOptions{Every: 5, Interval: time.Hour, Sign: k.sign}
+		if verify {
+			opts.Verify = k.verify
+		}
+		c, err := eventlog.NewCheckpointer(l, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var g errgroup.Group
+		g.Go(func() error { return c.Run(ctx) })
+		waitCovered(t, c, upTo)
+		cancel()
+		if err := g.Wait(); !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	appendN(t, l, "a", 5)
+	runFor(key, true, 5) // a real checkpoint of 1..5 at 6
+	appendN(t, l, "a", 5)
+	runFor(newTestKey(t), false, 10) // a forged one of 6..10 at 12
+	appendN(t, l, "a", 5)
+	runFor(key, true, 15) // 6..10 again, then 11..15
+	v := verify(t, l, key)
+	t.Log(v.Summary())
+	if len(v.Problems) != 1 || v.Problems[0].Kind != eventlog.BadCheckpoint || v.Problems[0].Seq != 12 || v.Covered < 15 {
+		t.Fatalf("%s %+v", v.Summary(), v.Problems)
+	}
+}

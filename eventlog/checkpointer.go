@@ -366,25 +366,66 @@ func (c *Checkpointer) start(ctx context.Context) (*cpState, error) {
 		return st, nil
 	}
 	st.lastSeq = last
-	m, err := c.l.stream.GetMsg(ctx, last)
+	cp, at, err := c.valid(ctx, last)
 	if err != nil {
-		return nil, fmt.Errorf("eventlog: checkpointer: read checkpoint at seq %d: %w", last, err)
-	}
-	cp, err := parseCheckpoint(last, m.Data)
-	if err != nil {
-		// The chain cannot go on from a checkpoint that does not parse;
-		// audit verify will name it. Say so and stop checkpointing.
-		return nil, fmt.Errorf("eventlog: checkpointer: the last checkpoint: %w", err)
-	}
-	if c.opts.Verify != nil {
-		if err := c.opts.Verify(cp.statement(), cp.sig); err != nil {
-			c.log.Error("eventlog: the last checkpoint's signature does not verify; later checkpoints chain to it all the same (audit verify reports it)",
-				"seq", last, "range", cp.rangeString(), "err", err)
+		// A message on the checkpoint subject that is not a valid
+		// checkpoint (audit verify names it) must not stop checkpoints:
+		// go on from the last one that is.
+		c.log.Error("eventlog: the last message on the checkpoint subject is not a valid checkpoint; going on from the last valid one",
+			"seq", last, "err", err)
+		if cp, at, err = c.lastValid(ctx, last); err != nil {
+			return nil, err
+		}
+		if cp == nil {
+			return st, nil
 		}
 	}
 	st.from, st.prev = cp.to+1, cp.digest()
-	c.moved(cp.to, last)
+	c.moved(cp.to, at)
 	return st, nil
+}
+
+// valid reads the checkpoint stored at seq and checks it.
+func (c *Checkpointer) valid(ctx context.Context, seq uint64) (*checkpoint, uint64, error) {
+	m, err := c.l.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read checkpoint at seq %d: %w", seq, err)
+	}
+	return c.check(seq, m.Data)
+}
+
+func (c *Checkpointer) check(seq uint64, data []byte) (*checkpoint, uint64, error) {
+	cp, err := parseCheckpoint(seq, data)
+	if err != nil {
+		return nil, 0, err
+	}
+	if c.opts.Verify != nil {
+		if err := c.opts.Verify(cp.statement(), cp.sig); err != nil {
+			return nil, 0, fmt.Errorf("checkpoint at seq %d: %w", seq, err)
+		}
+	}
+	return cp, seq, nil
+}
+
+// lastValid reads the checkpoint subject up to seq last and returns its
+// last valid checkpoint (nil if none).
+func (c *Checkpointer) lastValid(ctx context.Context, last uint64) (cp *checkpoint, at uint64, err error) {
+	err = c.l.readRaw(ctx, 1, c.subject, func(m rawMsg) error {
+		if m.seq >= last {
+			return errStopRead
+		}
+		if v, seq, err := c.check(m.seq, m.data); err == nil {
+			cp, at = v, seq
+		}
+		if m.pending == 0 {
+			return errStopRead
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("eventlog: checkpointer: read the checkpoints: %w", err)
+	}
+	return cp, at, nil
 }
 
 // read takes in one stored message.
@@ -402,8 +443,13 @@ func (c *Checkpointer) read(ctx context.Context, st *cpState, f fed) error {
 	}
 	st.leaves = append(st.leaves, f.leaf)
 	if f.ck {
-		st.lastSeq = f.seq
-		c.adopt(st, f)
+		st.lastSeq = max(st.lastSeq, f.seq)
+		if !c.adopt(st, f) {
+			// Not the next checkpoint, or not a valid one: if a
+			// candidate of ours lost to it, propose again (a candidate
+			// that did land conflicts, harmlessly).
+			st.inflight = false
+		}
 	} else {
 		st.lastEvent = f.seq
 		if st.firstSince.IsZero() {
@@ -417,30 +463,31 @@ func (c *Checkpointer) read(ctx context.Context, st *cpState, f fed) error {
 }
 
 // adopt moves the state past a checkpoint read back from the log, if it is
-// the next one and agrees with what this node read.
-func (c *Checkpointer) adopt(st *cpState, m fed) {
+// the next one and agrees with what this node read. It reports whether it
+// did.
+func (c *Checkpointer) adopt(st *cpState, m fed) bool {
 	cp, err := parseCheckpoint(m.seq, m.data)
 	if err != nil {
 		c.log.Error("eventlog: a message on the checkpoint subject is not a valid checkpoint", "seq", m.seq, "err", err)
-		return
+		return false
 	}
 	if cp.to < st.from {
-		return // the one start began after, or an older one appended again
+		return false // the one start began after, or an older one appended again
 	}
 	if cp.from != st.from || cp.to >= m.seq {
 		c.log.Error("eventlog: a checkpoint does not follow the last one; ignored", "seq", m.seq, "range", cp.rangeString(), "expectedFrom", st.from)
-		return
+		return false
 	}
 	mine := newCheckpoint(st.from, st.prev, st.leaves[:cp.to-st.from+1])
 	if cp.prev != mine.prev || cp.root != mine.root {
 		c.log.Error("eventlog: a checkpoint disagrees with this node's reading of the log; ignored",
 			"seq", m.seq, "range", cp.rangeString(), "root", hex.EncodeToString(cp.root[:]), "computed", hex.EncodeToString(mine.root[:]))
-		return
+		return false
 	}
 	if c.opts.Verify != nil {
 		if err := c.opts.Verify(cp.statement(), cp.sig); err != nil {
 			c.log.Error("eventlog: a checkpoint's signature does not verify; ignored", "seq", m.seq, "range", cp.rangeString(), "err", err)
-			return
+			return false
 		}
 	}
 	n := cp.to - st.from + 1
@@ -454,6 +501,7 @@ func (c *Checkpointer) adopt(st *cpState, m fed) {
 	}
 	c.moved(cp.to, m.seq)
 	c.log.Debug("eventlog: checkpoint", "seq", m.seq, "range", cp.rangeString())
+	return true
 }
 
 // propose appends a checkpoint of the first n leaves read. Losing the race
@@ -467,9 +515,9 @@ func (c *Checkpointer) propose(ctx context.Context, st *cpState, n int) error {
 	if err != nil {
 		return err
 	}
-	// The same candidate appended twice (a retry) is deduplicated.
-	d := cp.digest()
-	e.ID = "checkpoint-" + hex.EncodeToString(d[:16])
+	// The event keeps its fresh ID: one derived from the checkpoint would
+	// let anyone who publishes the same range first (a forger) have ours
+	// dropped as a duplicate.
 	st.inflight, st.inflightSince = true, time.Now()
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
