@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -105,6 +106,28 @@ func (e Event) decode(unmarshal func(data []byte, v any) error) (Payload, error)
 		return nil, fmt.Errorf("event %d (%s): decode %s: %w", e.Seq, e.ID, e.Type, err)
 	}
 	return p.Elem().Interface().(Payload), nil
+}
+
+// Validator is implemented by payloads with rules beyond their JSON shape.
+// The log checks them when it reads an event back: a message whose payload
+// breaks them is not an event, as one whose body is not JSON.
+type Validator interface {
+	Validate() error
+}
+
+// CheckEnvelope reports an event without the envelope fields every event
+// has: an ID, a Type and a Subject.
+func (e Event) CheckEnvelope() error {
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"id", e.ID}, {"type", e.Type}, {"subject", e.Subject}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the envelope has no %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 var registry = map[string]reflect.Type{}

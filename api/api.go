@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -44,6 +47,57 @@ type Options struct {
 	SystemPaths []string
 	// Metrics, when set, counts requests by route and status.
 	Metrics *Metrics
+	// TrustedProxies are the networks whose X-Forwarded-For header is
+	// believed (none by default). See ClientIP.
+	TrustedProxies []*net.IPNet
+}
+
+// ClientIP returns the function that resolves the address a request comes
+// from: the connection's peer, unless the peer is one of the trusted
+// proxies, in which case X-Forwarded-For is read from the right, skipping
+// trusted proxies, and the first untrusted address is the client. The
+// limiter, the audit trail (an API session's ipAddress) and the request log
+// all read this one address (echo.Context.RealIP). Without trusted proxies
+// forwarded headers are ignored: a client can write anything in them.
+func ClientIP(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// ParseCIDRs parses networks in CIDR notation; a bare address is a network
+// of one.
+func ParseCIDRs(specs []string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, s := range specs {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "/") {
+			ip := net.ParseIP(s)
+			if ip == nil {
+				return nil, fmt.Errorf("%q is neither an address nor a network in CIDR notation", s)
+			}
+			bits := 128
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a network in CIDR notation: %w", s, err)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // New returns an echo instance with the error handler, request ids,
@@ -57,6 +111,7 @@ func New(opts Options) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.JSONSerializer = serializer{}
 	e.HTTPErrorHandler = ErrorHandler(opts.Logger)
+	e.IPExtractor = ClientIP(opts.TrustedProxies)
 	e.Pre(rewrite(opts.SystemPaths))
 	e.Use(middleware.RequestID())
 	if opts.Metrics != nil {
@@ -84,7 +139,7 @@ func New(opts Options) *echo.Echo {
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			opts.Logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request",
 				slog.String("requestId", v.RequestID), slog.String("method", v.Method),
-				slog.String("uri", v.URI), slog.Int("status", v.Status),
+				slog.String("uri", RedactURI(v.URI)), slog.Int("status", v.Status),
 				slog.Duration("latency", v.Latency), slog.String("remoteIp", v.RemoteIP))
 			return nil
 		},
@@ -162,3 +217,31 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 
 // Clock returns the time; tests inject a fixed one.
 type Clock func() time.Time
+
+// secretParams are query parameters that carry a secret (POST
+// /enroll?token=...): a logged URI shows them redacted.
+var secretParams = []string{"token"}
+
+// RedactURI is a request URI as it may be logged: the values of query
+// parameters that carry a secret are replaced.
+func RedactURI(uri string) string {
+	path, query, ok := strings.Cut(uri, "?")
+	if !ok {
+		return uri
+	}
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return path + "?[unparsed query redacted]"
+	}
+	changed := false
+	for _, p := range secretParams {
+		if values.Has(p) {
+			values.Set(p, "REDACTED")
+			changed = true
+		}
+	}
+	if !changed {
+		return uri
+	}
+	return path + "?" + values.Encode()
+}

@@ -91,7 +91,7 @@ func TestParseList(t *testing.T) {
 		{"limit=501", 500, 0, ""},
 		{"limit=0", 10, 0, ""},
 		{"limit=-2", 10, 0, ""},
-		{"limit=-1", -1, 0, ""},
+		{"limit=-1", 500, 0, ""},
 		{"offset=100001", 10, 100000, ""},
 		{"limit=ten", 0, 0, posture.CodeInvalidPagination},
 		{"offset=-1", 0, 0, posture.CodeInvalidPagination},
@@ -123,7 +123,7 @@ func TestPaginate(t *testing.T) {
 		{api.ListParams{Limit: 2, Offset: 0}, []int{1, 2}},
 		{api.ListParams{Limit: 2, Offset: 4}, []int{5}},
 		{api.ListParams{Limit: 2, Offset: 9}, []int{}},
-		{api.ListParams{Limit: -1, Offset: 1}, []int{2, 3, 4, 5}},
+		{api.ListParams{Limit: 4, Offset: 1}, []int{2, 3, 4, 5}},
 	} {
 		rec := httptest.NewRecorder()
 		if err := api.Paginate(e.NewContext(httptest.NewRequest(http.MethodGet, "/", nil), rec), c.p, items); err != nil {
@@ -153,6 +153,19 @@ func TestPasswordHash(t *testing.T) {
 	for _, bad := range []string{"", "plain", "$argon2id$v=19$m=1,t=1,p=1$$"} {
 		if api.CheckPassword(bad, "x") {
 			t.Fatalf("malformed hash %q verified", bad)
+		}
+	}
+}
+
+func TestRedactURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"/edge/client/v1/enroll?method=ott&token=0f6b5c1e-1111-4222-8333-944445555666": "/edge/client/v1/enroll?method=ott&token=REDACTED",
+		"/edge/client/v1/enroll?method=ott":                                            "/edge/client/v1/enroll?method=ott",
+		"/version":                                                                     "/version",
+		"/x?token=%zz":                                                                 "/x?[unparsed query redacted]",
+	} {
+		if got := api.RedactURI(in); got != want {
+			t.Errorf("RedactURI(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -67,8 +68,18 @@ type Auth struct {
 	// been issued through another node milliseconds ago: it is looked up
 	// again once the node caught up, for at most catchUpWait.
 	CatchUp func(ctx context.Context) error
+	// CatchUpBurst and CatchUpEvery bound, per source address, the unknown
+	// tokens that make the node catch up: CatchUpBurst at once, then one
+	// each CatchUpEvery (default 20, then one every 100 ms). Beyond that an
+	// unknown token is answered 401 at once, without catching up, so that
+	// a flood of garbage tokens costs a map lookup each.
+	CatchUpBurst int
+	CatchUpEvery time.Duration
 
 	touched sync.Map // API session id -> time.Time of the last touch sent
+
+	catchUpMu      sync.Mutex
+	catchUpSources map[string]*rate.Limiter
 }
 
 // Authenticate resolves the request's API session. It answers 401
@@ -79,7 +90,7 @@ func (a *Auth) Authenticate(c echo.Context) (*Principal, error) {
 	if !posture.IsToken(token) {
 		return nil, &posture.Error{Code: posture.CodeUnauthorized}
 	}
-	s, err := a.apiSession(c.Request().Context(), TokenHash(token))
+	s, err := a.apiSession(c, TokenHash(token))
 	if errors.Is(err, posture.ErrNotFound) {
 		return nil, &posture.Error{Code: posture.CodeUnauthorized}
 	}
@@ -109,19 +120,49 @@ func (a *Auth) Authenticate(c echo.Context) (*Principal, error) {
 // the node to catch up with the log.
 const catchUpWait = time.Second
 
+// catchUpSourcesMax bounds the sources whose catch-ups are counted.
+const catchUpSourcesMax = 100_000
+
 // apiSession is the API session of a token hash, looked up again after
-// catching up with the log when the node does not know it.
-func (a *Auth) apiSession(ctx context.Context, hash string) (posture.APISession, error) {
+// catching up with the log when the node does not know it and the source
+// has catch-ups left.
+func (a *Auth) apiSession(c echo.Context, hash string) (posture.APISession, error) {
 	s, err := a.Sessions.APISessionByTokenHash(hash)
-	if !errors.Is(err, posture.ErrNotFound) || a.CatchUp == nil {
+	if !errors.Is(err, posture.ErrNotFound) || a.CatchUp == nil || !a.mayCatchUp(Source(c)) {
 		return s, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), catchUpWait)
 	defer cancel()
 	if a.CatchUp(ctx) != nil {
 		return s, err // still unknown as far as the node can tell
 	}
 	return a.Sessions.APISessionByTokenHash(hash)
+}
+
+// mayCatchUp takes one catch-up from the source's bucket.
+func (a *Auth) mayCatchUp(source string) bool {
+	a.catchUpMu.Lock()
+	defer a.catchUpMu.Unlock()
+	if a.catchUpSources == nil {
+		a.catchUpSources = map[string]*rate.Limiter{}
+	}
+	now := time.Now()
+	b, ok := a.catchUpSources[source]
+	if !ok {
+		if len(a.catchUpSources) >= catchUpSourcesMax {
+			prune(a.catchUpSources, now, catchUpSourcesMax)
+		}
+		every, burst := a.CatchUpEvery, a.CatchUpBurst
+		if every <= 0 {
+			every = 100 * time.Millisecond
+		}
+		if burst <= 0 {
+			burst = 20
+		}
+		b = rate.NewLimiter(rate.Every(every), burst)
+		a.catchUpSources[source] = b
+	}
+	return b.AllowN(now, 1)
 }
 
 // Require returns middleware that admits callers of the access level.

@@ -59,8 +59,9 @@ func lag(p Progress, st LogState) Lag {
 // Liveness is the process answering HTTP. Readiness is the projection being
 // caught up with the log: the log's last sequence is read at the time of the
 // check, and the node is ready if its projection applies it within Wait. A
-// node that cannot reach the log, whose projection stopped on an error, or
-// that is still replaying a long log is not ready.
+// node that cannot reach the log, whose projection stopped on an error or
+// at a message that is not an event, or that is still replaying a long log
+// is not ready.
 type Health struct {
 	Progress Progress
 	State    LogStater
@@ -73,6 +74,9 @@ type Health struct {
 	// catches up before it builds them): not ready, whatever the
 	// projection's position.
 	Starting func() bool
+	// Halt, when set, is where the projection is stopped at a message
+	// that is not an event: not ready, and the reason names it.
+	Halt *Halt
 }
 
 // ReadyView is the body of /readyz.
@@ -83,6 +87,9 @@ type ReadyView struct {
 	LastSeq    uint64  `json:"lastSequence"`
 	LagEvents  uint64  `json:"lagEvents"`
 	LagSeconds float64 `json:"lagSeconds"`
+	// HaltedAt is the sequence of the message that is not an event the
+	// projection is stopped at, if any.
+	HaltedAt uint64 `json:"haltedAtSequence,omitempty"`
 }
 
 // Check reports readiness.
@@ -102,6 +109,12 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 	cancel()
 	if err != nil {
 		return ReadyView{Reason: "the log is unreachable", Cursor: h.Progress.Cursor()}
+	}
+	if h.Halt != nil {
+		if seq, reason := h.Halt.describe(); seq != 0 {
+			l := lag(h.Progress, st)
+			return ReadyView{Reason: reason, HaltedAt: seq, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	err = h.Progress.WaitFor(wctx, st.LastSeq)

@@ -81,8 +81,9 @@ func (l *Login) Authenticate(c echo.Context) error {
 }
 
 // password authenticates with a username and a password. Failures count
-// against the username and the source; once either has none left, attempts
-// are refused (429) before the password is looked at.
+// against the source, the username from this source and the username; the
+// attempts the Limiter refuses (429) are refused before the password is
+// looked at. A right password makes the source known to the username.
 func (l *Login) password(c echo.Context) error {
 	var req authenticateRequest
 	if err := Decode(c, &req); err != nil {
@@ -108,6 +109,7 @@ func (l *Login) password(c echo.Context) error {
 		l.Limiter.Failed(c, subject)
 		return &posture.Error{Code: posture.CodeInvalidAuth}
 	}
+	l.Limiter.Succeeded(c, subject)
 	identity, err := l.Store.Identity(auth.IdentityID)
 	if errors.Is(err, posture.ErrNotFound) {
 		return &posture.Error{Code: posture.CodeInvalidAuth}
@@ -223,7 +225,7 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, authenti
 		IdentityID:      identity.ID,
 		AuthenticatorID: authenticatorID,
 		AuthMethod:      method,
-		IPAddress:       c.RealIP(),
+		IPAddress:       Source(c),
 		ConfigTypes:     configTypes,
 		MFARequired:     mfa,
 		SDKInfo:         req.SDKInfo,

@@ -27,6 +27,9 @@ type MetricsOptions struct {
 	Progress  Progress
 	State     LogStater
 	Deadlines DeadlineCounter
+	// Halt, when set, gives postured_bad_events_total and
+	// postured_projection_halted_sequence.
+	Halt *Halt
 	// Timeout bounds reading the log's position at scrape time (default 2s).
 	Timeout time.Duration
 }
@@ -45,6 +48,8 @@ type MetricsOptions struct {
 //     postured_consumer_position (the last sequence the projection applied),
 //     postured_projection_lag_events, postured_projection_lag_seconds,
 //     postured_deadline_queue_length and postured_log_up.
+//   - with a Halt: postured_bad_events_total and
+//     postured_projection_halted_sequence.
 //   - the Go runtime and process collectors.
 type Metrics struct {
 	reg      *prometheus.Registry
@@ -83,6 +88,18 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.appends, m.failed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if h := opts.Halt; h != nil {
+		m.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "postured_bad_events_total",
+				Help: "Messages of the log that are not events at which this node's projection stopped (each counted once).",
+			}, func() float64 { return float64(h.Total()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "postured_projection_halted_sequence",
+				Help: "The sequence of the message that is not an event the projection is stopped at, waiting for an operator's decision (0: not stopped).",
+			}, func() float64 { seq, _ := h.At(); return float64(seq) }),
+		)
+	}
 	if opts.Progress != nil && opts.State != nil {
 		m.reg.MustRegister(newProgressCollector(opts))
 	}

@@ -25,8 +25,9 @@ type ListParams struct {
 }
 
 // ParseList reads limit, offset, filter and sort. A limit above 500 is
-// lowered to 500; 0 or below -1 becomes the default 10; -1 means no limit.
-// Non-integer values are 400 INVALID_PAGINATION.
+// lowered to 500, and so is -1 ("no limit" to OpenZiti clients), so that no
+// answer holds more than 500 items however large the fleet; 0 or below -1
+// becomes the default 10. Non-integer values are 400 INVALID_PAGINATION.
 func ParseList(c echo.Context) (ListParams, error) {
 	p := ListParams{Limit: DefaultLimit, Filter: c.QueryParam("filter"), Sort: c.QueryParam("sort")}
 	if s := c.QueryParam("limit"); s != "" {
@@ -48,9 +49,7 @@ func ParseList(c echo.Context) (ListParams, error) {
 
 func normalizeLimit(n int64) int64 {
 	switch {
-	case n == -1:
-		return -1
-	case n > MaxLimit:
+	case n == -1, n > MaxLimit:
 		return MaxLimit
 	case n <= 0:
 		return DefaultLimit
@@ -62,16 +61,13 @@ func normalizeLimit(n int64) int64 {
 func Paginate[T any](c echo.Context, p ListParams, items []T) error {
 	total := int64(len(items))
 	start := min(p.Offset, total)
-	end := total
-	if p.Limit >= 0 {
-		end = min(start+p.Limit, total)
-	}
+	end := min(start+normalizeLimit(p.Limit), total)
 	page := items[start:end]
 	if page == nil {
 		page = []T{}
 	}
 	return c.JSON(http.StatusOK, Envelope{
 		Data: page,
-		Meta: Meta{Pagination: &Pagination{Limit: p.Limit, Offset: p.Offset, TotalCount: total}},
+		Meta: Meta{Pagination: &Pagination{Limit: normalizeLimit(p.Limit), Offset: p.Offset, TotalCount: total}},
 	})
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"math"
-	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -16,37 +15,54 @@ import (
 // LimiterOptions configures a Limiter. Zero values take the defaults.
 type LimiterOptions struct {
 	// SubjectEvery and SubjectBurst bound the failures per subject (a
-	// username, an identity's MFA codes): SubjectBurst failures at once,
-	// then one more each SubjectEvery. Default: 10, then one every 6 s.
+	// username, an identity's MFA codes) from one source address:
+	// SubjectBurst failures at once, then one more each SubjectEvery.
+	// Default: 10, then one every 6 s.
 	SubjectEvery time.Duration
 	SubjectBurst int
-	// SourceEvery and SourceBurst bound the failures per source address.
-	// Default: 100, then one every 500 ms.
+	// SpreadEvery and SpreadBurst bound the failures per subject from all
+	// sources together (guessing spread over many addresses). Once they are
+	// used up, the subject is refused from every source except those it
+	// authenticated from before (see KnownFor). Default: 100, then one
+	// every 6 s.
+	SpreadEvery time.Duration
+	SpreadBurst int
+	// SourceEvery and SourceBurst bound the failures per source address,
+	// whatever the subject. Default: 100, then one every 500 ms.
 	SourceEvery time.Duration
 	SourceBurst int
-	// MaxKeys bounds the subjects and the sources remembered (each); fully
-	// recovered ones are forgotten first. Default 100,000.
+	// KnownFor is how long a source a subject authenticated from stays
+	// known to it (default 30 days); a subject remembers its KnownPerSubject
+	// latest sources (default 16).
+	KnownFor        time.Duration
+	KnownPerSubject int
+	// MaxKeys bounds the subjects, the pairs and the sources remembered
+	// (each); fully recovered ones are forgotten first. Default 100,000.
 	MaxKeys int
 	// Now is the limiter's clock (default time.Now).
 	Now Clock
 }
 
 func (o LimiterOptions) withDefaults() LimiterOptions {
-	if o.SubjectEvery <= 0 {
-		o.SubjectEvery = 6 * time.Second
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
 	}
-	if o.SubjectBurst <= 0 {
-		o.SubjectBurst = 10
+	defInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
 	}
-	if o.SourceEvery <= 0 {
-		o.SourceEvery = 500 * time.Millisecond
-	}
-	if o.SourceBurst <= 0 {
-		o.SourceBurst = 100
-	}
-	if o.MaxKeys <= 0 {
-		o.MaxKeys = 100_000
-	}
+	def(&o.SubjectEvery, 6*time.Second)
+	defInt(&o.SubjectBurst, 10)
+	def(&o.SpreadEvery, 6*time.Second)
+	defInt(&o.SpreadBurst, 100)
+	def(&o.SourceEvery, 500*time.Millisecond)
+	defInt(&o.SourceBurst, 100)
+	def(&o.KnownFor, 30*24*time.Hour)
+	defInt(&o.KnownPerSubject, 16)
+	defInt(&o.MaxKeys, 100_000)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -54,21 +70,36 @@ func (o LimiterOptions) withDefaults() LimiterOptions {
 }
 
 // Limiter limits failed authentication attempts (wrong passwords, MFA codes
-// or external JWTs) per subject and per source address, with token buckets.
-// Only failures take tokens: a caller checks Allow before verifying a
-// credential and reports Failed when it did not verify, so that any number
-// of successful logins from one address (endpoints behind one NAT or load
-// balancer) is never refused, while guessing is slowed to the refill rate.
-// Once a subject's or a source's bucket is empty, every attempt for it is
-// refused before the credential is looked at, until the bucket refills.
+// or external JWTs) with token buckets, so that guessing is slow and no one
+// can lock a user out from elsewhere:
 //
-// The source is the connection's peer address, not X-Forwarded-For, which a
-// client can set to anything. A nil *Limiter limits nothing.
+//   - per source address, whatever the subject: one address guessing many
+//     usernames;
+//   - per (subject, source): one address guessing one user's password. A
+//     source's failures never refuse the subject from another source;
+//   - per subject over all sources: guessing spread over many addresses.
+//     When that is used up, the subject is refused only from sources it has
+//     not authenticated from before: from a known source (a successful
+//     login within KnownFor) the user still gets in, limited by its own
+//     (subject, source) bucket.
+//
+// Only failures take tokens: a caller checks Allow before verifying a
+// credential, reports Failed when it did not verify and Succeeded when it
+// did, so that any number of successful logins from one address (endpoints
+// behind one NAT or load balancer) is never refused. A success also clears
+// the (subject, source) failures. Refused attempts are not counted.
+//
+// The source is the connection's peer address; X-Forwarded-For, which a
+// client can set to anything, is believed only from a trusted proxy (see
+// ClientIP). The limiter is in memory, per node. A nil *Limiter limits
+// nothing.
 type Limiter struct {
 	mu       sync.Mutex
 	opts     LimiterOptions
+	pairs    map[string]*rate.Limiter // subject + "\x00" + source
 	subjects map[string]*rate.Limiter
 	sources  map[string]*rate.Limiter
+	known    map[string]map[string]time.Time // subject -> source -> last success
 }
 
 // NewLimiter returns a Limiter.
@@ -78,13 +109,16 @@ func NewLimiter(opts LimiterOptions) *Limiter {
 	return l
 }
 
-// Configure replaces the options and forgets every failure recorded.
+// Configure replaces the options and forgets every failure and every known
+// source recorded.
 func (l *Limiter) Configure(opts LimiterOptions) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.opts = opts.withDefaults()
+	l.pairs = map[string]*rate.Limiter{}
 	l.subjects = map[string]*rate.Limiter{}
 	l.sources = map[string]*rate.Limiter{}
+	l.known = map[string]map[string]time.Time{}
 }
 
 // UserSubject is the limiter subject of a username.
@@ -93,30 +127,38 @@ func UserSubject(username string) string { return "u:" + username }
 // IdentitySubject is the limiter subject of an identity's MFA codes.
 func IdentitySubject(identityID string) string { return "i:" + identityID }
 
-// Source is the address a request comes from: the connection's peer.
+// Source is the address a request comes from, as the echo instance's IP
+// extractor resolves it (see ClientIP): the connection's peer unless it is
+// a trusted proxy. Without an extractor it is the peer: forwarded headers
+// are never believed by default.
 func Source(c echo.Context) string {
-	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
-	if err != nil {
-		return c.Request().RemoteAddr
+	if e := c.Echo(); e != nil && e.IPExtractor != nil {
+		return c.RealIP()
 	}
-	return host
+	return echo.ExtractIPDirect()(c.Request())
 }
 
+func pairKey(subject, source string) string { return subject + "\x00" + source }
+
 // Allow answers 429 SERVER_TOO_MANY_REQUESTS, with a Retry-After header,
-// when the subject (if not empty) or the request's source has no failure
-// left; it takes nothing.
+// when the request's source, the subject from this source, or the subject
+// from a source it is not known at has no failure left; it takes nothing.
+// An empty subject checks the source only.
 func (l *Limiter) Allow(c echo.Context, subject string) error {
 	if l == nil {
 		return nil
 	}
+	source := Source(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	wait := time.Duration(0)
+	wait := l.waitFor(l.sources, source, now)
 	if subject != "" {
-		wait = max(wait, l.waitFor(l.subjects, subject, now))
+		wait = max(wait, l.waitFor(l.pairs, pairKey(subject, source), now))
+		if !l.isKnown(subject, source, now) {
+			wait = max(wait, l.waitFor(l.subjects, subject, now))
+		}
 	}
-	wait = max(wait, l.waitFor(l.sources, Source(c), now))
 	if wait <= 0 {
 		return nil
 	}
@@ -124,19 +166,79 @@ func (l *Limiter) Allow(c echo.Context, subject string) error {
 	return &posture.Error{Code: posture.CodeTooManyRequests, Message: "too many failed authentication attempts; try again later"}
 }
 
-// Failed records a failed attempt for the subject (if not empty) and the
-// request's source.
+// Failed records a failed attempt for the request's source and, if not
+// empty, for the subject from this source and for the subject.
 func (l *Limiter) Failed(c echo.Context, subject string) {
 	if l == nil {
 		return
 	}
+	source := Source(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
+	l.take(l.sources, source, now, l.opts.SourceEvery, l.opts.SourceBurst)
 	if subject != "" {
-		l.take(l.subjects, subject, now, l.opts.SubjectEvery, l.opts.SubjectBurst)
+		l.take(l.pairs, pairKey(subject, source), now, l.opts.SubjectEvery, l.opts.SubjectBurst)
+		l.take(l.subjects, subject, now, l.opts.SpreadEvery, l.opts.SpreadBurst)
 	}
-	l.take(l.sources, Source(c), now, l.opts.SourceEvery, l.opts.SourceBurst)
+}
+
+// Succeeded records that the subject authenticated from the request's
+// source: the source becomes known to the subject, and the subject's
+// failures from it are forgotten.
+func (l *Limiter) Succeeded(c echo.Context, subject string) {
+	if l == nil || subject == "" {
+		return
+	}
+	source := Source(c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.opts.Now()
+	delete(l.pairs, pairKey(subject, source))
+	m := l.known[subject]
+	if m == nil {
+		if len(l.known) >= l.opts.MaxKeys {
+			l.pruneKnown(now)
+		}
+		m = map[string]time.Time{}
+		l.known[subject] = m
+	}
+	m[source] = now
+	for len(m) > l.opts.KnownPerSubject {
+		oldest, at := "", now
+		for s, t := range m {
+			if !t.After(at) {
+				oldest, at = s, t
+			}
+		}
+		delete(m, oldest)
+	}
+}
+
+func (l *Limiter) isKnown(subject, source string, now time.Time) bool {
+	at, ok := l.known[subject][source]
+	return ok && now.Sub(at) < l.opts.KnownFor
+}
+
+// pruneKnown forgets the known sources that expired and, if that is not
+// enough, other subjects until the map is at half its bound.
+func (l *Limiter) pruneKnown(now time.Time) {
+	for subject, m := range l.known {
+		for s, at := range m {
+			if now.Sub(at) >= l.opts.KnownFor {
+				delete(m, s)
+			}
+		}
+		if len(m) == 0 {
+			delete(l.known, subject)
+		}
+	}
+	for subject := range l.known {
+		if len(l.known) <= l.opts.MaxKeys/2 {
+			break
+		}
+		delete(l.known, subject)
+	}
 }
 
 // waitFor is how long until the key's bucket holds a token again (0 when it

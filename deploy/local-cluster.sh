@@ -9,6 +9,14 @@
 # Run it from the repository root: the NATS stores are ./data/nats-N (as the
 # configurations say), the postured nodes keep ./data/cluster/node-N and
 # share the CA in ./data/cluster/pki; logs and pids are in ./data/cluster.
+#
+# NATS wants TLS and credentials. On the first start `postured nats init`
+# makes them in ./data/cluster/nats: the servers' certificate (from the same
+# CA), the nkey seeds of the postured and auditor users (0600), the route
+# password and nats.env, the variables the configurations read. The nodes
+# connect as postured; follow the log as the auditor with:
+#   postured events tail --nats-url $NATS_URLS --nats-tls-ca data/cluster/pki/ca.pem \
+#     --nats-nkey data/cluster/nats/auditor.nk
 # NATS_SERVER and POSTURED name the binaries (default: nats-server and
 # postured from PATH). POSTURED_ADMIN_PASSWORD sets the admin's password on
 # the first start (otherwise it is generated and printed in node-1.log).
@@ -18,7 +26,8 @@ cd "$(dirname "$0")/.."
 NATS_SERVER=${NATS_SERVER:-nats-server}
 POSTURED=${POSTURED:-postured}
 RUN=data/cluster
-NATS_URLS=nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224
+NATS_URLS=tls://127.0.0.1:4222,tls://127.0.0.1:4223,tls://127.0.0.1:4224
+CREDS=$RUN/nats
 
 running() { [[ -f "$RUN/$1.pid" ]] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
@@ -49,18 +58,28 @@ wait_for_https() {
 case "${1:-}" in
 start)
 	mkdir -p "$RUN"
+	"$POSTURED" nats init --dir "$CREDS" --pki-dir "$RUN/pki" --host 127.0.0.1,localhost \
+		--route 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224 >/dev/null
+	set -a
+	# shellcheck disable=SC1091
+	. "$CREDS/nats.env"
+	set +a
 	for i in 1 2 3; do
 		launch "nats-$i" "$NATS_SERVER" -c "deploy/nats/nats-$i.conf"
 	done
+	# The variables are nats-server's; postured reads its own flags.
+	unset NATS_POSTURED_NKEY NATS_AUDITOR_NKEY NATS_ROUTE_PASSWORD NATS_ROUTE_1 NATS_ROUTE_2 NATS_ROUTE_3
+	NATS_AUTH=(--nats-url "$NATS_URLS" --nats-tls-ca "$RUN/pki/ca.pem" --nats-nkey "$CREDS/postured.nk")
 	# The first node creates the CA and the default admin; the second
 	# starts once the first answers, with the same CA.
 	launch node-1 "$POSTURED" serve --name node-1 --data-dir "$RUN/node-1" --pki-dir "$RUN/pki" \
-		--listen 127.0.0.1:1280 --nats-url "$NATS_URLS" --stream-replicas 3 --log-format json
+		--listen 127.0.0.1:1280 "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
 	wait_for_https 1280
 	launch node-2 "$POSTURED" serve --name node-2 --data-dir "$RUN/node-2" --pki-dir "$RUN/pki" \
-		--listen 127.0.0.1:1281 --nats-url "$NATS_URLS" --stream-replicas 3 --log-format json
+		--listen 127.0.0.1:1281 "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
 	wait_for_https 1281
 	echo "postured nodes on https://localhost:1280 and https://localhost:1281 (CA: $RUN/pki/ca.pem)"
+	echo "NATS on $NATS_URLS (TLS; auditor credentials: $CREDS/auditor.nk)"
 	;;
 status)
 	for name in nats-1 nats-2 nats-3 node-1 node-2; do

@@ -15,7 +15,10 @@ import (
 const MaxBatch = 512
 
 // Consume delivers the events from sequence from onwards, in order, until ctx
-// ends or fn returns an error. Each call of fn gets one event or several that
+// ends or fn returns an error, or it reaches a message that is not an event.
+// In place of such a message it delivers the decision to skip it, if the
+// log holds one (see Skip); otherwise it stops there, after delivering the
+// events before it, with a *BadEventError. Each call of fn gets one event or several that
 // were already waiting (at most MaxBatch), so that the consumer can apply
 // them together. Consume returns fn's error, or ctx's when it ends.
 //
@@ -66,7 +69,7 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 		if tap != nil {
 			tap(m)
 		}
-		e, err := decodeMsg(m)
+		e, err := decodeMsg(l.prefix, m)
 		select {
 		case msgs <- delivered{e, err}:
 		case <-ctx.Done():
@@ -94,14 +97,25 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 	var lastDelivery, checked, aheadSince time.Time
 	lastDelivery = time.Now()
 	batch := make([]posture.Event, 0, MaxBatch)
-	add := func(m delivered) error {
-		if m.err != nil {
-			return m.err
+	// halt is why the consumer stops after delivering batch: a message
+	// that is not an event and that no decision skips, or an error.
+	var halt error
+	add := func(m delivered) {
+		e, err := m.e, m.err
+		var bad *BadEventError
+		if errors.As(err, &bad) {
+			if bad.Seq < *next {
+				return // a replaced consumer's leftover
+			}
+			e, err = l.passOver(ctx, bad)
 		}
-		if m.e.Seq >= *next { // a replaced consumer's leftovers are dropped
-			batch = append(batch, m.e)
+		if err != nil {
+			halt = err
+			return
 		}
-		return nil
+		if e.Seq >= *next { // a replaced consumer's leftovers are dropped
+			batch = append(batch, e)
+		}
 	}
 	for {
 		batch = batch[:0]
@@ -128,29 +142,27 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 			}
 			continue
 		case m := <-msgs:
-			if err := add(m); err != nil {
-				return err
-			}
+			add(m)
 		}
 	drain:
-		for len(batch) < MaxBatch {
+		for halt == nil && len(batch) < MaxBatch {
 			select {
 			case m := <-msgs:
-				if err := add(m); err != nil {
-					return err
-				}
+				add(m)
 			default:
 				break drain
 			}
 		}
-		if len(batch) == 0 {
-			continue
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
+			*next = batch[len(batch)-1].Seq + 1
+			lastDelivery, aheadSince = time.Now(), time.Time{}
 		}
-		if err := fn(batch); err != nil {
-			return err
+		if halt != nil {
+			return halt
 		}
-		*next = batch[len(batch)-1].Seq + 1
-		lastDelivery, aheadSince = time.Now(), time.Time{}
 	}
 }
 
@@ -223,10 +235,10 @@ func (l *Log) orderedFrom(ctx context.Context, from uint64) (jetstream.Consumer,
 	return cons, nil
 }
 
-func decodeMsg(m jetstream.Msg) (posture.Event, error) {
+func decodeMsg(prefix string, m jetstream.Msg) (posture.Event, error) {
 	md, err := m.Metadata()
 	if err != nil {
 		return posture.Event{}, fmt.Errorf("eventlog: metadata: %w", err)
 	}
-	return decode(m.Data(), md.Sequence.Stream)
+	return decodeStored(prefix, m.Subject(), m.Data(), md.Sequence.Stream, md.Timestamp)
 }

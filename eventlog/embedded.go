@@ -1,40 +1,107 @@
 package eventlog
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// embeddedReady bounds how long the embedded server may take to start.
+const embeddedReady = 10 * time.Second
+
+// embedded configures startEmbedded.
+type embedded struct {
+	dir        string
+	listen     string      // host:port, or "" for no port
+	tls        *tls.Config // required with listen
+	users      []Credential
+	stream     string
+	syncAlways bool
+	log        *slog.Logger
+}
+
 // startEmbedded runs a JetStream-enabled nats-server in this process with its
-// store under dir. With listen empty it opens no port and is reached through
-// an in-process connection only.
-func startEmbedded(dir, listen string, syncAlways bool) (*server.Server, error) {
+// store under dir and its log in slog. With listen empty it opens no port and
+// is reached through an in-process connection only, without credentials.
+// With listen set it requires TLS on that port and authenticates every
+// client, in-process ones included, as one of users (nkeys, with the
+// permissions of their role); nobody connects anonymously.
+func startEmbedded(o embedded) (*server.Server, error) {
+	if err := checkStoreDir(o.dir); err != nil {
+		return nil, err
+	}
 	opts := &server.Options{
 		ServerName: "postured",
 		JetStream:  true,
-		StoreDir:   dir,
-		DontListen: listen == "",
+		StoreDir:   o.dir,
+		DontListen: o.listen == "",
 		NoSigs:     true,
-		NoLog:      true,
-		SyncAlways: syncAlways,
+		SyncAlways: o.syncAlways,
 	}
-	if listen != "" {
-		host, port, err := splitHostPort(listen)
+	if o.listen != "" {
+		if o.tls == nil {
+			return nil, errors.New("eventlog: the embedded server needs a TLS certificate to listen on " + o.listen)
+		}
+		if len(o.users) == 0 {
+			return nil, errors.New("eventlog: the embedded server needs users to listen on " + o.listen)
+		}
+		host, port, err := splitHostPort(o.listen)
 		if err != nil {
 			return nil, err
 		}
+		if port == 0 {
+			port = server.RANDOM_PORT
+		}
 		opts.Host, opts.Port = host, port
+		opts.TLSConfig = o.tls
+		opts.TLSTimeout = 5
+		for _, u := range o.users {
+			perms, err := Permissions(u.Role, o.stream)
+			if err != nil {
+				return nil, err
+			}
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.Public, Permissions: perms})
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
+		return nil, fmt.Errorf("eventlog: embedded NATS: %w", err)
 	}
-	ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
+	logger := newServerLog(o.log)
+	ns.SetLoggerV2(logger, logger.debugEnabled(), false, false)
+	ns.Start() // returns early after a fatal error
+	if msg := logger.fatalError(); msg != "" {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded nats: not ready after 30s")
+		return nil, fmt.Errorf("eventlog: embedded NATS with store %s: %s", o.dir, msg)
+	}
+	if !ns.ReadyForConnections(embeddedReady) {
+		ns.Shutdown()
+		if msg := logger.fatalError(); msg != "" {
+			return nil, fmt.Errorf("eventlog: embedded NATS with store %s: %s", o.dir, msg)
+		}
+		return nil, fmt.Errorf("eventlog: embedded NATS with store %s: not ready after %s", o.dir, embeddedReady)
 	}
 	return ns, nil
+}
+
+// checkStoreDir creates dir if needed and proves that files can be created
+// in it, so that a store on a path that cannot be written fails at once, with
+// the path and the reason ("permission denied", "not a directory",
+// "read-only file system").
+func checkStoreDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("eventlog: embedded NATS store: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("eventlog: embedded NATS store %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }

@@ -2,11 +2,15 @@ package eventlog
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +33,28 @@ type Options struct {
 	Dir string
 	// Listen, when set, makes the embedded server accept NATS clients on
 	// this host:port (for example so that `postured events tail` can follow
-	// a running node). Empty opens no port.
+	// a running node). Empty opens no port. A listening server requires TLS
+	// (ListenTLS) and authenticates every client as one of the users whose
+	// seeds it keeps in CredsDir (see Credentials).
 	Listen string
+	// ListenTLS holds the certificate the embedded server presents on
+	// Listen. Required with Listen.
+	ListenTLS *tls.Config
+	// CredsDir is where the embedded server with Listen keeps the nkey
+	// seeds of its users, one file per role (default Dir/creds). They are
+	// created on the first start.
+	CredsDir string
+	// Auth authenticates and secures the connection to the external
+	// server (URLs).
+	Auth ClientAuth
+	// ConnectTimeout bounds the first connection to an external server
+	// (default 6s): an unreachable server, refused credentials or an
+	// untrusted certificate fail Open with the URL and the cause.
+	ConnectTimeout time.Duration
+	// Existing opens the stream only if it exists, without creating or
+	// updating it: what readers (audit, replay, events tail) do, so that
+	// they need no permission to change the stream.
+	Existing bool
 	// Stream is the stream name (default "POSTURED"); its subjects are
 	// "<lowercase stream>.>".
 	Stream string
@@ -41,7 +65,8 @@ type Options struct {
 	SyncAlways bool
 	// Duplicates is the deduplication window (default 2 minutes).
 	Duplicates time.Duration
-	// Logger receives connection events (default: discard).
+	// Logger receives connection events and the embedded server's log
+	// (default: discard).
 	Logger *slog.Logger
 }
 
@@ -54,6 +79,7 @@ type Log struct {
 	name   string
 	prefix string
 	log    *slog.Logger
+	creds  []Credential // the embedded server's users, with Listen
 
 	kvMu sync.Mutex
 	kv   jetstream.KeyValue // the node registry, opened on first use (nodes.go)
@@ -88,24 +114,53 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 				opts.Logger.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { opts.Logger.Info("nats reconnected", "url", c.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { opts.Logger.Info("nats reconnected", "url", redactURL(c.ConnectedUrl())) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			// Permission violations and slow consumers arrive here,
+			// not as the result of the call that caused them.
+			opts.Logger.Warn("nats error", "err", err)
+		}),
 	}
 	if len(opts.URLs) == 0 {
 		if opts.Dir == "" {
 			return nil, errors.New("eventlog: Dir is required for the embedded server")
 		}
-		if l.ns, err = startEmbedded(opts.Dir, opts.Listen, opts.SyncAlways); err != nil {
+		emb := embedded{dir: opts.Dir, listen: opts.Listen, tls: opts.ListenTLS, stream: opts.Stream,
+			syncAlways: opts.SyncAlways, log: opts.Logger}
+		if opts.Listen != "" {
+			if opts.CredsDir == "" {
+				opts.CredsDir = filepath.Join(opts.Dir, "creds")
+			}
+			if l.creds, err = LoadOrCreateCredentials(opts.CredsDir); err != nil {
+				return nil, err
+			}
+			emb.users = l.creds
+			// The node itself connects in process, as a postured user.
+			o, err := nats.NkeyOptionFromSeed(seedFileName(opts.CredsDir, RolePostured))
+			if err != nil {
+				return nil, fmt.Errorf("eventlog: %w", err)
+			}
+			natsOpts = append(natsOpts, o)
+		}
+		if l.ns, err = startEmbedded(emb); err != nil {
 			return nil, err
 		}
 		natsOpts = append(natsOpts, nats.InProcessServer(l.ns))
-		l.nc, err = nats.Connect("", natsOpts...)
+		if l.nc, err = nats.Connect("", natsOpts...); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("eventlog: connect to the embedded server: %w", err)
+		}
 	} else {
-		natsOpts = append(natsOpts, nats.RetryOnFailedConnect(true))
-		l.nc, err = nats.Connect(strings.Join(opts.URLs, ","), natsOpts...)
-	}
-	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("eventlog: connect: %w", err)
+		auth, err := opts.Auth.natsOptions()
+		if err != nil {
+			return nil, err
+		}
+		if opts.ConnectTimeout <= 0 {
+			opts.ConnectTimeout = 6 * time.Second
+		}
+		if l.nc, err = connect(ctx, opts.URLs, opts.ConnectTimeout, append(natsOpts, auth...)); err != nil {
+			return nil, err
+		}
 	}
 	if l.js, err = jetstream.New(l.nc); err != nil {
 		l.Close()
@@ -124,7 +179,20 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	}
 	err = retry(ctx, func(ctx context.Context) error {
 		var err error
-		l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
+		if opts.Existing {
+			l.stream, err = l.js.Stream(ctx, opts.Stream)
+		} else {
+			l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
+		}
+		if err != nil {
+			// A user who may not change the stream gets no answer, only
+			// an asynchronous permissions violation: not worth a retry.
+			for _, op := range []string{"INFO", "UPDATE", "CREATE"} {
+				if denied := l.denied("$JS.API.STREAM." + op + "." + opts.Stream); denied != nil {
+					return denied
+				}
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -145,6 +213,23 @@ func (l *Log) Close() error {
 		l.ns.WaitForShutdown()
 	}
 	return nil
+}
+
+// Credentials are the users of the embedded server with Listen and where
+// their seeds are (nil otherwise).
+func (l *Log) Credentials() []Credential { return append([]Credential(nil), l.creds...) }
+
+// ListenURL is the URL NATS clients reach the embedded server at
+// ("tls://host:port"), or "" when it opens no port.
+func (l *Log) ListenURL() string {
+	if l.ns == nil || len(l.creds) == 0 {
+		return ""
+	}
+	addr, ok := l.ns.Addr().(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	return "tls://" + addr.String()
 }
 
 // Conn is the underlying NATS connection (for key-value buckets and the like).
@@ -185,6 +270,9 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	err = retryWithin(ctx, appendAttempt, func(ctx context.Context) error {
 		ack, err := l.js.PublishMsg(ctx, msg, pub...)
 		if err != nil {
+			if denied := l.denied(msg.Subject); denied != nil {
+				return denied // not worth another try
+			}
 			return err
 		}
 		seq = ack.Sequence
@@ -197,6 +285,17 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
 	}
 	return seq, nil
+}
+
+// denied is the connection's last error if it is the server refusing a
+// publish to subject: a user without the permission gets no reply, only that
+// asynchronous error, so the publish itself times out.
+func (l *Log) denied(subject string) error {
+	err := l.nc.LastError()
+	if err != nil && errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject+`"`) {
+		return err
+	}
+	return nil
 }
 
 // appendAttempt bounds one attempt of an append (shorter than
@@ -227,7 +326,8 @@ func (l *Log) LastSubjectSeq(ctx context.Context, subject string) (uint64, error
 	return last, err
 }
 
-// Get reads the event at seq.
+// Get reads the event at seq. A message that is not an event is a
+// *BadEventError.
 func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 	m, err := l.stream.GetMsg(ctx, seq)
 	if err != nil {
@@ -236,7 +336,7 @@ func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 		}
 		return posture.Event{}, err
 	}
-	return decode(m.Data, m.Sequence)
+	return decodeStored(l.prefix, m.Subject, m.Data, m.Sequence, m.Time)
 }
 
 // envelope is an event without its payload, which encode splices in as it
@@ -269,10 +369,11 @@ func encode(e posture.Event) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
+// decode reads an event's JSON; decodeStored checks that it is one.
 func decode(data []byte, seq uint64) (posture.Event, error) {
 	var e posture.Event
 	if err := unmarshal(data, &e); err != nil {
-		return e, fmt.Errorf("eventlog: message %d is not an event: %w", seq, err)
+		return e, err
 	}
 	e.Seq = seq
 	return e.DecodedWith(unmarshal), nil
@@ -339,6 +440,97 @@ func isWrongLastSeq(err error) bool {
 	return errors.As(err, &apiErr) &&
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// connect makes the first connection to an external server or cluster. It
+// tries again while the servers cannot be reached, for at most budget (and
+// within ctx), and gives up at once on a refusal that another try would not
+// change: bad credentials, an untrusted certificate, TLS required on one side
+// only. Its error names the URLs (passwords redacted) and the cause.
+func connect(ctx context.Context, urls []string, budget time.Duration, opts []nats.Option) (*nats.Conn, error) {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = redactURL(u)
+	}
+	where := strings.Join(shown, ",")
+	start := time.Now()
+	backoff := 100 * time.Millisecond
+	// One attempt dials every server in turn: bound each dial so that an
+	// attempt over servers that drop packets fits the budget.
+	opts = append(opts, nats.Timeout(min(max(budget/time.Duration(2*len(urls)), 500*time.Millisecond), 2*time.Second)))
+	for {
+		tried := time.Now()
+		nc, err := nats.Connect(strings.Join(urls, ","), opts...)
+		if err == nil {
+			return nc, nil
+		}
+		took := time.Since(tried)
+		if permanentConnectError(err) || time.Since(start)+took+backoff > budget {
+			if errors.Is(err, nats.ErrNoServers) {
+				// The client keeps no reason: find one.
+				if cause := dialError(urls); cause != nil {
+					err = fmt.Errorf("%w (%v)", err, cause)
+				}
+			}
+			return nil, fmt.Errorf("eventlog: connect to %s: %w", where, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("eventlog: connect to %s: %w (last error: %v)", where, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// permanentConnectError: a refusal that does not go away by trying again.
+func permanentConnectError(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		invalid          x509.CertificateInvalidError
+		verify           *tls.CertificateVerificationError
+	)
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired) ||
+		errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) ||
+		errors.Is(err, nats.ErrClientCertOrRootCAsRequired) ||
+		errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation") ||
+		strings.Contains(err.Error(), "certificate")
+}
+
+// dialError is the error of a TCP connection to the first URL that cannot
+// be reached (nil if all can).
+func dialError(urls []string) error {
+	for _, u := range urls {
+		hostport := u
+		if p, err := url.Parse(u); err == nil && p.Host != "" {
+			hostport = p.Host
+		}
+		if _, _, err := net.SplitHostPort(hostport); err != nil {
+			hostport = net.JoinHostPort(hostport, "4222")
+		}
+		c, err := net.DialTimeout("tcp", hostport, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+	return nil
+}
+
+// redactURL hides the password of a URL that carries one.
+func redactURL(u string) string {
+	if !strings.Contains(u, "@") {
+		return u
+	}
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return "<url with credentials>"
+	}
+	return p.Redacted()
 }
 
 func splitHostPort(hp string) (string, int, error) {

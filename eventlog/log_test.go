@@ -25,7 +25,7 @@ func openLog(t *testing.T, dir string) *eventlog.Log {
 
 func event(subject string, n int) posture.Event {
 	return posture.Event{
-		ID: posture.NewToken(), Type: "test.recorded", Schema: 1, Subject: subject,
+		ID: posture.NewToken(), Type: posture.TypeConfigChanged, Schema: 1, Subject: subject,
 		At: time.Unix(int64(n), 0).UTC(), Data: []byte(fmt.Sprintf(`{"n":%d}`, n)),
 	}
 }

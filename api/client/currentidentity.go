@@ -194,6 +194,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		limiter.Failed(c, subject)
 		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
 	}
+	limiter.Succeeded(c, subject)
 	checked := au.PasswordHash
 	newHash := ""
 	if ch.password != nil {

@@ -176,7 +176,7 @@ func (x *ExtJWT) VerifyJWT(ctx context.Context, token string) (posture.Identity,
 		return x.key(ctx, signer, t)
 	})
 	if err != nil {
-		return none, x.explain(signer, err)
+		return none, x.explain(signer, unverified, err)
 	}
 	prop := signer.ClaimsProperty
 	if prop == "" {
@@ -202,8 +202,9 @@ func (x *ExtJWT) VerifyJWT(ctx context.Context, token string) (posture.Identity,
 	return identity, err
 }
 
-// explain turns a parse failure into the message the caller sees.
-func (x *ExtJWT) explain(s posture.ExternalJWTSigner, err error) error {
+// explain turns a parse failure into the message the caller sees; claims
+// are the token's unverified claims, to name the claim that is missing.
+func (x *ExtJWT) explain(s posture.ExternalJWTSigner, claims jwt.MapClaims, err error) error {
 	var pe *posture.Error
 	switch {
 	case errors.As(err, &pe):
@@ -215,11 +216,27 @@ func (x *ExtJWT) explain(s posture.ExternalJWTSigner, err error) error {
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
 		return invalidAuth("the JWT's audience does not include %q", s.Audience)
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return invalidAuth("the JWT has no expiry (exp)")
+		return invalidAuth("%s", missingClaims(s, claims))
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrInvalidKeyType):
 		return invalidAuth("the JWT's signature does not verify with the key of the external JWT signer %q", s.Name)
 	}
 	return invalidAuth("the JWT is not valid: %v", err)
+}
+
+// missingClaims names the required claims a token lacks: the expiry
+// always, the audience when the signer has one.
+func missingClaims(s posture.ExternalJWTSigner, claims jwt.MapClaims) string {
+	var missing []string
+	if _, ok := claims["exp"]; !ok {
+		missing = append(missing, "no expiry (exp)")
+	}
+	if _, ok := claims["aud"]; !ok && s.Audience != "" {
+		missing = append(missing, fmt.Sprintf("no audience (aud; the external JWT signer %q requires %q)", s.Name, s.Audience))
+	}
+	if len(missing) == 0 {
+		return "the JWT lacks a required claim"
+	}
+	return "the JWT has " + strings.Join(missing, " and ")
 }
 
 // key returns the key (or keys) to verify a token of the signer with.

@@ -340,7 +340,7 @@ func (a *API) serviceEdgeRouters(c echo.Context) error {
 			return &posture.Error{Code: posture.CodeUnauthorized, Message: "the session token does not name a live session of this service"}
 		}
 	}
-	if _, err := a.Store.RawEntity(posture.KindService, id); err != nil {
+	if !a.maySee(p, id) {
 		return posture.NotFound("service", id)
 	}
 	return api.OK(c, map[string]any{"edgeRouters": a.routers(a.routersFor(p.Identity.ID, id))})
@@ -349,8 +349,22 @@ func (a *API) serviceEdgeRouters(c echo.Context) error {
 // serviceTerminators is GET /services/:id/terminators: there is no data
 // plane, so no service has terminators.
 func (a *API) serviceTerminators(c echo.Context) error {
-	if _, err := a.Store.RawEntity(posture.KindService, c.Param("id")); err != nil {
+	if !a.maySee(api.PrincipalOf(c), c.Param("id")) {
 		return posture.NotFound("service", c.Param("id"))
 	}
 	return api.List(c, []any{})
+}
+
+// maySee reports whether the caller may see a service: an admin any that
+// exists, anyone else one a service policy grants it (as GET /services and
+// GET /services/:id list them). A service the caller may not see is
+// answered 404 like one that does not exist, so that its existence does not
+// leak.
+func (a *API) maySee(p *api.Principal, serviceID string) bool {
+	if p.Identity.IsAdmin {
+		_, err := a.Store.RawEntity(posture.KindService, serviceID)
+		return err == nil
+	}
+	grants := a.Store.ServicesFor(p.Identity.ID, "")
+	return slices.ContainsFunc(grants, func(g posture.Grant) bool { return g.ServiceID == serviceID })
 }

@@ -29,7 +29,7 @@ var (
 )
 
 // binary builds postured once per test run.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
@@ -64,7 +64,7 @@ type process struct {
 
 var listening = regexp.MustCompile(`postured listening on https://(\S+)`)
 
-func startBinary(t *testing.T, dataDir string, env ...string) *process {
+func startBinary(t testing.TB, dataDir string, env ...string) *process {
 	t.Helper()
 	cmd := exec.Command(binary(t), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), env...)

@@ -18,7 +18,7 @@ import (
 )
 
 // newCheckpointer is the node's checkpointer, signing with the CA key, or
-// nil when --no-checkpoints is set. Its position is a metric.
+// nil when --no-checkpoints is set.
 func (n *node) newCheckpointer(s *serveCmd) (*eventlog.Checkpointer, error) {
 	if s.NoCheckpoints {
 		return nil, nil
@@ -36,11 +36,18 @@ func (n *node) newCheckpointer(s *serveCmd) (*eventlog.Checkpointer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
 	}
+	return c, nil
+}
+
+// checkpointMetrics registers the checkpointer's position as a metric.
+func (n *node) checkpointMetrics() {
+	if n.checkpointer == nil {
+		return
+	}
 	n.metrics.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "postured_checkpoint_covered_sequence",
 		Help: "The last log sequence covered by a signed checkpoint this node has read back.",
-	}, func() float64 { return float64(c.Covered()) }))
-	return c, nil
+	}, func() float64 { return float64(n.checkpointer.Covered()) }))
 }
 
 // runCheckpoints runs the checkpointer until ctx ends; it is fed by the

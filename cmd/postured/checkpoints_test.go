@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
@@ -60,30 +61,40 @@ func checkpointedNode(t *testing.T, cfg serveCmd) (n *testNode, postureSeq uint6
 	return n, seqs[len(seqs)/2]
 }
 
-// `audit verify` passes on an untouched log (a running node's, over
-// --nats-url) and names the sequence of a message deleted through the
+// `audit verify` passes on an untouched log (a running node's, over its
+// --nats-listen port with the auditor's credentials), and on its stopped
+// data directory names the sequence of a message deleted through the
 // JetStream API and the checkpoint that proves it.
 func TestAuditVerifyDeleted(t *testing.T) {
 	dir := t.TempDir()
-	cfg := defaultTestConfig(dir)
-	cfg.NatsListen = freeAddr(t)
-	n, seq := checkpointedNode(t, cfg)
-	url, ca := "nats://"+cfg.NatsListen, filepath.Join(dir, "pki", "ca.pem")
+	var seq uint64
+	t.Run("history", func(t *testing.T) {
+		cfg := defaultTestConfig(dir)
+		cfg.NatsListen = freeAddr(t)
+		_, seq = checkpointedNode(t, cfg)
+		// The auditor's credentials are enough: verification only reads.
+		ca := filepath.Join(dir, "pki", "ca.pem")
+		out, err := command(t, "audit", "verify", "--nats-url", "tls://"+cfg.NatsListen, "--nats-tls-ca", ca,
+			"--nats-nkey", filepath.Join(dir, "nats", "creds", "auditor.nk"), "--ca", ca)
+		if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
+			t.Fatalf("untouched log, as the auditor: %v\n%s", err, out)
+		}
+		t.Log(strings.TrimSpace(out))
+	})
 
-	out, err := command(t, "audit", "verify", "--nats-url", url, "--ca", ca)
-	if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
-		t.Fatalf("untouched log: %v\n%s", err, out)
+	l, err := eventlog.Open(t.Context(), eventlog.Options{Dir: filepath.Join(dir, "nats")})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Log(strings.TrimSpace(out))
-
-	stream, err := n.elog.JetStream().Stream(t.Context(), "POSTURED")
+	stream, err := l.JetStream().Stream(t.Context(), "POSTURED")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := stream.DeleteMsg(t.Context(), seq); err != nil {
 		t.Fatal(err)
 	}
-	out, err = command(t, "audit", "verify", "--nats-url", url, "--ca", ca)
+	l.Close()
+	out, err := command(t, "audit", "verify", "--data-dir", dir)
 	t.Log(strings.TrimSpace(out))
 	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
@@ -137,7 +148,8 @@ func TestAuditVerifyRepublished(t *testing.T) {
 }
 
 // Two nodes on a NATS cluster both checkpoint the log they share: one
-// checkpoint lands per range, and the log verifies.
+// checkpoint lands per range, and the log verifies until an administrator
+// deletes a message through the JetStream API while the nodes run.
 func TestClusterCheckpoints(t *testing.T) {
 	nc := natstest.Start(t, 3)
 	pkiDir := t.TempDir()
@@ -178,10 +190,14 @@ func TestClusterCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	var checkpoints int
+	var postureSeq uint64
 	if err := a.elog.Read(ctx, 1, v.Last, func(batch []posture.Event) error {
 		for _, e := range batch {
-			if e.Type == posture.TypeLogCheckpointed {
+			switch {
+			case e.Type == posture.TypeLogCheckpointed:
 				checkpoints++
+			case e.Type == posture.TypePostureRecorded && postureSeq == 0 && e.Seq > 20:
+				postureSeq = e.Seq
 			}
 		}
 		return nil
@@ -191,5 +207,31 @@ func TestClusterCheckpoints(t *testing.T) {
 	t.Logf("%d checkpoints, covered %d of %d", v.Checkpoints, v.Covered, v.Last)
 	if !v.OK() || v.Covered < last || checkpoints != v.Checkpoints {
 		t.Fatalf("%d checkpoint events in the log, %d in the chain: %+v", checkpoints, v.Checkpoints, v)
+	}
+
+	// An administrator of the cluster deletes a posture response through
+	// the JetStream API while the nodes run.
+	seq := postureSeq
+	conn, err := nats.Connect(nc.URLs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	js, err := jetstream.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	out, err = command(t, "audit", "verify", "--nats-url", strings.Join(nc.URLs, ","), "--ca", filepath.Join(pkiDir, "ca.pem"))
+	t.Log(strings.TrimSpace(out))
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
+		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
 	}
 }

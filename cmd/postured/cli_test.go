@@ -154,8 +154,18 @@ func TestOpsCommands(t *testing.T) {
 	st := newStory(t, n)
 	ep, svc := st.ep, st.svc
 
+	// The node's NATS port wants TLS and credentials: the auditor's, which
+	// the node generated in its data directory, read and follow.
+	caFile := filepath.Join(cfg.DataDir, "pki", "ca.pem")
+	if _, err := command(t, "events", "tail", "--nats-url", "tls://"+cfg.NatsListen, "--nats-tls-ca", caFile); err == nil ||
+		!strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("events tail without credentials: %v", err)
+	}
+	auditor := []string{"--nats-url", "tls://" + cfg.NatsListen, "--nats-tls-ca", caFile,
+		"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", "auditor.nk")}
+
 	// Following the running node from the next event on.
-	following := follow(t, "--nats-url", "nats://"+cfg.NatsListen, "--from", fmt.Sprint(n.lastSeq(t)+1), "--identity", ep.id, "--type", "session.denied,session.created")
+	following := follow(t, append(auditor, "--from", fmt.Sprint(n.lastSeq(t)+1), "--identity", ep.id, "--type", "session.denied,session.created")...)
 	denied := st.play(t)
 	var types []string
 	for _, line := range strings.Split(strings.TrimSpace(following(`"session.created"`)), "\n") {
@@ -193,12 +203,11 @@ func TestOpsCommands(t *testing.T) {
 		return out, summary, b.String()
 	}
 	liveDump := n.dumpCaughtUp(t)
-	nats := "--nats-url=nats://" + cfg.NatsListen
-	if _, _, dump := replayed(nats); dump != liveDump {
-		t.Fatalf("replay %s differs from the live projection:\n%s", nats, cmp.Diff(liveDump, dump))
+	if _, _, dump := replayed(auditor...); dump != liveDump {
+		t.Fatalf("replay %s differs from the live projection:\n%s", auditor, cmp.Diff(liveDump, dump))
 	}
-	if table, err := command(t, "audit", "identity", ep.id, nats); err != nil || !strings.Contains(table, "denied: failing policies laptops-crm") {
-		t.Fatalf("audit %s: %v\n%s", nats, err, table)
+	if table, err := command(t, append([]string{"audit", "identity", ep.id}, auditor...)...); err != nil || !strings.Contains(table, "denied: failing policies laptops-crm") {
+		t.Fatalf("audit %s: %v\n%s", auditor, err, table)
 	}
 	last := n.lastSeq(t)
 	n.srv.Close()

@@ -49,8 +49,15 @@ type clusterNode struct {
 // configuration first.
 func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string, configure ...func(*serveCmd)) *clusterNode {
 	t.Helper()
+	return startClusterNodeWith(t, nc, pkiDir, name, natsFlags{}, configure...)
+}
+
+// startClusterNodeWith is startClusterNode with NATS credentials and TLS.
+func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags, configure ...func(*serveCmd)) *clusterNode {
+	t.Helper()
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.URLs, 3, pkiDir, name
+	cfg.natsFlags = auth
 	for _, f := range configure {
 		f(&cfg)
 	}

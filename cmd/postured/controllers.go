@@ -63,7 +63,7 @@ func validNodeID(id string) bool {
 
 // newMetrics builds the node's metrics on its projection and log.
 func (n *node) newMetrics() *api.Metrics {
-	return api.NewMetrics(api.MetricsOptions{Progress: n.store, State: n.logState, Deadlines: n.store})
+	return api.NewMetrics(api.MetricsOptions{Progress: n.store, State: n.logState, Deadlines: n.store, Halt: n.halt})
 }
 
 func (n *node) logState(ctx context.Context) (api.LogState, error) {

@@ -19,6 +19,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -649,7 +650,9 @@ func TestEnrollTokenRaceAcrossNodes(t *testing.T) {
 	cfgA.NatsListen = natsAddr
 	a := startTestNode(t, cfgA)
 	cfgB := defaultTestConfig(t.TempDir())
-	cfgB.NatsURL = []string{"nats://" + natsAddr}
+	cfgB.NatsURL = []string{"tls://" + natsAddr}
+	cfgB.NatsNkey = filepath.Join(cfgA.DataDir, "nats", "creds", "postured.nk")
+	cfgB.NatsTLSCA = filepath.Join(cfgA.DataDir, "pki", "ca.pem")
 	b := startTestNode(t, cfgB)
 	admin := a.adminToken(t)
 	for round := range 3 {

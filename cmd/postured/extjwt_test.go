@@ -174,7 +174,13 @@ func TestExtJWTSigners(t *testing.T) {
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, otherKey, "", claims(nil))), "signature")
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { c["aud"] = "someone-else" }))), "audience")
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { c["iss"] = "https://evil.test" }))), "issuer")
-	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { delete(c, "exp") }))), "exp")
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { delete(c, "exp") }))), "no expiry (exp)")
+	// A token with an expiry and no audience is refused for its audience.
+	r = n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { delete(c, "aud") })))
+	expectAuthFailure(t, r, "no audience (aud")
+	if strings.Contains(string(r.Body), "expiry") {
+		t.Fatalf("a token with an expiry and no audience: %s", r.Body)
+	}
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(func(c jwt.MapClaims) { c["sub"] = "nobody" }))), "no identity")
 	expectAuthFailure(t, n.extLogin(t, ""), "Bearer")
 	expectAuthFailure(t, n.extLogin(t, "not.a.jwt"), "not a JWT")

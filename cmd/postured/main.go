@@ -29,6 +29,7 @@ type cli struct {
 	Audit   auditCmd   `cmd:"" help:"Audit timelines rebuilt from the log."`
 	Explain explainCmd `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
 	Events  eventsCmd  `cmd:"" help:"The event log."`
+	Nats    natsCmd    `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
 )
 
@@ -29,6 +30,7 @@ func parseTime(flag, s string) (time.Time, error) {
 type auditCmd struct {
 	Identity auditIdentityCmd `cmd:"" name:"identity" help:"An identity's timeline: posture facts, access changes and session decisions."`
 	Verify   auditVerifyCmd   `cmd:"" name:"verify" help:"Check the log against its signed checkpoints: exit 0 with a summary, or 1 naming the first sequence deleted, altered or inserted."`
+	Skips    auditSkipsCmd    `cmd:"" name:"skips" help:"The messages of the log that are not events and were skipped: who decided, when and why."`
 }
 
 type auditIdentityCmd struct {
@@ -180,7 +182,9 @@ func passing(ok bool) string {
 }
 
 type eventsCmd struct {
-	Tail eventsTailCmd `cmd:"" help:"Follow the log live: one JSON line per event (for a SIEM pipe)."`
+	Tail    eventsTailCmd    `cmd:"" help:"Follow the log live: one JSON line per event (for a SIEM pipe)."`
+	Inspect eventsInspectCmd `cmd:"" help:"Show a message of the log as it is stored, and whether it is an event."`
+	Skip    eventsSkipCmd    `cmd:"" help:"Record in the log the decision to pass over a message that is not an event."`
 }
 
 type eventsTailCmd struct {
@@ -212,24 +216,52 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 	}
 	enc := json.NewEncoder(s.out)
 	enc.SetEscapeHTML(false)
-	err = l.Consume(ctx, from, func(batch []posture.Event) error {
-		for _, e := range batch {
-			if len(types) > 0 && !types[e.Type] {
-				continue
+	for {
+		err = l.Consume(ctx, from, func(batch []posture.Event) error {
+			for _, e := range batch {
+				from = e.Seq + 1
+				if len(types) > 0 && !types[e.Type] {
+					continue
+				}
+				if t.Identity != "" && !aboutIdentity(e, t.Identity) {
+					continue
+				}
+				if err := enc.Encode(tailLine{Event: e, Seq: e.Seq}); err != nil {
+					return err
+				}
 			}
-			if t.Identity != "" && !aboutIdentity(e, t.Identity) {
-				continue
-			}
-			if err := enc.Encode(tailLine{Event: e, Seq: e.Seq}); err != nil {
+			return nil
+		})
+		// A message that is not an event is reported (not its data:
+		// `events inspect` shows it) and the tail goes on: it applies
+		// nothing, so it needs no decision to pass over it.
+		var bad *eventlog.BadEventError
+		if !errors.As(err, &bad) {
+			break
+		}
+		if len(types) == 0 && t.Identity == "" {
+			if err := enc.Encode(badLine{Seq: bad.Seq, Subject: bad.Subject, Stored: bad.Stored, Problem: bad.Reason,
+				Size: len(bad.Data), DataSHA256: bad.DataSHA256(), NotAnEvent: true}); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+		from = bad.Seq + 1
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// badLine is how events tail reports a message that is not an event.
+type badLine struct {
+	Seq        uint64    `json:"seq"`
+	Subject    string    `json:"subject"`
+	Stored     time.Time `json:"stored"`
+	NotAnEvent bool      `json:"notAnEvent"`
+	Problem    string    `json:"problem"`
+	Size       int       `json:"size"`
+	DataSHA256 string    `json:"dataSha256"`
 }
 
 // tailLine is an event with its sequence, as events tail prints it.

@@ -26,6 +26,7 @@ type logFlags struct {
 	DataDir        string   `default:"./data" help:"Data directory of a stopped node (its embedded log is opened)."`
 	NatsURL        []string `name:"nats-url" sep:"," help:"NATS JetStream server or cluster URLs of a running deployment (or a node's --nats-listen)."`
 	StreamReplicas int      `default:"1" hidden:""`
+	natsFlags
 }
 
 func (f logFlags) open(ctx context.Context) (*eventlog.Log, error) {
@@ -35,7 +36,8 @@ func (f logFlags) open(ctx context.Context) (*eventlog.Log, error) {
 			return nil, fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", dir, err)
 		}
 	}
-	return eventlog.Open(ctx, eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas})
+	return eventlog.Open(ctx, eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas,
+		Auth: f.clientAuth(), Existing: true})
 }
 
 // cutoff says where a replay stops: after sequence toSeq (0: the end of the
@@ -86,7 +88,7 @@ func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cu
 	if errors.Is(err, errCutoff) {
 		err = nil
 	}
-	return applied, err
+	return applied, explainBad(err)
 }
 
 // rebuild is replay as the replay command runs it, as a batch job into a

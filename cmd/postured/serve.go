@@ -20,20 +20,29 @@ import (
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/api/client"
+	"github.com/seed-0809debe/posture/api/connlimit"
 	"github.com/seed-0809debe/posture/api/management"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
+	"github.com/seed-0809debe/posture/secrets"
 )
 
 type serveCmd struct {
 	DataDir           string        `default:"./data" help:"Directory for the embedded NATS store, the projections and the PKI."`
 	PKIDir            string        `name:"pki-dir" help:"Directory of the CA and the server certificate (default: <data-dir>/pki). Nodes of a cluster share one."`
+	SecretsKeyFile    string        `name:"secrets-key-file" help:"Key that seals secrets (TOTP secrets, enrollment and session tokens) in the log (default: <pki-dir>/secrets.key, created on first start). Nodes of a cluster share one."`
 	Name              string        `help:"Name of this node in GET /controllers (default: the advertised host:port)."`
 	Listen            string        `default:":1280" help:"Address the HTTPS APIs listen on."`
 	Advertise         string        `help:"host:port clients reach this node at (default: from --listen, localhost for a wildcard host)."`
 	NatsURL           []string      `name:"nats-url" sep:"," help:"External NATS JetStream server or cluster URLs (comma-separated). Default: an embedded server."`
-	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node)."`
+	ReadTimeout       time.Duration `default:"30s" help:"Time a client has to send a whole request, body included (a slow body is cut)."`
+	WriteTimeout      time.Duration `default:"2m" help:"Time from the end of a request's headers to the end of its answer."`
+	IdleTimeout       time.Duration `default:"2m" help:"Time a keep-alive connection may stay idle between requests."`
+	MaxConnections    int           `default:"4096" help:"Connections open at once, in all (0: no cap); further ones wait to be accepted."`
+	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Trusted proxies are exempt (0: no cap)."`
+	TrustedProxies    []string      `name:"trusted-proxies" sep:"," help:"Networks (CIDR, comma-separated) of reverse proxies whose X-Forwarded-For header is believed for the client's address (rate limits, audit). Default: none; the peer address is the client's."`
+	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
 	Sync              string        `default:"interval" enum:"interval,always" help:"Embedded JetStream fsync policy: interval (default) or always (fsync before every acknowledgement)."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
@@ -42,6 +51,7 @@ type serveCmd struct {
 	LogLevel          string        `default:"info" enum:"debug,info,warn,error" help:"Log level."`
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
 	AdminPassword     string        `hidden:"" help:"Password of the default admin created on first start (POSTURED_ADMIN_PASSWORD); generated and printed once when unset."`
+	natsFlags
 
 	CheckpointEvery    int           `default:"10000" help:"Append a signed checkpoint of the log every this many events (at most 50000)."`
 	CheckpointInterval time.Duration `default:"1m" help:"Longest an event waits to be covered by a signed checkpoint."`
@@ -86,14 +96,10 @@ func (s *serveCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer n.Close()
+	ln = s.limitListener(ln, n.trusted, log)
 
 	g, gctx := errgroup.WithContext(ctx)
-	srv := &http.Server{
-		Handler:           n,
-		TLSConfig:         n.tlsConfig(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	srv := s.httpServer(n, n.tlsConfig(), log)
 	g.Go(func() error {
 		err := srv.ServeTLS(ln, "", "")
 		if errors.Is(err, http.ErrServerClosed) {
@@ -123,6 +129,42 @@ func (s *serveCmd) Run(ctx context.Context) error {
 	return nil
 }
 
+// Limits of the HTTP server that have no flag.
+const (
+	readHeaderTimeout = 10 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+// httpServer is the HTTPS server of a node, with the time limits that keep
+// slow clients from holding connections: the request headers within 10 s
+// (the TLS handshake too), the whole request within --read-timeout, the
+// answer within --write-timeout, an idle keep-alive connection for
+// --idle-timeout; headers of at most 64 KiB.
+func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         cfg,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       s.ReadTimeout,
+		WriteTimeout:      s.WriteTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+}
+
+// limitListener caps the connections ln holds open: --max-connections in
+// all, --max-connections-per-source from one address (trusted proxies
+// exempt).
+func (s *serveCmd) limitListener(ln net.Listener, trusted []*net.IPNet, log *slog.Logger) net.Listener {
+	return connlimit.Wrap(ln, connlimit.Options{
+		Max: s.MaxConnections, PerSource: s.MaxConnsPerSource, Exempt: trusted,
+		OnReject: func(source string) {
+			log.Debug("connection refused: too many open from its source", "source", source, "max", s.MaxConnsPerSource)
+		},
+	})
+}
+
 // node is one running controller: the log, the projection and the APIs,
 // wired together. serve runs it behind an HTTPS server; tests run it behind
 // httptest.
@@ -131,6 +173,7 @@ type node struct {
 	elog       *eventlog.Log
 	store      *projections.Store
 	ca         *pki.CA
+	secrets    *secrets.Keyring
 	serverCert tls.Certificate
 	advertise  string
 	auth       *api.Auth
@@ -138,9 +181,12 @@ type node struct {
 	metrics    *api.Metrics
 	self       eventlog.Node             // this node's entry in the node registry
 	health     *api.Health               // the probes of both handlers
+	halt       *api.Halt                 // where the projection stopped at a message that is not an event
 	handler    *echo.Echo                // the APIs, once ready
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
+	trusted    []*net.IPNet   // --trusted-proxies
+	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
 	timeout    time.Duration
@@ -163,21 +209,44 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if s.MFAGrace < time.Second {
 		return nil, fmt.Errorf("--mfa-grace must be at least 1s")
 	}
-	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
-		return nil, err
+	if s.ReadTimeout < 0 || s.WriteTimeout < 0 || s.IdleTimeout < 0 || s.MaxConnections < 0 || s.MaxConnsPerSource < 0 {
+		return nil, fmt.Errorf("--read-timeout, --write-timeout, --idle-timeout, --max-connections and --max-connections-per-source may not be negative")
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), checkpointsDone: make(chan struct{})}
+	trusted, err := api.ParseCIDRs(s.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if len(s.NatsURL) > 0 && s.NatsListen != "" {
+		return nil, errors.New("--nats-listen opens the embedded NATS server, which --nats-url replaces: use one of them")
+	}
+	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", s.DataDir, err)
+	}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted,
+		checkpointsDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.Close()
 		}
 	}()
+	// The CA comes first: the embedded NATS server's listener presents a
+	// certificate from it.
+	if n.ca, err = pki.Open(s.pkiDir(), pki.Options{}); err != nil {
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(advertise)
+	listenTLS, err := s.natsListenTLS(n.ca, host)
+	if err != nil {
+		return nil, err
+	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
 	n.elog, err = eventlog.Open(openCtx, eventlog.Options{
 		URLs:       s.NatsURL,
 		Dir:        filepath.Join(s.DataDir, "nats"),
 		Listen:     s.NatsListen,
+		ListenTLS:  listenTLS,
+		Auth:       s.clientAuth(),
 		Replicas:   s.StreamReplicas,
 		SyncAlways: s.Sync == "always",
 		Logger:     log,
@@ -185,31 +254,41 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	if url := n.elog.ListenURL(); url != "" {
+		args := []any{"url", url, "ca", filepath.Join(s.pkiDir(), "ca.pem")}
+		for _, c := range n.elog.Credentials() {
+			args = append(args, c.Role, c.SeedFile)
+		}
+		log.Info("embedded NATS server accepts TLS clients with the nkey seeds in these files (keep them private)", args...)
+	}
 	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
 		return nil, err
 	}
-	if n.ca, err = pki.Open(s.pkiDir(), pki.Options{}); err != nil {
+	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
 		return nil, err
 	}
-	host, _, _ := net.SplitHostPort(advertise)
 	if n.serverCert, err = n.ca.ServerCertificate(uniq(host, "localhost", "127.0.0.1")); err != nil {
 		return nil, err
 	}
 
-	n.metrics = n.newMetrics()
+	n.logLast = &api.Coalescer{Read: n.elog.LastSeq}
 	if n.checkpointer, err = n.newCheckpointer(s); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancelRun = cancel
+	n.halt = &api.Halt{}
 	go func() {
 		defer close(n.runDone)
-		n.runErr = n.store.Run(runCtx, n.projectionSource())
+		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, via: n.projectionSource(), halt: n.halt, logger: log})
 	}()
 	go n.runCheckpoints(runCtx)
+
+	n.metrics = n.newMetrics()
+	n.checkpointMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
-	n.health = &api.Health{Progress: n.store, State: n.logState,
+	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt,
 		Starting: func() bool { return n.serving.Load() == starting }}
 	starting = n.newEcho()
 	starting.Any("/*", func(echo.Context) error {
@@ -222,7 +301,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 // newEcho is an echo instance of the node with the probes and the metrics.
 func (n *node) newEcho() *echo.Echo {
 	e := api.New(api.Options{Logger: n.log, InstanceID: n.instanceID, Version: version,
-		SystemPaths: api.SystemPaths, Metrics: n.metrics})
+		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted})
 	api.RegisterSystem(e, n.metrics, n.health)
 	return e
 }
@@ -249,7 +328,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
-	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.store, Now: time.Now}
+	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: time.Now}
 	if err := bootstrap(openCtx, w, n.store, s, n.log); err != nil {
 		return err
 	}
@@ -272,9 +351,11 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	n.writer = w
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
-		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store}
+		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
+		Secrets: n.secrets}
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w,
-		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store}
+		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store,
+		Secrets: n.secrets}
 	n.client.ServiceAdmin = n.management
 	if err := n.openCluster(openCtx, s); err != nil {
 		return err
@@ -289,7 +370,20 @@ func (n *node) tlsConfig() *tls.Config {
 	// Client certificates are requested, not required, and verified by the
 	// handlers (cert login, enrollment, extension) against postured's CA
 	// and the verified CAs.
-	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert}
+	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12,
+		CipherSuites: tls12Suites, ClientAuth: tls.RequestClientCert}
+}
+
+// tls12Suites are the TLS 1.2 cipher suites offered: ECDHE key exchange
+// (forward secrecy) with an AEAD cipher only; no CBC, no SHA-1 MAC, no RSA
+// key exchange. TLS 1.3 suites are not configurable in Go (all AEAD).
+var tls12Suites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 // Run runs the background loops until ctx ends or the projection stops.
@@ -313,10 +407,11 @@ func (n *node) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// catchUp waits until the projection applied every event the log holds
-// now.
+// catchUp waits until the projection applied every event the log held
+// when it was called. Concurrent calls share their reads of the log's last
+// sequence (see api.Coalescer).
 func (n *node) catchUp(ctx context.Context) error {
-	last, err := n.elog.LastSeq(ctx)
+	last, err := n.logLast.Last(ctx)
 	if err != nil {
 		return err
 	}
@@ -341,6 +436,28 @@ func (n *node) Close() error {
 	})
 	return nil
 }
+
+// natsListenTLS is the TLS configuration of the embedded NATS server's
+// listener (nil without --nats-listen): a certificate from the CA, issued at
+// each start, for the listen host and the names the node is reached at.
+func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, error) {
+	if s.NatsListen == "" {
+		return nil, nil
+	}
+	host, _, err := net.SplitHostPort(s.NatsListen)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-listen %q: %w", s.NatsListen, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = ""
+	}
+	cert, err := ca.ServiceCertificate(uniq(host, advertised, "localhost", "127.0.0.1"))
+	if err != nil {
+		return nil, fmt.Errorf("--nats-listen: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
 func uniq(vals ...string) []string {
 	seen := map[string]bool{}
 	var out []string

@@ -5,6 +5,8 @@ package natstest
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,9 @@ import (
 type Cluster struct {
 	Servers []*server.Server
 	URLs    []string // client URLs, one per server
+	// Account is the account of the stream ($G unless StartSecure set
+	// up accounts).
+	Account string
 }
 
 // Start starts size servers that route to each other on loopback ports
@@ -24,7 +29,15 @@ type Cluster struct {
 // every server; the servers are shut down when the test ends.
 func Start(t testing.TB, size int) *Cluster {
 	t.Helper()
-	c := &Cluster{}
+	return start(t, size, nil)
+}
+
+// start starts the cluster; conf, when set, gives each server's
+// configuration file text (server i, the cluster listen address, every
+// route URL) instead of the plain options.
+func start(t testing.TB, size int, conf func(i int, listen string, routes []string) string) *Cluster {
+	t.Helper()
+	c := &Cluster{Account: server.DEFAULT_GLOBAL_ACCOUNT}
 	var routes []string
 	for range size {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -51,17 +64,27 @@ func Start(t testing.TB, size int) *Cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ns, err := server.NewServer(&server.Options{
+		opts := &server.Options{
 			ServerName: fmt.Sprintf("nats-%d", i+1),
 			Host:       "127.0.0.1",
 			Port:       -1,
 			JetStream:  true,
 			StoreDir:   stores[i],
-			NoLog:      true,
-			NoSigs:     true,
 			Cluster:    server.ClusterOpts{Name: "postured-test", Host: "127.0.0.1", Port: port},
 			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
-		})
+		}
+		if conf != nil {
+			file := filepath.Join(t.TempDir(), fmt.Sprintf("nats-%d.conf", i+1))
+			text := conf(i, fmt.Sprintf("127.0.0.1:%d", port), routes)
+			if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if opts, err = server.ProcessConfigFile(file); err != nil {
+				t.Fatalf("nats-%d: %v", i+1, err)
+			}
+		}
+		opts.NoLog, opts.NoSigs = true, true
+		ns, err := server.NewServer(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +125,7 @@ func (c *Cluster) formed() bool {
 // is).
 func (c *Cluster) StreamLeader(stream string) *server.Server {
 	for _, ns := range c.Servers {
-		if ns.Running() && ns.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+		if ns.Running() && ns.JetStreamIsStreamLeader(c.Account, stream) {
 			return ns
 		}
 	}

@@ -1,0 +1,68 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// serverLog routes the embedded nats-server's log to slog: notices at Info,
+// warnings at Warn, errors and fatal errors at Error, debug and trace lines at
+// Debug. Every record carries component=nats-server.
+//
+// A fatal error does not exit the process (the server's own logger would):
+// it is kept, so that startEmbedded can report it at once, since the server
+// stops starting after it (for example when JetStream cannot use its store
+// directory) and would otherwise only be noticed as a server that never
+// becomes ready.
+type serverLog struct {
+	log *slog.Logger
+
+	mu    sync.Mutex
+	fatal string // the first fatal message
+}
+
+var _ server.Logger = (*serverLog)(nil)
+
+func newServerLog(log *slog.Logger) *serverLog {
+	return &serverLog{log: log.With("component", "nats-server")}
+}
+
+func (s *serverLog) emit(level slog.Level, format string, v []any) {
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	s.log.Log(ctx, level, fmt.Sprintf(format, v...))
+}
+
+func (s *serverLog) Noticef(format string, v ...any) { s.emit(slog.LevelInfo, format, v) }
+func (s *serverLog) Warnf(format string, v ...any)   { s.emit(slog.LevelWarn, format, v) }
+func (s *serverLog) Errorf(format string, v ...any)  { s.emit(slog.LevelError, format, v) }
+func (s *serverLog) Debugf(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
+func (s *serverLog) Tracef(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
+
+func (s *serverLog) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	s.mu.Lock()
+	if s.fatal == "" {
+		s.fatal = msg
+	}
+	s.mu.Unlock()
+	s.log.Error(msg, "fatal", true)
+}
+
+// fatalError is the first fatal message, or "" if there was none.
+func (s *serverLog) fatalError() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal
+}
+
+// debugEnabled reports whether the logger wants debug records (the server
+// then produces them; tracing, which logs every message with its payload, is
+// never switched on: payloads may hold secrets).
+func (s *serverLog) debugEnabled() bool { return s.log.Enabled(context.Background(), slog.LevelDebug) }
