@@ -82,7 +82,7 @@ func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name strin
 	go func() { done <- n.Run(runCtx) }()
 	cn := &clusterNode{testNode: &testNode{node: n, srv: srv, cfg: cfg, http: &http.Client{
 		Timeout:   30 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64},
+		Transport: validating(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64}),
 	}}}
 	var once sync.Once
 	cn.kill = func() {

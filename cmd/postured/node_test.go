@@ -63,7 +63,7 @@ func startTestNode(t testing.TB, cfg serveCmd) *testNode {
 	go func() { done <- n.Run(runCtx) }()
 	tn := &testNode{node: n, srv: srv, cfg: cfg, http: &http.Client{
 		Timeout:   30 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64},
+		Transport: validating(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64}),
 	}}
 	t.Cleanup(func() {
 		srv.Close()
