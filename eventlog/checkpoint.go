@@ -134,7 +134,7 @@ func (c *checkpoint) fingerprint(seq uint64) []byte {
 	return c.leaves[i : i+fingerprintSize]
 }
 
-// String names the checkpoint as reports do.
+// rangeString names the checkpoint's range as reports do.
 func (c *checkpoint) rangeString() string { return fmt.Sprintf("%d..%d", c.from, c.to) }
 
 // newCheckpoint builds the checkpoint of leaves (sequences from on) after
