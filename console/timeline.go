@@ -46,7 +46,7 @@ type Mark struct {
 // Segment is a span of a policy's state.
 type Segment struct {
 	X, W  int
-	Class string // passing, failing
+	Class string // passing, failing; grace, grace expired (after a wake or unlock)
 	Title string
 	Href  string
 }
@@ -161,6 +161,28 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		l.Marks = append(l.Marks, Mark{X: x(f.When), Class: "denied", At: f.When, Seq: seq,
 			Title: stamp(f.When) + " " + f.SessionType + " session for " + f.ServiceName + " denied",
 			Href:  "/console/explain?" + q.Encode()})
+	}
+	// Grace: from a wake or unlock to what ended it for that API session,
+	// an MFA pass or a deadline reached (none yet: nothing is drawn).
+	for i, h := range history {
+		if h.Kind != posture.HistoryEndpoint {
+			continue
+		}
+		for _, e := range history[i+1:] {
+			if e.APISessionID != h.APISessionID || (e.Kind != posture.HistoryMFA && e.Kind != posture.HistoryDeadline) {
+				continue
+			}
+			what := "until MFA passed at " + stamp(e.At)
+			class := "grace"
+			if e.Kind == posture.HistoryDeadline {
+				what, class = "grace ended, "+e.Summary, "grace expired"
+			}
+			x0, x1 := x(h.At), x(e.At)
+			l := lane("Wake / unlock")
+			l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(e.Seq),
+				Title: stamp(h.At) + " " + h.Summary + ": " + what})
+			break
+		}
 	}
 	for _, name := range policyOrder {
 		l := lane("Policy " + name)

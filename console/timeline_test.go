@@ -18,7 +18,9 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 			Detail: detail(map[string]string{"policyName": "p", "from": "not applicable", "to": "failing"})},
 		{Seq: 2, At: at(10), Kind: posture.HistoryPosture, Event: "posture.recorded", Summary: "OS Windows 6.1"},
 		{Seq: 3, At: at(20), Kind: posture.HistorySession, Event: "session.denied", Summary: "Dial session for service crm denied"},
-		{Seq: 4, At: at(30), Kind: posture.HistoryEndpoint, Event: "posture.recorded", Summary: "endpoint woken"},
+		{Seq: 4, At: at(30), Kind: posture.HistoryEndpoint, Event: "posture.recorded", APISessionID: "a1", Summary: "endpoint woken"},
+		{Seq: 7, At: at(35), Kind: posture.HistoryMFA, Event: "mfa.passed", APISessionID: "a2", Summary: "MFA passed"},
+		{Seq: 8, At: at(38), Kind: posture.HistoryDeadline, Event: "deadline.reached", APISessionID: "a1", Summary: "deadline reached"},
 		{Seq: 5, At: at(40), Kind: posture.HistoryAccess, Event: "posture.recorded", Summary: "policy p: failing -> passing",
 			Detail: detail(map[string]string{"policyName": "p", "from": "failing", "to": "passing"})},
 		{Seq: 6, At: at(50), Kind: posture.HistorySession, Event: "session.created", Summary: "Dial session s1 for service crm created by policies p",
@@ -51,6 +53,11 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 	}
 	if m := lanes["Wake / unlock"].Marks; len(m) != 1 || m[0].Href != "#event-4" {
 		t.Fatalf("wake marks: %+v", m)
+	}
+	// The wake's grace runs to its own session's deadline, not to another
+	// session's MFA pass.
+	if g := lanes["Wake / unlock"].Segments; len(g) != 1 || g[0].Class != "grace expired" || g[0].X != x(30) || g[0].W != x(38)-x(30) || g[0].Href != "#event-8" {
+		t.Fatalf("grace segments: %+v", g)
 	}
 	segs := lanes["Policy p"].Segments
 	if len(segs) != 2 || segs[0].Class != "failing" || segs[0].X != x(0) || segs[0].W != x(40)-x(0) ||
