@@ -42,7 +42,9 @@ func TestAppendHistoryMatchesEncodingJSON(t *testing.T) {
 		r := c.record
 		want[i] = posture.HistoryEntry{Seq: c.event.Seq, At: c.event.At, Kind: r.Kind, Event: c.event.Type, APISessionID: r.APISessionID, Summary: r.Summary}
 		if r.Detail != nil {
-			want[i].Detail = raw(r.Detail)
+			if want[i].Detail, err = raw(r.Detail); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	out = append(out, ']')

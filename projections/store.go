@@ -30,6 +30,9 @@ type Options struct {
 	// in memory; after a crash the directory holds what was flushed before,
 	// a prefix of the log with its cursor.
 	NoWAL bool
+
+	// readOnly opens the database read-only (tests: every commit fails).
+	readOnly bool
 }
 
 // cacheSize is the Pebble block cache.
@@ -56,6 +59,10 @@ type Store struct {
 	appliedAt time.Time     // event time of the last applied event
 	changed   chan struct{} // closed and replaced on every advance
 	failed    error         // set when apply stopped for good
+
+	// beforeCommit, when set (tests), runs just before a batch is
+	// committed.
+	beforeCommit func()
 }
 
 // Open opens (or creates) the projection database and reads its cursor.
@@ -71,6 +78,7 @@ func Open(opts Options) (*Store, error) {
 		Cache:        cache,
 		MemTableSize: 64 << 20,
 		DisableWAL:   opts.NoWAL,
+		ReadOnly:     opts.readOnly,
 	}
 	// Point reads dominate (entities, posture, API sessions by token): bloom
 	// filters spare them the data blocks of the tables without the key.
@@ -149,8 +157,21 @@ func (s *Store) checkLayout() error {
 	return nil
 }
 
-// r reads committed state through the hot cache.
+// r reads committed state through the hot cache, one key at a time: two
+// reads may see two different cursors. A query that reads several keys
+// that must agree uses view.
 func (s *Store) r() reader { return hotReader{hot: s.hot, r: s.db} }
+
+// view calls fn with a reader of committed state at one cursor: it holds
+// the hot cache's read lock, under which no batch commits, for the length
+// of fn. fn reads through r only (calling s.r() inside it may deadlock) and
+// is short: apply waits for it. The in-memory role graph is not part of the
+// view.
+func (s *Store) view(fn func(r reader) error) error {
+	s.hot.mu.RLock()
+	defer s.hot.mu.RUnlock()
+	return fn(hotReader{hot: s.hot, r: s.db, locked: true})
+}
 
 // Flush writes what the database holds in memory to disk.
 func (s *Store) Flush() error {
@@ -223,7 +244,19 @@ func (s *Store) Apply(events []posture.Event) error {
 			return s.fail(err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	// The commit and the publication of the batch's hot keys happen under
+	// the cache's write lock: a reader sees both or neither, and nothing of
+	// a batch whose commit failed.
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+	s.hot.mu.Lock()
+	err := b.Commit(pebble.NoSync)
+	if err == nil {
+		s.hot.publishLocked(tx.staged)
+	}
+	s.hot.mu.Unlock()
+	if err != nil {
 		return s.fail(fmt.Errorf("projections: commit: %w", err))
 	}
 	s.mu.Lock()
