@@ -51,7 +51,7 @@ type processInput struct {
 func (a *API) checks() *resource[posture.Check, checkInput] {
 	return &resource[posture.Check, checkInput]{
 		a: a, kind: posture.KindCheck, noun: "posture check",
-		input: checkToInput, build: a.buildCheck, view: checkView,
+		input: checkToInput, build: a.buildCheck, view: pure(checkView),
 		aliases: [][]string{{"roleAttributes", "attributes"}, {"domains", "macAddresses"}},
 	}
 }
