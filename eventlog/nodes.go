@@ -81,10 +81,21 @@ func (l *Log) Announce(ctx context.Context, n Node) error {
 	if err != nil {
 		return err
 	}
-	return retry(ctx, func(ctx context.Context) error {
+	err = retry(ctx, func(ctx context.Context) error {
 		_, err := kv.Put(ctx, n.ID, data)
 		return err
 	})
+	if err != nil {
+		// The bucket may be gone (it lives in memory: a restart of
+		// JetStream, see space.go, loses it): the next announcement
+		// creates it again.
+		l.kvMu.Lock()
+		if l.kv == kv {
+			l.kv = nil
+		}
+		l.kvMu.Unlock()
+	}
+	return err
 }
 
 // Withdraw removes a node from the registry (a clean shutdown).

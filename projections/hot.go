@@ -36,11 +36,31 @@ func isHot(key []byte) bool {
 // a hot key it read from the store and did not write. Readers only look, so
 // a reader never stores a value that apply has since replaced.
 //
-// Because a commit happens under the write lock, a reader that holds the
-// read lock sees the cache and the database at one cursor (Store.view).
+// A commit is bracketed by begin and end, which take the write lock for a
+// moment each; a reader that holds the read lock while no commit is in
+// flight sees the cache and the database at one cursor (Store.view).
 type hotCache struct {
-	mu sync.RWMutex
-	m  map[string]*hotEntry
+	mu       sync.RWMutex
+	m        map[string]*hotEntry
+	inflight bool // a batch is being committed
+}
+
+// begin marks a commit in flight.
+func (h *hotCache) begin() {
+	h.mu.Lock()
+	h.inflight = true
+	h.mu.Unlock()
+}
+
+// end ends the commit in flight, publishing the batch's staged entries if
+// it was committed.
+func (h *hotCache) end(staged map[string]*hotEntry, committed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if committed {
+		h.publishLocked(staged)
+	}
+	h.inflight = false
 }
 
 // hotEntry is a hot key's value (raw nil: the key is absent) and, once

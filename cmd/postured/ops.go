@@ -54,7 +54,7 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	store, err := replayInMemory(ctx, l, cutoff{until: until})
+	store, err := replayInMemory(ctx, l.Log, cutoff{until: until})
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (x *explainCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	e, err := explainAt(ctx, l, x.Identity, x.Service, x.Type, at)
+	e, err := explainAt(ctx, l.Log, x.Identity, x.Service, x.Type, at)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/seed-0809debe/posture/api/client"
 	"github.com/seed-0809debe/posture/api/connlimit"
 	"github.com/seed-0809debe/posture/api/management"
+	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
@@ -45,6 +46,7 @@ type serveCmd struct {
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
 	Sync              string        `default:"interval" enum:"interval,always" help:"Embedded JetStream fsync policy: interval (default) or always (fsync before every acknowledgement)."`
+	DiskReserveMiB    int64         `name:"disk-reserve-mib" default:"64" help:"Disk space (MiB) kept free under the data directory: the embedded log refuses writes (503) below it, the projection stops applying below half of it; both resume by themselves once space is freed. 0: only a full disk stops them."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
 	MFAGrace          time.Duration `name:"mfa-grace" default:"5m" help:"Grace period after a wake or unlock before an MFA check that prompts on it fails."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
@@ -190,6 +192,7 @@ type node struct {
 	runDone    chan struct{} // closed when the projection consumer returns
 	runErr     error
 	closeOnce  sync.Once
+	lock       *datadir.Lock // the data directory's, held until Close
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -215,7 +218,13 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", s.DataDir, err)
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted}
+	// One node per data directory: the lock comes before anything in it is
+	// opened, and is released after everything is closed.
+	lock, err := datadir.Acquire(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -242,6 +251,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		Replicas:   s.StreamReplicas,
 		SyncAlways: s.Sync == "always",
 		Logger:     log,
+
+		// Appends are refused below it (see eventlog/space.go).
+		DiskReserve: s.DiskReserveMiB << 20,
 	})
 	if err != nil {
 		return nil, err
@@ -253,7 +265,11 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		}
 		log.Info("embedded NATS server accepts TLS clients with the nkey seeds in these files (keep them private)", args...)
 	}
-	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
+	// The projection keeps half the log's reserve: on a shared disk, it
+	// still has room for what the log took before it stopped.
+	n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log,
+		DiskReserve: (s.DiskReserveMiB << 20) / 2})
+	if err != nil {
 		return nil, err
 	}
 	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
@@ -275,7 +291,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	n.metrics = n.newMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
-	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt,
+	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt, Disk: n.disk,
 		Starting: func() bool { return n.serving.Load() == starting }}
 	starting = n.newEcho()
 	starting.Any("/*", func(echo.Context) error {
@@ -409,16 +425,26 @@ func (n *node) catchUp(ctx context.Context) error {
 // may be called more than once.
 func (n *node) Close() error {
 	n.closeOnce.Do(func() {
+		stopped := true
 		if n.cancelRun != nil {
 			n.cancelRun()
-			<-n.runDone
+			select {
+			case <-n.runDone:
+			case <-time.After(closeWait):
+				// Its writes are held by a full disk (Pebble waits for
+				// space): it is left as it is. What it applied is in its
+				// write-ahead log, the rest in the event log.
+				stopped = false
+				n.log.Warn("closing without stopping the projection: it does not stop (its writes wait for disk space)", "waited", closeWait)
+			}
 		}
-		if n.store != nil {
+		if n.store != nil && stopped {
 			n.store.Close()
 		}
 		if n.elog != nil {
 			n.elog.Close()
 		}
+		n.lock.Release()
 	})
 	return nil
 }
@@ -443,6 +469,9 @@ func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, er
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
+
+// closeWait bounds how long Close waits for the projection consumer.
+const closeWait = 10 * time.Second
 
 func uniq(vals ...string) []string {
 	seen := map[string]bool{}
