@@ -18,6 +18,7 @@ var layers = map[string][]string{
 	"eventlog":          {""},
 	"eventlog/natstest": {},
 	"evaluator":         {""},
+	"expiry":            {""},
 	"pki":               {""},
 	"secrets":           {},
 	"projections":       {"", "evaluator"},
@@ -45,6 +46,7 @@ var forbidden = map[string][]string{
 	"api":         {"github.com/nats-io/", "github.com/cockroachdb/"},
 	"pki":         {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 	"secrets":     {"github.com/"},
+	"expiry":      {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/expiry"
 	"github.com/seed-0809debe/posture/eventlog/natstest"
 )
 
@@ -486,7 +487,7 @@ func TestClusterDeadlineFiresOnce(t *testing.T) {
 	}
 	// B's timer appends the same event (its id is derived from the
 	// deadline): the stream answers with the first copy's sequence.
-	if seq, err := b.writer.Log.Append(t.Context(), api.DeadlineEvent(due[0])); err != nil || seq != e.Seq {
+	if seq, err := b.writer.Log.Append(t.Context(), expiry.Event(due[0])); err != nil || seq != e.Seq {
 		t.Fatalf("B's copy of the deadline: seq %d (want %d) %v", seq, e.Seq, err)
 	}
 	if ids := b.sessionIDs(t, ep.token); len(ids) != 0 {

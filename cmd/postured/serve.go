@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/errgroup"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/seed-0809debe/posture/api/management"
 	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/expiry"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
 	"github.com/seed-0809debe/posture/secrets"
@@ -54,6 +56,11 @@ type serveCmd struct {
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
 	AdminPassword     string        `hidden:"" help:"Password of the default admin created on first start (POSTURED_ADMIN_PASSWORD); generated and printed once when unset."`
 	natsFlags
+
+	// clock is the node's one clock: event times, TOTP checks, session
+	// expiry and the timer loops' tickers (default: the real clock; tests
+	// set a fake one).
+	clock clockwork.Clock
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -193,6 +200,9 @@ type node struct {
 	runErr     error
 	closeOnce  sync.Once
 	lock       *datadir.Lock // the data directory's, held until Close
+	clock      clockwork.Clock
+	deadlines  *expiry.Deadlines
+	idle       *expiry.Idle
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -224,7 +234,11 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock}
+	clock := s.clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock, clock: clock}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -331,12 +345,12 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
-	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: time.Now}
+	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: n.clock.Now}
 	if err := bootstrap(openCtx, w, n.store, s, n.log); err != nil {
 		return err
 	}
 
-	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: n.log, CatchUp: n.catchUp}
+	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: n.clock.Now, Timeout: s.APISessionTimeout, Logger: n.log, CatchUp: n.catchUp}
 	info := &api.Info{
 		Version: version, Revision: revision, BuildDate: buildDate, Advertise: n.advertise,
 		Specs: []api.Spec{
@@ -353,8 +367,11 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		return err
 	}
 	n.writer = w
+	n.deadlines = &expiry.Deadlines{Log: w.Log, Due: n.store, Clock: n.clock, Logger: n.log}
+	n.idle = &expiry.Idle{Log: w.Log, Sessions: n.store, Clock: n.clock, Timeout: s.APISessionTimeout,
+		Interval: min(s.APISessionTimeout/4, 30*time.Second), Forget: n.auth.Forget, Logger: n.log}
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
-		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
+		Tokens: signer, MFAGrace: s.MFAGrace, Started: n.clock.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
 		Secrets: n.secrets}
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w,
 		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store,
@@ -403,10 +420,9 @@ func (n *node) Run(ctx context.Context) error {
 			return nil
 		}
 	})
-	g.Go(func() error { return n.auth.SweepIdle(gctx, n.store, min(n.timeout/4, 30*time.Second)) })
-	deadlines := &api.Deadlines{Log: n.writer.Log, Due: n.store, Now: time.Now, Logger: n.log}
+	g.Go(func() error { return n.idle.Run(gctx) })
 	g.Go(func() error { return n.announce(gctx) })
-	g.Go(func() error { return deadlines.Run(gctx) })
+	g.Go(func() error { return n.deadlines.Run(gctx) })
 	return g.Wait()
 }
 
