@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"image/png"
 	"math"
 	"net"
 	"net/http"
@@ -20,7 +22,6 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/hotp"
 	"github.com/pquerna/otp/totp"
-	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -259,12 +260,20 @@ func (a *API) mfaQRCode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	png, err := qrcode.Encode(u, qrcode.Medium, qrCodeSize)
+	key, err := otp.NewKeyFromURL(u)
 	if err != nil {
-		return err
+		return fmt.Errorf("MFA QR code: %w", err)
+	}
+	img, err := key.Image(qrCodeSize, qrCodeSize)
+	if err != nil {
+		return fmt.Errorf("MFA QR code: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return fmt.Errorf("MFA QR code: %w", err)
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
-	return c.Blob(http.StatusOK, "image/png", png)
+	return c.Blob(http.StatusOK, "image/png", buf.Bytes())
 }
 
 // detailRecoveryCodes is GET /current-identity/mfa/recovery-codes: the
