@@ -78,6 +78,9 @@ type Auth struct {
 
 	touched sync.Map // API session id -> time.Time of the last touch sent
 
+	touchesOnce sync.Once
+	touches     chan posture.Event // activity events waiting for Run
+
 	catchUpMu      sync.Mutex
 	catchUpSources map[string]*rate.Limiter
 }
@@ -212,14 +215,41 @@ func (a *Auth) touch(c echo.Context, p *Principal, now time.Time) {
 	}
 	e.Actor = p.Identity.ID
 	e.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
-	// Activity is best effort: the request does not wait for it.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := a.Log.Append(ctx, e); err != nil {
-			a.Logger.Warn("recording API session activity failed", "apiSessionId", p.Session.ID, "err", err)
+	// Activity is best effort: the request does not wait for it; Run
+	// appends it. A full queue drops it (the next request touches again).
+	select {
+	case a.queue() <- e:
+	default:
+		a.touched.Delete(p.Session.ID)
+		a.Logger.Warn("API session activity dropped: the queue is full", "apiSessionId", p.Session.ID)
+	}
+}
+
+// touchQueue is how many activity events may wait for Run.
+const touchQueue = 4096
+
+func (a *Auth) queue() chan posture.Event {
+	a.touchesOnce.Do(func() { a.touches = make(chan posture.Event, touchQueue) })
+	return a.touches
+}
+
+// Run appends the API sessions' activity events until ctx ends; its owner
+// (the node's errgroup) waits for it. Events still queued when ctx ends are
+// dropped: activity is best effort.
+func (a *Auth) Run(ctx context.Context) error {
+	q := a.queue()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-q:
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if _, err := a.Log.Append(actx, e); err != nil && ctx.Err() == nil {
+				a.Logger.Warn("recording API session activity failed", "event", e.ID, "err", err)
+			}
+			cancel()
 		}
-	}()
+	}
 }
 
 // Forget drops the activity record of an ended API session.

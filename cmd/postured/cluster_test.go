@@ -23,8 +23,8 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
-	"github.com/seed-0809debe/posture/expiry"
 	"github.com/seed-0809debe/posture/eventlog/natstest"
+	"github.com/seed-0809debe/posture/expiry"
 )
 
 // startTwoNodes starts a three-server NATS cluster and two postured nodes

@@ -86,7 +86,7 @@ func (s *serveCmd) advertise(ln net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-func (s *serveCmd) Run(ctx context.Context) error {
+func (s *serveCmd) Run(ctx context.Context) (err error) {
 	log := s.logger()
 
 	// The listener comes first so that --listen :0 knows its port before
@@ -100,7 +100,11 @@ func (s *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer n.Close()
+	defer func() {
+		if cerr := n.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
 	ln = s.limitListener(ln, n.trusted, log)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -199,6 +203,7 @@ type node struct {
 	runDone    chan struct{} // closed when the projection consumer returns
 	runErr     error
 	closeOnce  sync.Once
+	closeErr   error         // what Close returned
 	lock       *datadir.Lock // the data directory's, held until Close
 	clock      clockwork.Clock
 	deadlines  *expiry.Deadlines
@@ -421,6 +426,7 @@ func (n *node) Run(ctx context.Context) error {
 		}
 	})
 	g.Go(func() error { return n.idle.Run(gctx) })
+	g.Go(func() error { return n.auth.Run(gctx) })
 	g.Go(func() error { return n.announce(gctx) })
 	g.Go(func() error { return n.deadlines.Run(gctx) })
 	return g.Wait()
@@ -437,10 +443,12 @@ func (n *node) catchUp(ctx context.Context) error {
 	return n.store.WaitFor(ctx, last)
 }
 
-// Close stops the projection consumer and closes the store and the log. It
-// may be called more than once.
+// Close stops the projection consumer and closes the store, the log and
+// the data directory's lock, and returns what failed of it (joined). It may
+// be called more than once; later calls return the first call's error.
 func (n *node) Close() error {
 	n.closeOnce.Do(func() {
+		var errs []error
 		stopped := true
 		if n.cancelRun != nil {
 			n.cancelRun()
@@ -455,14 +463,21 @@ func (n *node) Close() error {
 			}
 		}
 		if n.store != nil && stopped {
-			n.store.Close()
+			if err := n.store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close the projections: %w", err))
+			}
 		}
 		if n.elog != nil {
-			n.elog.Close()
+			if err := n.elog.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close the event log: %w", err))
+			}
 		}
-		n.lock.Release()
+		if err := n.lock.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("release the data directory: %w", err))
+		}
+		n.closeErr = errors.Join(errs...)
 	})
-	return nil
+	return n.closeErr
 }
 
 // natsListenTLS is the TLS configuration of the embedded NATS server's
