@@ -59,6 +59,13 @@ func (w *Writer) AppendContext(ctx context.Context, st Stamp, p posture.Payload)
 	if err != nil {
 		return 0, err
 	}
+	return w.AppendEvent(ctx, e)
+}
+
+// AppendEvent appends an event built with Event and waits until the
+// projection has applied it, for a handler that answers with the event's
+// time.
+func (w *Writer) AppendEvent(ctx context.Context, e posture.Event) (uint64, error) {
 	seq, err := w.Log.Append(ctx, e)
 	if err != nil {
 		return 0, err

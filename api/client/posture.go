@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/evaluator"
 )
 
 // Store is what the posture, service and session operations read
@@ -195,7 +196,11 @@ func (a *API) createPostureResponseBulk(c echo.Context) error {
 // now affects.
 func (a *API) recordPosture(c echo.Context, responses []posture.PostureResponse) error {
 	p := api.PrincipalOf(c)
-	if _, err := a.Writer.Append(c, posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses}); err != nil {
+	e, err := a.Writer.Event(api.StampOf(c), posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses})
+	if err != nil {
+		return err
+	}
+	if _, err := a.Writer.AppendEvent(c.Request().Context(), e); err != nil {
 		return err
 	}
 	woken, unlocked := false, false
@@ -205,8 +210,7 @@ func (a *API) recordPosture(c echo.Context, responses []posture.PostureResponse)
 	}
 	result := postureResponseResult{Services: []timeoutChange{}}
 	if woken || unlocked {
-		var err error
-		if result.Services, err = a.wakeAffected(p, woken, unlocked); err != nil {
+		if result.Services, err = a.wakeAffected(p, e.At, woken, unlocked); err != nil {
 			return err
 		}
 	}
@@ -214,27 +218,37 @@ func (a *API) recordPosture(c echo.Context, responses []posture.PostureResponse)
 }
 
 // wakeAffected lists the services reachable through a policy with an MFA
-// check that prompts on this wake or unlock, when the session has passed
-// MFA and the check's own timeout does not end sooner than the grace.
-func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutChange, error) {
+// check that prompts on the wake or unlock recorded at at, and whose time
+// left that signal shortened: the check then needs a TOTP within the grace.
+// Everything is evaluated at the event's time, with the evaluator's
+// MFATimeoutRemaining, as the projection evaluates it.
+func (a *API) wakeAffected(p *api.Principal, at time.Time, woken, unlocked bool) ([]timeoutChange, error) {
 	_, sessions, err := a.Store.PostureData(p.Identity.ID)
 	if err != nil {
 		return nil, err
 	}
-	var passedAt *time.Time
-	for _, s := range sessions {
-		if s.APISessionID == p.Session.ID {
-			passedAt = s.MFAPassedAt
+	var after *posture.SessionPosture
+	for i := range sessions {
+		if sessions[i].APISessionID == p.Session.ID {
+			after = &sessions[i]
 		}
 	}
 	out := []timeoutChange{}
-	if passedAt == nil {
+	if after == nil || after.MFAPassedAt == nil {
 		return out, nil
 	}
-	now := a.Writer.Now()
+	// before is the session's posture without this signal.
+	before := *after
+	if woken {
+		before.WokenAt = nil
+	}
+	if unlocked {
+		before.UnlockedAt = nil
+	}
 	grace := int64(a.MFAGrace.Seconds())
+	dBefore := evaluator.Data{Session: before, MFAGrace: a.MFAGrace}
 	grants := a.Store.ServicesFor(p.Identity.ID, "")
-	results, err := a.evaluateGrants(p, grants, now)
+	results, err := a.evaluateGrants(p, grants, at)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +261,10 @@ func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutCha
 				if ch.TypeID != posture.CheckMFA || !((woken && ch.PromptOnWake) || (unlocked && ch.PromptOnUnlock)) {
 					continue
 				}
-				if ch.TimeoutSeconds > 0 && ch.TimeoutSeconds-int64(now.Sub(*passedAt).Seconds()) <= grace {
+				// A timeout that ends within the grace is not shortened
+				// by the signal.
+				if timeout := evaluator.MFATimeout(ch); timeout != evaluator.NoTimeout &&
+					evaluator.MFATimeoutRemaining(ch, dBefore, at) <= grace {
 					continue
 				}
 				if !found || (ch.TimeoutSeconds > 0 && (best <= 0 || ch.TimeoutSeconds < best)) {
