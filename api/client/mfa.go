@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -40,10 +41,6 @@ const (
 
 // HeaderMFACode carries a TOTP or recovery code where a body does not.
 const HeaderMFACode = "mfa-validation-code"
-
-// mfaMaxConflicts bounds the retries of an MFA change that keeps losing the
-// race for the identity's MFA subject.
-const mfaMaxConflicts = 20
 
 type mfaView struct {
 	ID              string       `json:"id"`
@@ -436,55 +433,28 @@ func (a *API) withCode(c echo.Context, run func(now time.Time, failed *bool) err
 // event of the identity came in between, the others (mfa.passed) follow.
 // On a lost race decide runs again on the newer state, so that a code is
 // accepted once even when two requests (or two nodes) race with it. It
-// returns once the projection has applied the change.
+// returns once the projection has applied the change (api.Writer.Change).
 func (a *API) mfaChange(c echo.Context, identityID string, decide func(*posture.MFA) ([]posture.Payload, error)) error {
-	ctx := c.Request().Context()
-	w := a.Writer
-	st := api.StampOf(c)
 	subject := posture.SubjectFor(posture.SubjectMFA, identityID)
-	for range mfaMaxConflicts {
-		last, err := w.Log.LastSubjectSeq(ctx, subject)
-		if err != nil {
-			return err
-		}
-		if err := w.Barrier.WaitFor(ctx, last); err != nil {
-			return err
-		}
-		m, err := a.mfaOf(identityID)
-		if err != nil {
-			return err
-		}
-		payloads, err := decide(m)
-		if err != nil || len(payloads) == 0 {
-			return err
-		}
-		if payloads[0].Subject() != subject {
-			return fmt.Errorf("an MFA change must start with an event on %s, not %s", subject, payloads[0].Subject())
-		}
-		var seq uint64
-		for i, p := range payloads {
-			e, err := w.Event(st, p)
+	return a.Writer.Change(c.Request().Context(), api.StampOf(c), api.Change{
+		Subject: subject,
+		// The log's last MFA event of the identity, once applied here: the
+		// enrollment decide reads is the newest.
+		Expect: func(ctx context.Context) (uint64, error) {
+			last, err := a.Writer.Log.LastSubjectSeq(ctx, subject)
 			if err != nil {
-				return err
+				return 0, err
 			}
-			if i == 0 {
-				seq, err = w.Log.AppendIfLast(ctx, e, last)
-			} else {
-				seq, err = w.Log.Append(ctx, e)
-			}
-			if i == 0 && posture.CodeOf(err) == posture.CodeConflict {
-				break
-			}
+			return last, a.Writer.Barrier.WaitFor(ctx, last)
+		},
+		Decide: func() ([]posture.Payload, error) {
+			m, err := a.mfaOf(identityID)
 			if err != nil {
-				return err
+				return nil, err
 			}
-		}
-		if seq == 0 {
-			continue // lost the race: decide again on the newer state
-		}
-		return w.Barrier.WaitFor(ctx, seq)
-	}
-	return &posture.Error{Code: posture.CodeConflict, Message: fmt.Sprintf("the MFA change lost %d races; retry", mfaMaxConflicts)}
+			return decide(m)
+		},
+	})
 }
 
 type codeRequest struct {
