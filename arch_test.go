@@ -19,13 +19,14 @@ var layers = map[string][]string{
 	"eventlog/natstest": {},
 	"evaluator":         {""},
 	"expiry":            {""},
+	"mfacode":           {""},
 	"pki":               {""},
 	"secrets":           {},
 	"projections":       {"", "evaluator"},
 	"api":               {"", "api/filter"},
 	"api/filter":        {""},
 	"api/connlimit":     {},
-	"api/client":        {"", "api", "api/filter", "evaluator", "pki"},
+	"api/client":        {"", "api", "api/filter", "evaluator", "mfacode", "pki"},
 	"api/management":    {"", "api", "api/filter", "evaluator", "pki"},
 }
 
@@ -47,6 +48,7 @@ var forbidden = map[string][]string{
 	"pki":         {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 	"secrets":     {"github.com/"},
 	"expiry":      {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"mfacode":     {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 }
 
 func TestImportRules(t *testing.T) {
