@@ -43,6 +43,10 @@ const principalKey = "postured.principal"
 
 // PrincipalOf returns the caller of an authenticated request (nil on public
 // routes).
+// WithPrincipal records the request's authenticated caller: Auth's
+// middleware does, and so do handler tests that bypass it.
+func WithPrincipal(c echo.Context, p *Principal) { c.Set(principalKey, p) }
+
 func PrincipalOf(c echo.Context) *Principal {
 	p, _ := c.Get(principalKey).(*Principal)
 	return p
@@ -182,7 +186,7 @@ func (a *Auth) Require(level Access) echo.MiddlewareFunc {
 			if level == Admin && !p.Identity.IsAdmin {
 				return &posture.Error{Code: posture.CodeUnauthorized, Message: "an administrator's API session is required"}
 			}
-			c.Set(principalKey, p)
+			WithPrincipal(c, p)
 			a.SetExpiryHeaders(c, p.Session.LastActivityAt)
 			return next(c)
 		}

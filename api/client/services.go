@@ -113,7 +113,7 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 	if only != "" {
 		grants = slices.DeleteFunc(grants, func(g posture.Grant) bool { return g.ServiceID != only })
 	}
-	results, err := a.evaluateGrants(p, grants, now)
+	results, err := evaluateGrants(a.Store, p, grants, now)
 	if err != nil {
 		return nil, err
 	}

@@ -40,10 +40,15 @@ type sessionView struct {
 	Links        api.Links        `json:"_links"`
 }
 
-// serviceName is a service's name ("" when it is gone).
-func (a *API) serviceName(id string) string {
+// entityReader reads one entity as stored (Store.RawEntity).
+type entityReader interface {
+	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+}
+
+// serviceName is a service's name ("" when it cannot be read).
+func serviceName(r entityReader, id string) string {
 	var svc posture.Service
-	if raw, err := a.Store.RawEntity(posture.KindService, id); err == nil {
+	if raw, err := r.RawEntity(posture.KindService, id); err == nil {
 		_ = json.Unmarshal(raw, &svc)
 	}
 	return svc.Name
@@ -55,7 +60,7 @@ func (a *API) sessionView(ctx context.Context, s posture.Session) (sessionView, 
 	if err != nil {
 		return sessionView{}, fmt.Errorf("session %s: %w", s.ID, err)
 	}
-	name := a.serviceName(s.ServiceID)
+	name := serviceName(a.Store, s.ServiceID)
 	tags := s.Tags
 	if tags == nil {
 		tags = posture.Tags{}
