@@ -196,12 +196,12 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if opts.Existing {
 			l.stream, err = l.js.Stream(ctx, opts.Stream)
 		} else {
-			l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
+			l.stream, err = l.ensureStream(ctx, cfg)
 		}
 		if err != nil {
 			// A user who may not change the stream gets no answer, only
 			// an asynchronous permissions violation: not worth a retry.
-			for _, op := range []string{"INFO", "UPDATE", "CREATE"} {
+			for _, op := range []string{"INFO", "CREATE"} {
 				if denied := l.denied("$JS.API.STREAM." + op + "." + opts.Stream); denied != nil {
 					return denied
 				}

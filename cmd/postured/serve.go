@@ -57,6 +57,10 @@ type serveCmd struct {
 	AdminPassword     string        `hidden:"" help:"Password of the default admin created on first start (POSTURED_ADMIN_PASSWORD); generated and printed once when unset."`
 	natsFlags
 
+	CheckpointEvery    int           `default:"10000" help:"Append a signed checkpoint of the log every this many events (at most 50000)."`
+	CheckpointInterval time.Duration `default:"1m" help:"Longest an event waits to be covered by a signed checkpoint."`
+	NoCheckpoints      bool          `name:"no-checkpoints" help:"Do not append signed checkpoints of the log (another node may)."`
+
 	// clock is the node's one clock: event times, TOTP checks, session
 	// expiry and the timer loops' tickers (default: the real clock; tests
 	// set a fake one).
@@ -208,6 +212,9 @@ type node struct {
 	clock      clockwork.Clock
 	deadlines  *expiry.Deadlines
 	idle       *expiry.Idle
+
+	checkpointer    *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
+	checkpointsDone chan struct{}          // closed when the checkpointer returns
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -243,7 +250,8 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock, clock: clock}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock,
+		checkpointsDone: make(chan struct{}), clock: clock}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -299,15 +307,20 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	}
 
 	n.logLast = &api.Coalescer{Read: n.elog.LastSeq}
+	if n.checkpointer, err = n.newCheckpointer(s); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancelRun = cancel
 	n.halt = &api.Halt{}
 	go func() {
 		defer close(n.runDone)
-		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, halt: n.halt, logger: log})
+		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, via: n.projectionSource(), halt: n.halt, logger: log})
 	}()
+	go n.runCheckpoints(runCtx)
 
 	n.metrics = n.newMetrics()
+	n.checkpointMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
 	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt, Disk: n.disk,
@@ -460,6 +473,11 @@ func (n *node) Close() error {
 				// write-ahead log, the rest in the event log.
 				stopped = false
 				n.log.Warn("closing without stopping the projection: it does not stop (its writes wait for disk space)", "waited", closeWait)
+			}
+			select { // the checkpointer's append ends with runCtx
+			case <-n.checkpointsDone:
+			case <-time.After(closeWait):
+				n.log.Warn("closing without stopping the checkpointer", "waited", closeWait)
 			}
 		}
 		if n.store != nil && stopped {
