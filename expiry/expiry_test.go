@@ -47,11 +47,9 @@ func (l *memLog) all() []posture.Event {
 	return append([]posture.Event(nil), l.events...)
 }
 
-// dueList is a DueLister over fixed deadlines: due while not yet recorded
-// in the log.
+// dueList is a DueLister over fixed deadlines.
 type dueList struct {
 	deadlines []posture.DeadlineReached
-	log       *memLog
 }
 
 func (d dueList) DueDeadlines(until time.Time, limit int) ([]posture.DeadlineReached, error) {
