@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jonboulle/clockwork"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/seed-0809debe/posture"
@@ -459,11 +460,15 @@ func TestClusterFailoverKeepsAPISessions(t *testing.T) {
 }
 
 // TestClusterDeadlineFiresOnce: an MFA check with a 2-second timeout, two
-// nodes running their timer loops. The deadline becomes one
-// deadline.reached event; what B's timer appends for it is the same message
-// and lands on the same sequence.
+// nodes running their timer loops on one fake clock (nodes' clocks agree).
+// When the clock passes the deadline, both timers tick: the deadline
+// becomes one deadline.reached event; what B's timer appends for it is the
+// same message and lands on the same sequence.
 func TestClusterDeadlineFiresOnce(t *testing.T) {
-	_, a, b := startTwoNodes(t)
+	nc, pkiDir := natstest.Start(t, 3), t.TempDir()
+	clk := clockwork.NewFakeClockAt(time.Now().UTC().Truncate(time.Second))
+	onClock := func(c *serveCmd) { c.clock = clk }
+	a, b := startClusterNode(t, nc, pkiDir, "node-a", onClock), startClusterNode(t, nc, pkiDir, "node-b", onClock)
 	admin := a.adminToken(t)
 	svc := a.create(t, admin, "services", map[string]any{"name": "timed"})
 	mfa := a.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-2s", "timeoutSeconds": 2})
@@ -480,11 +485,17 @@ func TestClusterDeadlineFiresOnce(t *testing.T) {
 	if err := b.store.WaitFor(t.Context(), a.lastSeq(t)); err != nil {
 		t.Fatal(err)
 	}
-	due, err := b.store.DueDeadlines(time.Now().Add(time.Minute), 10)
+	due, err := b.store.DueDeadlines(clk.Now().Add(time.Minute), 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("deadlines pending on B: %+v %v", due, err)
 	}
 
+	clk.Advance(due[0].Deadline.Add(expiry.Delay).Sub(clk.Now()))
+	for _, n := range []*clusterNode{a, b} {
+		if _, err := n.deadlines.Tick(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e := a.waitForEvent(t, start+1, posture.TypeDeadlineReached, 15*time.Second)
 	if err := b.store.WaitFor(t.Context(), e.Seq); err != nil {
 		t.Fatal(err)
