@@ -85,8 +85,9 @@ func TestFailedLoginsAreRateLimited(t *testing.T) {
 // TestWrongMFACodesAreRateLimited: wrong TOTP codes count against the
 // identity; once it has none left, even a right code is refused (429).
 func TestWrongMFACodesAreRateLimited(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	clk := useStepClock(n)
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
 	n.client.Login.Limiter.Configure(api.LimiterOptions{SubjectBurst: 2, SubjectEvery: time.Minute, Now: clk.Now})
 	tok := n.createUser(t, "limited-user", "limited-password", false)
 	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
