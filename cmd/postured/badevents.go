@@ -60,7 +60,7 @@ func (s haltingSource) Consume(ctx context.Context, from uint64, fn func([]postu
 		}
 		s.halt.Stop(bad.Seq, bad.Reason)
 		s.logger.Error("projection stopped at a message that is not an event: inspect it with `postured events inspect --seq N`, "+
-			"and skip it with `postured events skip --seq N --reason ...` to go on",
+			"and skip it with `postured events skip --seq N --reason ...` to go on (against a running node, with --nats-url and postured's NATS credentials)",
 			"seq", bad.Seq, "subject", bad.Subject, "reason", bad.Reason)
 		if _, err := s.log.WaitForSkip(ctx, bad); err != nil {
 			return err
