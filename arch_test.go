@@ -14,20 +14,20 @@ const module = "github.com/seed-0809debe/posture"
 // module it may depend on (directly or not). Sibling adapters never import
 // each other: cmd is the only place where they meet.
 var layers = map[string][]string{
-	"":                  {},
-	"eventlog":          {""},
-	"eventlog/natstest": {},
-	"evaluator":         {""},
-	"expiry":            {""},
-	"mfacode":           {""},
-	"pki":               {""},
-	"secrets":           {},
-	"projections":       {"", "evaluator"},
-	"api":               {"", "api/filter"},
-	"api/filter":        {""},
-	"api/connlimit":     {},
-	"api/client":        {"", "api", "api/filter", "evaluator", "mfacode", "pki"},
-	"api/management":    {"", "api", "api/filter", "evaluator", "pki"},
+	"":                   {},
+	"eventlog":           {""},
+	"eventlog/natstest":  {},
+	"evaluator":          {""},
+	"expiry":             {""},
+	"api/client/mfacode": {""},
+	"pki":                {""},
+	"secrets":            {},
+	"projections":        {"", "evaluator"},
+	"api":                {"", "api/filter"},
+	"api/filter":         {""},
+	"api/connlimit":      {},
+	"api/client":         {"", "api", "api/filter", "evaluator", "api/client/mfacode", "pki"},
+	"api/management":     {"", "api", "api/filter", "evaluator", "pki"},
 }
 
 // rootAllowed is the allow-list of the root package (the shared
@@ -41,14 +41,14 @@ var rootForbiddenStd = []string{"net/http"}
 
 // forbidden are outside packages that a layer must not reach, by prefix.
 var forbidden = map[string][]string{
-	"evaluator":   {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"eventlog":    {"github.com/cockroachdb/", "github.com/labstack/"},
-	"projections": {"github.com/nats-io/", "github.com/labstack/"},
-	"api":         {"github.com/nats-io/", "github.com/cockroachdb/"},
-	"pki":         {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"secrets":     {"github.com/"},
-	"expiry":      {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"mfacode":     {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"evaluator":          {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"eventlog":           {"github.com/cockroachdb/", "github.com/labstack/"},
+	"projections":        {"github.com/nats-io/", "github.com/labstack/"},
+	"api":                {"github.com/nats-io/", "github.com/cockroachdb/"},
+	"pki":                {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"secrets":            {"github.com/"},
+	"expiry":             {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"api/client/mfacode": {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
-	"github.com/seed-0809debe/posture/mfacode"
+	"github.com/seed-0809debe/posture/api/client/mfacode"
 )
 
 // qrCodeSize is the side of the QR code image, in pixels.
