@@ -131,15 +131,22 @@ func (s *serveCmd) Run(ctx context.Context) error {
 const (
 	readHeaderTimeout = 10 * time.Second
 	maxHeaderBytes    = 64 << 10
+	// maxStreams caps the HTTP/2 streams of one connection (Go's default
+	// is 250): with --max-connections-per-source connections, one address
+	// could otherwise hold 128 × 250 requests. Requests in progress per
+	// source are capped as well (api.InFlight).
+	maxStreams = 16
 )
 
 // httpServer is the HTTPS server of a node, with the time limits that keep
 // slow clients from holding connections: the request headers within 10 s
 // (the TLS handshake too), the whole request within --read-timeout, the
 // answer within --write-timeout, an idle keep-alive connection for
-// --idle-timeout; headers of at most 64 KiB.
+// --idle-timeout; headers of at most 64 KiB; at most 16 concurrent
+// HTTP/2 streams per connection.
 func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger) *http.Server {
 	return &http.Server{
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 		Handler:           h,
 		TLSConfig:         cfg,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -184,6 +191,7 @@ type node struct {
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
 	trusted    []*net.IPNet   // --trusted-proxies
+	inFlight   *api.InFlight  // requests in progress per source (--max-connections-per-source)
 	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
@@ -224,7 +232,8 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock,
+		inFlight: &api.InFlight{PerSource: s.MaxConnsPerSource, Exempt: trusted}}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -304,7 +313,8 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 // newEcho is an echo instance of the node with the probes and the metrics.
 func (n *node) newEcho() *echo.Echo {
 	e := api.New(api.Options{Logger: n.log, InstanceID: n.instanceID, Version: version,
-		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted})
+		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted,
+		InFlight: n.inFlight})
 	api.RegisterSystem(e, n.metrics, n.health)
 	return e
 }
