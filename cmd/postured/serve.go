@@ -383,20 +383,8 @@ func (n *node) tlsConfig() *tls.Config {
 	// Client certificates are requested, not required, and verified by the
 	// handlers (cert login, enrollment, extension) against postured's CA
 	// and the verified CAs.
-	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12,
-		CipherSuites: tls12Suites, ClientAuth: tls.RequestClientCert}
-}
-
-// tls12Suites are the TLS 1.2 cipher suites offered: ECDHE key exchange
-// (forward secrecy) with an AEAD cipher only; no CBC, no SHA-1 MAC, no RSA
-// key exchange. TLS 1.3 suites are not configurable in Go (all AEAD).
-var tls12Suites = []uint16{
-	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: pki.MinTLSVersion,
+		CipherSuites: pki.CipherSuites(), ClientAuth: tls.RequestClientCert}
 }
 
 // Run runs the background loops until ctx ends or the projection stops.
@@ -477,7 +465,9 @@ func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, er
 	if err != nil {
 		return nil, fmt.Errorf("--nats-listen: %w", err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	// The same versions and suites as HTTPS: ECDHE with AEAD only.
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: pki.MinTLSVersion,
+		CipherSuites: pki.CipherSuites()}, nil
 }
 
 // closeWait bounds how long Close waits for the projection consumer.
