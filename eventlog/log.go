@@ -290,7 +290,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	ctx, cancel := context.WithTimeout(ctx, maxAppendWait)
 	defer cancel()
 	var seq uint64
-	var fullSince time.Time
+	var fullSince, refusedSince time.Time
 	// Each attempt waits for its acknowledgement at most appendAttempt,
 	// so that an acknowledgement lost with a server that died is soon
 	// asked again. The retry carries the same message id.
@@ -308,6 +308,17 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 			}
 			if l.guard != nil || time.Since(fullSince) >= outOfSpaceGrace {
 				return outOfSpace("the event log is out of disk space: "+err.Error(), err)
+			}
+		}
+		if apiErr := refusal(err); apiErr != nil {
+			// A refusal another try will not change (a stream limit, a
+			// store failure): retried for refusalGrace on a cluster, whose
+			// next leader may think otherwise, then answered.
+			if refusedSince.IsZero() {
+				refusedSince = time.Now()
+			}
+			if l.guard != nil || time.Since(refusedSince) >= refusalGrace {
+				return refused(apiErr)
 			}
 		}
 		if err != nil {
@@ -329,6 +340,13 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		if errors.Is(err, posture.ErrOutOfSpace) {
 			return 0, err
 		}
+		if errors.Is(err, ErrRefused) {
+			var apiErr *jetstream.APIError
+			errors.As(err, &apiErr)
+			l.log.Error("eventlog: the event log refuses writes", "stream", l.name, "type", e.Type,
+				"status", apiErr.Code, "code", int(apiErr.ErrorCode), "reason", apiErr.Description)
+			return 0, err
+		}
 		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
 	}
 	return seq, nil
@@ -340,6 +358,45 @@ const maxAppendWait = 30 * time.Second
 // outOfSpaceGrace is how long an external server's out-of-space answers are
 // retried before an append fails with them.
 const outOfSpaceGrace = 3 * time.Second
+
+// refusalGrace is how long an external server's refusals (see refusal) are
+// retried before an append fails with them.
+const refusalGrace = 3 * time.Second
+
+// ErrRefused marks an append the stream refused for a reason retrying will
+// not change: a stream limit reached (maximum messages or bytes with the
+// discard-new policy), a store that failed, JetStream not enabled for the
+// account. The error is a SERVICE_UNAVAILABLE posture.Error.
+var ErrRefused = errors.New("eventlog: the stream refused the write")
+
+// refusal returns err's JetStream answer if it is a 503 that another try
+// will not change. Out of space is not one of them (see isOutOfSpace); nor
+// are a cluster without quorum or a leader election, which pass.
+func refusal(err error) *jetstream.APIError {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 503 || isOutOfSpace(err) {
+		return nil
+	}
+	switch apiErr.ErrorCode {
+	case jsErrClusterNotAvailable, jsErrClusterIncomplete, jsErrLastSeqPerSubjectNotReady:
+		return nil
+	}
+	return apiErr
+}
+
+// refused is the error of an append refused by the stream.
+func refused(apiErr *jetstream.APIError) error {
+	return &posture.Error{Code: posture.CodeUnavailable, Err: fmt.Errorf("%w: %w", ErrRefused, apiErr),
+		Message: fmt.Sprintf("the event log refused the write (%s, JetStream error %d): it was not stored; retrying will not help until an operator acts (see the log)",
+			apiErr.Description, apiErr.ErrorCode)}
+}
+
+// Error codes of nats-server for the refusals that pass.
+const (
+	jsErrClusterNotAvailable       = jetstream.ErrorCode(server.JSClusterNotAvailErr)
+	jsErrClusterIncomplete         = jetstream.ErrorCode(server.JSClusterIncompleteErr)
+	jsErrLastSeqPerSubjectNotReady = jetstream.ErrorCode(server.JSStreamExpectedLastSeqPerSubjectNotReady)
+)
 
 // headerRoom is what the headers of an append (message id, expected stream
 // and last sequence) take of the server's payload limit, with a margin.
@@ -503,7 +560,7 @@ func retryWithin(ctx context.Context, attempt time.Duration, f func(ctx context.
 }
 
 func transient(err error) bool {
-	if errors.Is(err, posture.ErrOutOfSpace) {
+	if errors.Is(err, posture.ErrOutOfSpace) || errors.Is(err, ErrRefused) {
 		return false // decided: the server's answer was retried long enough
 	}
 	var apiErr *jetstream.APIError
