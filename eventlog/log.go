@@ -201,9 +201,12 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if err != nil {
 			// A user who may not change the stream gets no answer, only
 			// an asynchronous permissions violation: not worth a retry.
-			for _, op := range []string{"INFO", "UPDATE", "CREATE"} {
+			if denied := l.denied("$JS.API.STREAM.INFO." + opts.Stream); denied != nil {
+				return fmt.Errorf("these NATS credentials may not read the stream; reading needs the auditor's or postured's credentials: %w", denied)
+			}
+			for _, op := range []string{"UPDATE", "CREATE"} {
 				if denied := l.denied("$JS.API.STREAM." + op + "." + opts.Stream); denied != nil {
-					return denied
+					return fmt.Errorf("%s (STREAM.%s): %w", readOnly, op, denied)
 				}
 			}
 		}
@@ -323,7 +326,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		}
 		if err != nil {
 			if denied := l.denied(msg.Subject); denied != nil {
-				return denied // not worth another try
+				return fmt.Errorf("%s: %w", readOnly, denied) // not worth another try
 			}
 			return err
 		}
@@ -413,6 +416,11 @@ func (l *Log) fits(e posture.Event, body []byte) error {
 	}
 	return nil
 }
+
+// readOnly says what a permissions violation on a write means: the
+// credentials are a reader's.
+const readOnly = "these NATS credentials may not write to the event log (read-only credentials, such as the auditor's?): " +
+	"serving and writing (events skip) need postured's credentials, the postured role"
 
 // denied is the connection's last error if it is the server refusing a
 // publish to subject: a user without the permission gets no reply, only that
