@@ -41,7 +41,7 @@ type serveCmd struct {
 	WriteTimeout      time.Duration `default:"2m" help:"Time from the end of a request's headers to the end of its answer."`
 	IdleTimeout       time.Duration `default:"2m" help:"Time a keep-alive connection may stay idle between requests."`
 	MaxConnections    int           `default:"4096" help:"Connections open at once, in all (0: no cap); further ones wait to be accepted."`
-	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Trusted proxies are exempt (0: no cap)."`
+	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Also the requests in progress from it (HTTP/2 carries many on one connection); further ones are answered 429. Trusted proxies are exempt (0: no cap)."`
 	TrustedProxies    []string      `name:"trusted-proxies" sep:"," help:"Networks (CIDR, comma-separated) of reverse proxies whose X-Forwarded-For header is believed for the client's address (rate limits, audit). Default: none; the peer address is the client's."`
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
