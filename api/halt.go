@@ -63,7 +63,8 @@ func (h *Halt) describe() (uint64, string) {
 		return 0, ""
 	}
 	return seq, fmt.Sprintf("the projection is stopped at sequence %d, which is not an event (%s): "+
-		"inspect it with `postured events inspect --seq %d`; an operator's `postured events skip --seq %d --reason ...` lets every node go on",
+		"inspect it with `postured events inspect --seq %d`; an operator's `postured events skip --seq %d --reason ...` lets every node go on "+
+		"(while a node runs, give both commands its log with --nats-url and postured's NATS credentials, not its --data-dir)",
 		seq, reason, seq, seq)
 }
 

@@ -196,18 +196,16 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if opts.Existing {
 			l.stream, err = l.js.Stream(ctx, opts.Stream)
 		} else {
-			l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
+			l.stream, err = l.ensureStream(ctx, cfg)
 		}
 		if err != nil {
 			// A user who may not change the stream gets no answer, only
 			// an asynchronous permissions violation: not worth a retry.
-			if denied := l.denied("$JS.API.STREAM.INFO." + opts.Stream); denied != nil {
+			if denied := l.denied("$JS.API.STREAM.INFO." + opts.Stream); opts.Existing && denied != nil {
 				return fmt.Errorf("these NATS credentials may not read the stream; reading needs the auditor's or postured's credentials: %w", denied)
 			}
-			for _, op := range []string{"UPDATE", "CREATE"} {
-				if denied := l.denied("$JS.API.STREAM." + op + "." + opts.Stream); denied != nil {
-					return fmt.Errorf("%s (STREAM.%s): %w", readOnly, op, denied)
-				}
+			if denied := l.streamDenied(opts.Stream); denied != nil {
+				return denied
 			}
 		}
 		return err

@@ -51,14 +51,24 @@ func (l *Log) registry(ctx context.Context) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
-		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      nodesBucket,
-			Description: "live postured nodes",
-			History:     1,
-			TTL:         NodeTTL,
-			Storage:     jetstream.MemoryStorage,
-			Replicas:    replicas,
-		})
+		// Opened, or created when missing, but never updated: the
+		// postured role may not change a stream (ensureStream).
+		kv, err = l.js.KeyValue(ctx, nodesBucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = l.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket:      nodesBucket,
+				Description: "live postured nodes",
+				History:     1,
+				TTL:         NodeTTL,
+				Storage:     jetstream.MemoryStorage,
+				Replicas:    replicas,
+			})
+		}
+		if err != nil {
+			if denied := l.streamDenied("KV_" + nodesBucket); denied != nil {
+				return denied
+			}
+		}
 		return err
 	})
 	if err != nil {

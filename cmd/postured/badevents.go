@@ -20,6 +20,7 @@ import (
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 // haltingSource is the log as a node's projection consumes it. At a message
@@ -29,13 +30,18 @@ import (
 // skip`), then goes on by itself. Nothing is skipped without a decision.
 type haltingSource struct {
 	log    *eventlog.Log
+	via    projections.Source // what reads log (the checkpointer, which hashes what it delivers); nil: log itself
 	halt   *api.Halt
 	logger *slog.Logger
 }
 
 func (s haltingSource) Consume(ctx context.Context, from uint64, fn func([]posture.Event) error) error {
+	var via projections.Source = s.log
+	if s.via != nil {
+		via = s.via
+	}
 	for {
-		err := s.log.Consume(ctx, from, func(batch []posture.Event) error {
+		err := via.Consume(ctx, from, func(batch []posture.Event) error {
 			if err := fn(batch); err != nil {
 				return err
 			}
@@ -54,7 +60,7 @@ func (s haltingSource) Consume(ctx context.Context, from uint64, fn func([]postu
 		}
 		s.halt.Stop(bad.Seq, bad.Reason)
 		s.logger.Error("projection stopped at a message that is not an event: inspect it with `postured events inspect --seq N`, "+
-			"and skip it with `postured events skip --seq N --reason ...` to go on",
+			"and skip it with `postured events skip --seq N --reason ...` to go on (against a running node, with --nats-url and postured's NATS credentials)",
 			"seq", bad.Seq, "subject", bad.Subject, "reason", bad.Reason)
 		if _, err := s.log.WaitForSkip(ctx, bad); err != nil {
 			return err

@@ -45,18 +45,22 @@ type clusterNode struct {
 
 // startClusterNode starts a node on the cluster with an R3 stream. Nodes of
 // one test share pkiDir, so that clients trust every node and session
-// tokens verify on every node.
-func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string) *clusterNode {
+// tokens verify on every node. configure, if any, changes the node's
+// configuration first.
+func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string, configure ...func(*serveCmd)) *clusterNode {
 	t.Helper()
-	return startClusterNodeWith(t, nc, pkiDir, name, natsFlags{})
+	return startClusterNodeWith(t, nc, pkiDir, name, natsFlags{}, configure...)
 }
 
 // startClusterNodeWith is startClusterNode with NATS credentials and TLS.
-func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags) *clusterNode {
+func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags, configure ...func(*serveCmd)) *clusterNode {
 	t.Helper()
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.URLs, 3, pkiDir, name
 	cfg.natsFlags = auth
+	for _, f := range configure {
+		f(&cfg)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,10 @@ type serveCmd struct {
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
 	AdminPassword     string        `hidden:"" help:"Password of the default admin created on first start (POSTURED_ADMIN_PASSWORD); generated and printed once when unset."`
 	natsFlags
+
+	CheckpointEvery    int           `default:"10000" help:"Append a signed checkpoint of the log every this many events (at most 50000)."`
+	CheckpointInterval time.Duration `default:"1m" help:"Longest an event waits to be covered by a signed checkpoint."`
+	NoCheckpoints      bool          `name:"no-checkpoints" help:"Do not append signed checkpoints of the log (another node may)."`
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -201,6 +205,9 @@ type node struct {
 	runErr     error
 	closeOnce  sync.Once
 	lock       *datadir.Lock // the data directory's, held until Close
+
+	checkpointer    *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
+	checkpointsDone chan struct{}          // closed when the checkpointer returns
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -233,7 +240,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		return nil, err
 	}
 	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock,
-		inFlight: &api.InFlight{PerSource: s.MaxConnsPerSource, Exempt: trusted}}
+		inFlight: &api.InFlight{PerSource: s.MaxConnsPerSource, Exempt: trusted}, checkpointsDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -289,15 +296,20 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	}
 
 	n.logLast = &api.Coalescer{Read: n.elog.LastSeq}
+	if n.checkpointer, err = n.newCheckpointer(s); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancelRun = cancel
 	n.halt = &api.Halt{}
 	go func() {
 		defer close(n.runDone)
-		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, halt: n.halt, logger: log})
+		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, via: n.projectionSource(), halt: n.halt, logger: log})
 	}()
+	go n.runCheckpoints(runCtx)
 
 	n.metrics = n.newMetrics()
+	n.checkpointMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
 	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt, Disk: n.disk,
@@ -434,6 +446,11 @@ func (n *node) Close() error {
 				// write-ahead log, the rest in the event log.
 				stopped = false
 				n.log.Warn("closing without stopping the projection: it does not stop (its writes wait for disk space)", "waited", closeWait)
+			}
+			select { // the checkpointer's append ends with runCtx
+			case <-n.checkpointsDone:
+			case <-time.After(closeWait):
+				n.log.Warn("closing without stopping the checkpointer", "waited", closeWait)
 			}
 		}
 		if n.store != nil && stopped {
