@@ -7,7 +7,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/seed-0809debe/posture"
-	"github.com/seed-0809debe/posture/api/connlimit"
 )
 
 // InFlight caps the requests being served at once per source address (the
@@ -47,7 +46,7 @@ func (f *InFlight) Middleware(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (f *InFlight) acquire(remote string) (string, bool) {
-	key, ip := connlimit.Source(addr(remote))
+	key, ip := sourceKey(remote)
 	for _, n := range f.Exempt {
 		if ip != nil && n.Contains(ip) {
 			return "", true
@@ -76,8 +75,20 @@ func (f *InFlight) release(key string) {
 	}
 }
 
-// addr is a remote address as a request carries it ("ip:port").
-type addr string
-
-func (a addr) Network() string { return "tcp" }
-func (a addr) String() string  { return string(a) }
+// sourceKey is the key a request from remote ("ip:port") is counted
+// under, as connlimit.Source counts connections: the IPv4 address, or the
+// IPv6 /64 network.
+func sourceKey(remote string) (string, net.IP) {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host, nil
+	}
+	if ip4 := ip.To4(); ip4 != nil {
+		return ip4.String(), ip4
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64", ip
+}
