@@ -83,6 +83,12 @@ func sessionType(s string) (string, bool) {
 	return "", false
 }
 
+// serviceNotFound is the answer to a session request for a service that
+// does not exist or that the identity has no policy of the type for.
+func serviceNotFound(id string) error {
+	return posture.Invalid("serviceId", "service not found", id)
+}
+
 // createSession is POST /sessions. One passing policy of the type is
 // enough; a policy without checks passes. A refusal is recorded as a failed
 // service request and answered 409 INVALID_POSTURE with the failing
@@ -99,9 +105,13 @@ func (a *API) createSession(c echo.Context) error {
 	if strings.TrimSpace(in.ServiceID) == "" {
 		return posture.Invalid("serviceId", "is required", in.ServiceID)
 	}
+	// A service that does not exist and one the identity may not use get
+	// the same answer, the real controller's for the second (400
+	// COULD_NOT_VALIDATE, "service not found"), so that the answer does
+	// not tell which services exist.
 	raw, err := a.Store.RawEntity(posture.KindService, in.ServiceID)
 	if errors.Is(err, posture.ErrNotFound) {
-		return posture.NotFound("service", in.ServiceID)
+		return serviceNotFound(in.ServiceID)
 	}
 	if err != nil {
 		return err
@@ -116,7 +126,7 @@ func (a *API) createSession(c echo.Context) error {
 		return err
 	}
 	if len(results) == 0 {
-		return posture.Invalid("serviceId", "service not found: no "+typ+" permission for this service", in.ServiceID)
+		return serviceNotFound(in.ServiceID)
 	}
 	var passing []string
 	for _, r := range results {

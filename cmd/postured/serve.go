@@ -43,7 +43,7 @@ type serveCmd struct {
 	WriteTimeout      time.Duration `default:"2m" help:"Time from the end of a request's headers to the end of its answer."`
 	IdleTimeout       time.Duration `default:"2m" help:"Time a keep-alive connection may stay idle between requests."`
 	MaxConnections    int           `default:"4096" help:"Connections open at once, in all (0: no cap); further ones wait to be accepted."`
-	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Trusted proxies are exempt (0: no cap)."`
+	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Also the requests in progress from it (HTTP/2 carries many on one connection); further ones are answered 429. Trusted proxies are exempt (0: no cap)."`
 	TrustedProxies    []string      `name:"trusted-proxies" sep:"," help:"Networks (CIDR, comma-separated) of reverse proxies whose X-Forwarded-For header is believed for the client's address (rate limits, audit). Default: none; the peer address is the client's."`
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
@@ -146,15 +146,22 @@ func (s *serveCmd) Run(ctx context.Context) (err error) {
 const (
 	readHeaderTimeout = 10 * time.Second
 	maxHeaderBytes    = 64 << 10
+	// maxStreams caps the HTTP/2 streams of one connection (Go's default
+	// is 250): with --max-connections-per-source connections, one address
+	// could otherwise hold 128 × 250 requests. Requests in progress per
+	// source are capped as well (api.InFlight).
+	maxStreams = 16
 )
 
 // httpServer is the HTTPS server of a node, with the time limits that keep
 // slow clients from holding connections: the request headers within 10 s
 // (the TLS handshake too), the whole request within --read-timeout, the
 // answer within --write-timeout, an idle keep-alive connection for
-// --idle-timeout; headers of at most 64 KiB.
+// --idle-timeout; headers of at most 64 KiB; at most 16 concurrent
+// HTTP/2 streams per connection.
 func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger) *http.Server {
 	return &http.Server{
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 		Handler:           h,
 		TLSConfig:         cfg,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -199,6 +206,7 @@ type node struct {
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
 	trusted    []*net.IPNet   // --trusted-proxies
+	inFlight   *api.InFlight  // requests in progress per source (--max-connections-per-source)
 	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
@@ -251,7 +259,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		clock = clockwork.NewRealClock()
 	}
 	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock,
-		checkpointsDone: make(chan struct{}), clock: clock}
+		inFlight: &api.InFlight{PerSource: s.MaxConnsPerSource, Exempt: trusted}, checkpointsDone: make(chan struct{}), clock: clock}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -336,7 +344,8 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 // newEcho is an echo instance of the node with the probes and the metrics.
 func (n *node) newEcho() *echo.Echo {
 	e := api.New(api.Options{Logger: n.log, InstanceID: n.instanceID, Version: version,
-		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted})
+		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted,
+		InFlight: n.inFlight})
 	api.RegisterSystem(e, n.metrics, n.health)
 	return e
 }
@@ -408,20 +417,8 @@ func (n *node) tlsConfig() *tls.Config {
 	// Client certificates are requested, not required, and verified by the
 	// handlers (cert login, enrollment, extension) against postured's CA
 	// and the verified CAs.
-	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12,
-		CipherSuites: tls12Suites, ClientAuth: tls.RequestClientCert}
-}
-
-// tls12Suites are the TLS 1.2 cipher suites offered: ECDHE key exchange
-// (forward secrecy) with an AEAD cipher only; no CBC, no SHA-1 MAC, no RSA
-// key exchange. TLS 1.3 suites are not configurable in Go (all AEAD).
-var tls12Suites = []uint16{
-	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: pki.MinTLSVersion,
+		CipherSuites: pki.CipherSuites(), ClientAuth: tls.RequestClientCert}
 }
 
 // Run runs the background loops until ctx ends or the projection stops.
@@ -516,7 +513,9 @@ func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, er
 	if err != nil {
 		return nil, fmt.Errorf("--nats-listen: %w", err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	// The same versions and suites as HTTPS: ECDHE with AEAD only.
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: pki.MinTLSVersion,
+		CipherSuites: pki.CipherSuites()}, nil
 }
 
 // closeWait bounds how long Close waits for the projection consumer.
