@@ -22,6 +22,7 @@ type CheckResult struct {
 	ValidUntil       time.Time // zero: no deadline
 	Timeout          int64     // MFA: timeoutSeconds or -1; others -1
 	TimeoutRemaining int64     // MFA: seconds left, -1 for none
+	Stale            bool      // the evidence is older than the check's maxAgeSeconds
 }
 
 // PolicyResult is a service policy evaluated for an API session: passing

@@ -47,7 +47,7 @@ func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, 
 		r := posture.CheckResult{
 			Check: c, Pass: v.Pass, ValidUntil: v.ValidUntil, Semantic: v.Semantic,
 			Actual: raw(v.Actual), Expected: raw(v.Expected),
-			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1,
+			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1, Stale: v.Stale,
 		}
 		if v.Criteria != nil {
 			r.Criteria = raw(v.Criteria)

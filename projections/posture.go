@@ -40,6 +40,9 @@ type sessionState struct {
 	// identity, whether it passes.
 	Policies map[string]bool `json:"policies"`
 	Deadline time.Time       `json:"deadline,omitzero"`
+	// Aged is set when a check of these policies has a maxAgeSeconds:
+	// then a resubmission of the same values (fresh evidence) matters.
+	Aged bool `json:"aged,omitempty"`
 }
 
 func init() {
@@ -180,6 +183,19 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 		return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
 	case identityWide && !sameValues(ip, before):
 		return reevaluateWith(tx, p.IdentityID, &ip, tx.graph.sessionsOf(p.IdentityID), e.At, false)
+	case identityWide:
+		// The same values, but fresh: evidence ages matter where a check
+		// has a maxAgeSeconds.
+		sessions := tx.graph.sessionsOf(p.IdentityID)
+		for _, sid := range sessions {
+			st, found, err := loadSessionState(tx, sid)
+			if err != nil {
+				return err
+			}
+			if found && st.Aged {
+				return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
+			}
+		}
 	}
 	return nil
 }
@@ -248,6 +264,12 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 			withChecks = append(withChecks, policyChecksOf{pid, checks})
 		}
 	}
+	aged := false
+	for _, p := range withChecks {
+		for _, c := range p.checks {
+			aged = aged || c.MaxAgeSeconds > 0
+		}
+	}
 	changed := touched
 	if touched {
 		summary := fmt.Sprintf("%s changed what applies to the identity", tx.event.Type)
@@ -285,7 +307,7 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				return err
 			}
 		}
-		if !statesChanged && st.Deadline.Equal(deadline) {
+		if !statesChanged && st.Deadline.Equal(deadline) && st.Aged == aged {
 			continue // nothing to write
 		}
 		if !st.Deadline.Equal(deadline) {
@@ -300,7 +322,7 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				}
 			}
 		}
-		st.Policies, st.Deadline = states, deadline
+		st.Policies, st.Deadline, st.Aged = states, deadline, aged
 		if err := tx.put(sessionStateKey(sid), st); err != nil {
 			return err
 		}
