@@ -232,6 +232,12 @@ func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, t
 	return reevaluateWith(tx, identityID, nil, apiSessions, at, touched)
 }
 
+// policyChecksOf is a policy with checks and its checks.
+type policyChecksOf struct {
+	id     string
+	checks []*posture.Check
+}
+
 // reevaluateWith is reevaluate with the identity's posture data already at
 // hand (nil: read it).
 func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiSessions []string, at time.Time, touched bool) error {
@@ -250,10 +256,6 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 	}
 	g := tx.graph
 	cache := map[string]*posture.Check{}
-	type policyChecksOf struct {
-		id     string
-		checks []*posture.Check
-	}
 	var withChecks []policyChecksOf
 	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
 		checks, err := policyChecks(tx.r(), g, pid, cache)
@@ -298,6 +300,9 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		if statesChanged {
 			changed = true
 			recordTransitions(tx, identityID, sid, st.Policies, states)
+		}
+		if err := sessionTransitions(tx, identityID, st, withChecks, states, verdicts, cfg.MFAGrace, at); err != nil {
+			return err
 		}
 		// A session loses its grant when a policy stops passing, or with a
 		// model change (a policy, with checks or not, may no longer grant
@@ -421,12 +426,14 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 			return ""
 		}
 		return "removed: no passing " + s.Type + " policy left"
-	})
+	}, true)
 }
 
 // removeSessions removes the API session's sessions for which why gives a
 // reason (recorded in the history), and keeps those for which it gives "".
-func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) string) error {
+//
+// With announce, each removal is also a session-removed transition.
+func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) string, announce bool) error {
 	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, KindSession)
 	if err != nil {
 		return err
@@ -445,6 +452,13 @@ func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) strin
 			continue
 		}
 		sessionHistory(tx, s, reason)
+		if announce {
+			t := posture.Transition{Kind: posture.TransitionSessionRemoved, IdentityID: s.IdentityID, APISessionID: apiSessionID,
+				ServiceID: s.ServiceID, ServiceName: serviceName(tx, s.ServiceID), SessionID: s.ID, Reason: reason}
+			if err := tx.transition(t, s.ID); err != nil {
+				return err
+			}
+		}
 		if err := deleteSession(tx, s); err != nil {
 			return err
 		}
@@ -531,7 +545,7 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 		}
 	}
 	ended := func(posture.Session) string { return "removed: its API session ended" }
-	if err := removeSessions(tx, apiSessionID, ended); err != nil {
+	if err := removeSessions(tx, apiSessionID, ended, false); err != nil {
 		return err
 	}
 	return tx.del(sessionStateKey(apiSessionID))

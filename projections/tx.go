@@ -26,6 +26,8 @@ type Tx struct {
 	hot    *hotCache
 	ranges *rangeCache
 	event  posture.Event // the event being applied
+	// transitions counts the transitions derived from the event.
+	transitions int
 	// pending holds the history entries of the event being applied.
 	pending []identityHistory
 	// enc and encoder encode history details, without HTML escaping (so

@@ -51,12 +51,16 @@ func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string) *
 	return startClusterNodeWith(t, nc, pkiDir, name, natsFlags{})
 }
 
-// startClusterNodeWith is startClusterNode with NATS credentials and TLS.
-func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags) *clusterNode {
+// startClusterNodeWith is startClusterNode with NATS credentials and TLS,
+// and other settings changed by tweaks.
+func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags, tweaks ...func(*serveCmd)) *clusterNode {
 	t.Helper()
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.URLs, 3, pkiDir, name
 	cfg.natsFlags = auth
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

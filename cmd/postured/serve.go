@@ -165,6 +165,7 @@ func (s *serveCmd) limitListener(ln net.Listener, trusted []*net.IPNet, log *slo
 type node struct {
 	log        *slog.Logger
 	elog       *eventlog.Log
+	trans      *eventlog.Transitions // the transitions stream
 	store      *projections.Store
 	ca         *pki.CA
 	serverCert tls.Certificate
@@ -241,6 +242,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		Logger:     log,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if n.trans, err = n.elog.OpenTransitions(openCtx, eventlog.TransitionsOptions{Replicas: s.StreamReplicas}); err != nil {
 		return nil, err
 	}
 	if url := n.elog.ListenURL(); url != "" {
@@ -383,6 +387,8 @@ func (n *node) Run(ctx context.Context) error {
 	deadlines := &api.Deadlines{Log: n.writer.Log, Due: n.store, Now: time.Now, Logger: n.log}
 	g.Go(func() error { return n.announce(gctx) })
 	g.Go(func() error { return deadlines.Run(gctx) })
+	relay := &api.TransitionRelay{Outbox: n.store, Stream: n.trans, Logger: n.log}
+	g.Go(func() error { return relay.Run(gctx) })
 	return g.Wait()
 }
 
