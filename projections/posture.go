@@ -43,6 +43,11 @@ type sessionState struct {
 	// Aged is set when a check of these policies has a maxAgeSeconds:
 	// then a resubmission of the same values (fresh evidence) matters.
 	Aged bool `json:"aged,omitempty"`
+	// Standing is the session's standing per policy ("p/<id>") and check
+	// ("c/<id>"): pass, stale or fail (summary.go).
+	Standing map[string]string `json:"standing,omitempty"`
+	// GraceUntil is the end of a running wake/unlock grace window.
+	GraceUntil time.Time `json:"graceUntil,omitzero"`
 }
 
 func init() {
@@ -131,6 +136,9 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 	}
 	if identityWide {
 		if err := tx.put(identityPostureKey(p.IdentityID), ip); err != nil {
+			return err
+		}
+		if err := moveEvidence(tx, p.IdentityID, before, ip); err != nil {
 			return err
 		}
 	}
@@ -273,6 +281,7 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		}
 	}
 	changed := touched
+	standingChanged := false
 	if touched {
 		summary := fmt.Sprintf("%s changed what applies to the identity", tx.event.Type)
 		tx.history(identityID, "", posture.HistoryModel, summary, nil)
@@ -312,7 +321,15 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				return err
 			}
 		}
-		if !statesChanged && st.Deadline.Equal(deadline) && st.Aged == aged {
+		standing := sessionStanding(withChecks, states, verdicts)
+		grace := graceUntil(withChecks, st.Posture, cfg.MFAGrace, at)
+		if !maps.Equal(standing, st.Standing) {
+			standingChanged = true
+		}
+		if err := moveGrace(tx, identityID, sid, st.GraceUntil, grace); err != nil {
+			return err
+		}
+		if !statesChanged && st.Deadline.Equal(deadline) && st.Aged == aged && maps.Equal(standing, st.Standing) && st.GraceUntil.Equal(grace) {
 			continue // nothing to write
 		}
 		if !st.Deadline.Equal(deadline) {
@@ -327,8 +344,13 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				}
 			}
 		}
-		st.Policies, st.Deadline, st.Aged = states, deadline, aged
+		st.Policies, st.Deadline, st.Aged, st.Standing, st.GraceUntil = states, deadline, aged, standing, grace
 		if err := tx.put(sessionStateKey(sid), st); err != nil {
+			return err
+		}
+	}
+	if standingChanged {
+		if err := refreshStanding(tx, identityID); err != nil {
 			return err
 		}
 	}
@@ -544,11 +566,22 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 			return err
 		}
 	}
+	if found {
+		if err := moveGrace(tx, st.IdentityID, apiSessionID, st.GraceUntil, time.Time{}); err != nil {
+			return err
+		}
+	}
 	ended := func(posture.Session) string { return "removed: its API session ended" }
 	if err := removeSessions(tx, apiSessionID, ended, false); err != nil {
 		return err
 	}
-	return tx.del(sessionStateKey(apiSessionID))
+	if err := tx.del(sessionStateKey(apiSessionID)); err != nil {
+		return err
+	}
+	if found && len(st.Standing) > 0 {
+		return refreshStanding(tx, st.IdentityID)
+	}
+	return nil
 }
 
 // clearMFAPosture forgets the MFA passes of all of an identity's API
@@ -573,6 +606,13 @@ func clearMFAPosture(tx *Tx, identityID string) error {
 
 // dropIdentityPosture removes an identity's posture data and failure ring.
 func dropIdentityPosture(tx *Tx, identityID string) error {
+	var ip posture.IdentityPosture
+	if _, err := getJSON(tx.r(), identityPostureKey(identityID), &ip); err != nil {
+		return err
+	}
+	if err := moveEvidence(tx, identityID, ip, posture.IdentityPosture{}); err != nil {
+		return err
+	}
 	if err := tx.del(identityPostureKey(identityID)); err != nil {
 		return err
 	}

@@ -46,6 +46,8 @@ type API struct {
 	Posture   PostureStore
 	Explainer Explainer
 	Writer    *api.Writer
+	// Fleet reads the fleet view (GET /posture-summary, summary.go).
+	Fleet FleetStore
 
 	// Controllers lists the live nodes (GET /controllers); nil: no route.
 	Controllers *api.Controllers
@@ -79,6 +81,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.relationRoutes()...)
 	routes = append(routes, a.extJWTRoutes()...)
 	routes = append(routes, a.postureRoutes()...)
+	routes = append(routes, a.summaryRoutes()...)
 	routes = append(routes, a.pkiRoutes()...)
 	if a.Controllers != nil {
 		routes = append(routes, a.Controllers.Route(api.Admin))

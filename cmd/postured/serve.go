@@ -337,7 +337,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.writer = w
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
 		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store}
-	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w,
+	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Writer: w,
 		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store}
 	n.client.ServiceAdmin = n.management
 	if err := n.openCluster(openCtx, s); err != nil {
