@@ -18,6 +18,7 @@ var layers = map[string][]string{
 	"eventlog/natstest": {},
 	"evaluator":         {""},
 	"pki":               {""},
+	"secrets":           {},
 	"projections":       {"", "evaluator"},
 	"api":               {"", "api/filter"},
 	"api/filter":        {""},
@@ -34,6 +35,7 @@ var forbidden = map[string][]string{
 	"projections": {"github.com/nats-io/", "github.com/labstack/"},
 	"api":         {"github.com/nats-io/", "github.com/cockroachdb/"},
 	"pki":         {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"secrets":     {"github.com/"},
 }
 
 func TestImportRules(t *testing.T) {

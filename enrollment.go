@@ -32,13 +32,20 @@ const DefaultEnrollmentDuration = 180 * time.Minute
 
 // Enrollment is an identity's pending one-time enrollment: a token (a UUID)
 // and the JWT that carries it. Using the token consumes the enrollment; it
-// works once, until ExpiresAt.
+// works once, until ExpiresAt. The token is matched by its hash; it and
+// the JWT are sealed for the identity, so that an administrator can read
+// them again (as OpenZiti's enrollment detail shows them).
 type Enrollment struct {
-	ID         string `json:"id"`
-	Method     string `json:"method"` // ott, ottca or updb
-	IdentityID string `json:"identityId"`
-	Token      string `json:"token"`
-	JWT        string `json:"jwt"`
+	ID          string `json:"id"`
+	Method      string `json:"method"` // ott, ottca or updb
+	IdentityID  string `json:"identityId"`
+	TokenHash   string `json:"tokenHash,omitempty"`
+	TokenSealed string `json:"tokenSealed,omitempty"`
+	JWTSealed   string `json:"jwtSealed,omitempty"`
+	// Token and JWT are the legacy clear forms (logs written before
+	// secrets were sealed).
+	Token string `json:"token,omitempty"`
+	JWT   string `json:"jwt,omitempty"`
 	// CAID is the CA whose certificates an ottca enrollment accepts.
 	CAID string `json:"caId,omitempty"`
 	// Username is the preset username of a updb enrollment.
@@ -67,10 +74,13 @@ type CA struct {
 	IdentityNameFormat string          `json:"identityNameFormat"`
 	ExternalIDClaim    json.RawMessage `json:"externalIdClaim,omitempty"`
 	IsVerified         bool            `json:"isVerified"`
-	VerificationToken  string          `json:"verificationToken"`
-	Tags               Tags            `json:"tags"`
-	CreatedAt          time.Time       `json:"createdAt"`
-	UpdatedAt          time.Time       `json:"updatedAt"`
+	// VerificationTokenSealed is the token sealed for the CA
+	// (FieldCAVerificationToken); VerificationToken its legacy clear form.
+	VerificationTokenSealed string    `json:"verificationTokenSealed,omitempty"`
+	VerificationToken       string    `json:"verificationToken,omitempty"`
+	Tags                    Tags      `json:"tags"`
+	CreatedAt               time.Time `json:"createdAt"`
+	UpdatedAt               time.Time `json:"updatedAt"`
 }
 
 // DefaultIdentityNameFormat names identities made by CA auto enrollment.
@@ -80,7 +90,13 @@ const DefaultIdentityNameFormat = "[caName]-[commonName]"
 // record: the one-time token until the router enrolls, then the
 // fingerprints of its current certificates. A router extension replaces
 // them, so that the previous client certificate no longer identifies it.
+// The token is matched by its hash; it and its JWT are sealed for the
+// router, so that an administrator can read them again.
 type RouterEnrollment struct {
+	EnrollmentTokenHash   string `json:"enrollmentTokenHash,omitempty"`
+	EnrollmentTokenSealed string `json:"enrollmentTokenSealed,omitempty"`
+	EnrollmentJWTSealed   string `json:"enrollmentJwtSealed,omitempty"`
+	// EnrollmentToken and EnrollmentJWT are the legacy clear forms.
 	EnrollmentToken     string    `json:"enrollmentToken,omitempty"`
 	EnrollmentJWT       string    `json:"enrollmentJwt,omitempty"`
 	EnrollmentCreatedAt time.Time `json:"enrollmentCreatedAt,omitzero"`
@@ -116,6 +132,31 @@ type CertExtension struct {
 	CertPEM         string    `json:"certPem"`
 	Fingerprint     string    `json:"fingerprint"`
 	CreatedAt       time.Time `json:"createdAt"`
+}
+
+// LookupHash is the hash an enrollment is found by: TokenHash, or the hash
+// of the legacy clear token.
+func (e Enrollment) LookupHash() string {
+	if e.TokenHash == "" && e.Token != "" {
+		return HashToken(e.Token)
+	}
+	return e.TokenHash
+}
+
+// LookupHash is the hash a pending router enrollment is found by.
+func (r RouterEnrollment) LookupHash() string {
+	if r.EnrollmentTokenHash == "" && r.EnrollmentToken != "" {
+		return HashToken(r.EnrollmentToken)
+	}
+	return r.EnrollmentTokenHash
+}
+
+// LookupHash is the hash of the token a router enrolled with.
+func (p RouterEnrolled) LookupHash() string {
+	if p.TokenHash == "" && p.Token != "" {
+		return HashToken(p.Token)
+	}
+	return p.TokenHash
 }
 
 func (e Enrollment) EntityKind() Kind { return KindEnrollment }
@@ -194,10 +235,12 @@ func (CAVerified) EventType() string { return TypeCAVerified }
 func (CAVerified) Subject() string   { return SubjectModel }
 
 // RouterEnrolled records an edge router's enrollment with its one-time
-// token: the token is consumed and the router's certificates are recorded.
+// token (by its hash; Token is the legacy clear form): the token is
+// consumed and the router's certificates are recorded.
 type RouterEnrolled struct {
 	RouterID          string `json:"routerId"`
-	Token             string `json:"token"`
+	TokenHash         string `json:"tokenHash,omitempty"`
+	Token             string `json:"token,omitempty"`
 	Fingerprint       string `json:"fingerprint"`
 	CertPEM           string `json:"certPem"`
 	ServerFingerprint string `json:"serverFingerprint"`

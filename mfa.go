@@ -29,22 +29,29 @@ func init() {
 
 // MFA is an identity's TOTP enrollment (RFC 6238: SHA-1, 6 digits, 30 s).
 //
-// The TOTP secret is kept as it is: verifying a code needs it. Recovery
-// codes are not kept: they are derived from the secret and RecoveryNonce
-// (so that the identity can view them again, as the API allows), and only
-// the SHA-256 of each unused one is stored, which is what a code is checked
-// against. A recovery code is therefore no more exposed than the secret that
-// must be kept anyway.
+// The TOTP secret is sealed (verifying a code needs it back). Recovery
+// codes are not kept: they are derived from the secret and the recovery
+// nonce (so that the identity can view them again, as the API allows), and
+// only a hash of each unused one is stored, which is what a code is checked
+// against: an HMAC keyed with the secret ("h2:" prefix; an enrollment of an
+// older log has plain SHA-256 hashes).
 type MFA struct {
 	ID         string `json:"id"`
 	IdentityID string `json:"identityId"`
-	// Secret is the base32 TOTP secret (10 random bytes).
-	Secret string `json:"secret"`
+	// SecretSealed is the base32 TOTP secret (10 random bytes), sealed for
+	// the identity (FieldMFASecret).
+	SecretSealed string `json:"secretSealed,omitempty"`
+	// Secret is the legacy clear secret of an enrollment made before
+	// secrets were sealed (empty otherwise).
+	Secret string `json:"secret,omitempty"`
 	// Issuer and Account are the provisioning URL's labels.
 	Issuer  string `json:"issuer"`
 	Account string `json:"account"`
-	// RecoveryNonce, with the secret, derives the current recovery codes.
-	RecoveryNonce string `json:"recoveryNonce"`
+	// RecoveryNonceSealed, with the secret, derives the current recovery
+	// codes (sealed, FieldMFARecoveryNonce); RecoveryNonce is its legacy
+	// clear form.
+	RecoveryNonceSealed string `json:"recoveryNonceSealed,omitempty"`
+	RecoveryNonce       string `json:"recoveryNonce,omitempty"`
 	// RecoveryCodes are the hashes of the unused recovery codes.
 	RecoveryCodes []string `json:"recoveryCodes"`
 	Verified      bool     `json:"isVerified"`
@@ -93,10 +100,11 @@ func (p MFACodeUsed) Subject() string { return SubjectFor(SubjectMFA, p.Identity
 // MFARecoveryCodesReplaced records new recovery codes, which replace all
 // the old ones, and the code that authorized the change.
 type MFARecoveryCodesReplaced struct {
-	IdentityID    string   `json:"identityId"`
-	RecoveryNonce string   `json:"recoveryNonce"`
-	RecoveryCodes []string `json:"recoveryCodes"` // hashes
-	Used          MFACode  `json:"used"`
+	IdentityID          string   `json:"identityId"`
+	RecoveryNonceSealed string   `json:"recoveryNonceSealed,omitempty"`
+	RecoveryNonce       string   `json:"recoveryNonce,omitempty"` // legacy, clear
+	RecoveryCodes       []string `json:"recoveryCodes"`           // hashes
+	Used                MFACode  `json:"used"`
 }
 
 func (MFARecoveryCodesReplaced) EventType() string { return TypeMFARecoveryCodesReplaced }

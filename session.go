@@ -60,10 +60,12 @@ func (DeadlineReached) EventType() string { return TypeDeadlineReached }
 func (p DeadlineReached) Subject() string { return SubjectFor(SubjectPosture, p.IdentityID) }
 
 // Session is a client's permission to Dial or Bind one service, tied to an
-// API session.
+// API session. Its token (a JWT) is sealed for the identity
+// (FieldSessionToken), which reads it back; Token is its legacy clear form.
 type Session struct {
 	ID           string    `json:"id"`
-	Token        string    `json:"token"`
+	TokenSealed  string    `json:"tokenSealed,omitempty"`
+	Token        string    `json:"token,omitempty"`
 	IdentityID   string    `json:"identityId"`
 	APISessionID string    `json:"apiSessionId"`
 	ServiceID    string    `json:"serviceId"`

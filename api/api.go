@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -138,7 +139,7 @@ func New(opts Options) *echo.Echo {
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			opts.Logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request",
 				slog.String("requestId", v.RequestID), slog.String("method", v.Method),
-				slog.String("uri", v.URI), slog.Int("status", v.Status),
+				slog.String("uri", RedactURI(v.URI)), slog.Int("status", v.Status),
 				slog.Duration("latency", v.Latency), slog.String("remoteIp", v.RemoteIP))
 			return nil
 		},
@@ -216,3 +217,31 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 
 // Clock returns the time; tests inject a fixed one.
 type Clock func() time.Time
+
+// secretParams are query parameters that carry a secret (POST
+// /enroll?token=...): a logged URI shows them redacted.
+var secretParams = []string{"token"}
+
+// RedactURI is a request URI as it may be logged: the values of query
+// parameters that carry a secret are replaced.
+func RedactURI(uri string) string {
+	path, query, ok := strings.Cut(uri, "?")
+	if !ok {
+		return uri
+	}
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return path + "?[unparsed query redacted]"
+	}
+	changed := false
+	for _, p := range secretParams {
+		if values.Has(p) {
+			values.Set(p, "REDACTED")
+			changed = true
+		}
+	}
+	if !changed {
+		return uri
+	}
+	return path + "?" + values.Encode()
+}

@@ -156,3 +156,16 @@ func TestPasswordHash(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"/edge/client/v1/enroll?method=ott&token=0f6b5c1e-1111-4222-8333-944445555666": "/edge/client/v1/enroll?method=ott&token=REDACTED",
+		"/edge/client/v1/enroll?method=ott":                                            "/edge/client/v1/enroll?method=ott",
+		"/version":                                                                     "/version",
+		"/x?token=%zz":                                                                 "/x?[unparsed query redacted]",
+	} {
+		if got := api.RedactURI(in); got != want {
+			t.Errorf("RedactURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -6,7 +6,7 @@ import (
 
 // Enrollment and certificate keys (besides the entity records):
 //
-//	u/enrollments/token/<token>                           -> enrollment id
+//	u/enrollments/tokenHash/<sha256 of the token>         -> enrollment id
 //	u/enrollments/username/<username>                     -> enrollment id (updb)
 //	r/identities/<id>/enrollments/<enrollmentId>          an identity's enrollments
 //	e/cert-extensions/<authenticatorId>                   pending extension (posture.CertExtension)
@@ -14,7 +14,7 @@ import (
 //	e/session-certificates/<id>                           ephemeral certificate (posture.SessionCertificate)
 //	r/api-sessions/<id>/session-certificates/<certId>     an API session's certificates
 //	u/edge-routers/fingerprint/<fp>                       -> router id (current client certificate)
-//	u/edge-routers/enrollmentToken/<token>                -> router id (pending enrollment)
+//	u/edge-routers/enrollmentTokenHash/<sha256 of token>  -> router id (pending enrollment)
 func init() {
 	onEntity(entityHooks[posture.Enrollment]{})
 	on(func(tx *Tx, e posture.Event, p posture.IdentityEnrolled) error {
@@ -70,7 +70,7 @@ func init() {
 	})
 	on(func(tx *Tx, e posture.Event, p posture.RouterEnrolled) error {
 		r, found, err := getOld[posture.EdgeRouter](tx, posture.KindEdgeRouter, p.RouterID)
-		if err != nil || !found || r.EnrollmentToken == "" || r.EnrollmentToken != p.Token {
+		if err != nil || !found || r.LookupHash() == "" || r.LookupHash() != p.LookupHash() {
 			return err
 		}
 		r.RouterEnrollment = posture.RouterEnrollment{
@@ -170,9 +170,10 @@ func (s *Store) Enrollment(id string) (posture.Enrollment, error) {
 	return Get[posture.Enrollment](s, id)
 }
 
-// EnrollmentByToken returns the enrollment with the one-time token.
+// EnrollmentByToken returns the enrollment with the one-time token (found
+// by its hash).
 func (s *Store) EnrollmentByToken(token string) (posture.Enrollment, error) {
-	return byUnique[posture.Enrollment](s.r(), posture.KindEnrollment, "token", token)
+	return byUnique[posture.Enrollment](s.r(), posture.KindEnrollment, "tokenHash", posture.HashToken(token))
 }
 
 // EnrollmentByUsername returns the updb enrollment that presets the
@@ -211,7 +212,7 @@ func (s *Store) EdgeRouter(id string) (posture.EdgeRouter, error) {
 // EdgeRouterByEnrollmentToken returns the edge router whose pending
 // enrollment has the token.
 func (s *Store) EdgeRouterByEnrollmentToken(token string) (posture.EdgeRouter, error) {
-	return byUnique[posture.EdgeRouter](s.r(), posture.KindEdgeRouter, "enrollmentToken", token)
+	return byUnique[posture.EdgeRouter](s.r(), posture.KindEdgeRouter, "enrollmentTokenHash", posture.HashToken(token))
 }
 
 // EdgeRouterByFingerprint returns the edge router whose current client

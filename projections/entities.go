@@ -47,7 +47,7 @@ func secondaryKeys(e posture.Entity) []kv {
 	case posture.EdgeRouter:
 		unique("name", v.Name)
 		unique("fingerprint", v.Fingerprint)
-		unique("enrollmentToken", v.EnrollmentToken)
+		unique("enrollmentTokenHash", v.LookupHash())
 	case posture.EdgeRouterPolicy:
 		unique("name", v.Name)
 	case posture.ServiceEdgeRouterPolicy:
@@ -59,7 +59,7 @@ func secondaryKeys(e posture.Entity) []kv {
 		unique("name", v.Name)
 		unique("fingerprint", v.Fingerprint)
 	case posture.Enrollment:
-		unique("token", v.Token)
+		unique("tokenHash", v.LookupHash())
 		unique("username", v.Username)
 		out = append(out, kv{relationKey(posture.KindIdentity, v.IdentityID, kind, v.ID), nil})
 	}

@@ -25,9 +25,10 @@ var (
 // layout is the version of the key layout and value encodings. A projection
 // of another layout is discarded when opened and rebuilt from the log.
 // Projections without a version are layout 1; layout 2 keeps an event's
-// history entries for an identity under one key; layout 3 adds the fleet
-// summary (summary.go) and the transitions outbox.
-const layout = 3
+// history entries for an identity under one key; layout 3 finds one-time
+// enrollment tokens by their hash (never by the token in clear);
+// layout 4 adds the fleet summary (summary.go) and the transitions outbox.
+const layout = 4
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

@@ -35,7 +35,7 @@ func init() {
 	})
 	on(func(tx *Tx, e posture.Event, p posture.MFARecoveryCodesReplaced) error {
 		return changeMFA(tx, e, p.IdentityID, p.Used, func(m *posture.MFA) {
-			m.RecoveryNonce = p.RecoveryNonce
+			m.RecoveryNonceSealed, m.RecoveryNonce = p.RecoveryNonceSealed, p.RecoveryNonce
 			m.RecoveryCodes = slices.Clone(p.RecoveryCodes)
 			if m.RecoveryCodes == nil {
 				m.RecoveryCodes = []string{}

@@ -41,6 +41,9 @@ type API struct {
 	PKI    *pki.CA
 	Signer *pki.Signer
 	Enroll EnrollStore
+	// Secrets seals the TOTP secrets, enrollment tokens and session tokens
+	// the API appends, and opens them where it must read one back.
+	Secrets api.Secrets
 	// Controllers lists the live nodes (GET /controllers); nil: no route.
 	Controllers *api.Controllers
 }

@@ -559,7 +559,7 @@ func (a *API) enrollRouter(c echo.Context) error {
 			return nil, err
 		}
 		return []posture.Payload{posture.RouterEnrolled{
-			RouterID: cur.ID, Token: req.Token, Fingerprint: pki.Fingerprint(client), CertPEM: string(clientPEM),
+			RouterID: cur.ID, TokenHash: posture.HashToken(req.Token), Fingerprint: pki.Fingerprint(client), CertPEM: string(clientPEM),
 			ServerFingerprint: pki.Fingerprint(server),
 		}}, nil
 	})

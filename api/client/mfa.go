@@ -62,6 +62,31 @@ func newMFAView(m posture.MFA) mfaView {
 	}
 }
 
+// mfaKeys are an enrollment's opened secrets.
+type mfaKeys struct {
+	secret string // base32 TOTP secret
+	nonce  string // recovery nonce
+}
+
+// openMFA opens an enrollment's sealed secret and recovery nonce (the clear
+// legacy ones of an enrollment from an older log). No enrollment opens to
+// the dummy secret, so that checking a code costs the same either way.
+func (a *API) openMFA(c echo.Context, m *posture.MFA) (mfaKeys, error) {
+	if m == nil {
+		return mfaKeys{secret: dummySecret}, nil
+	}
+	ctx := c.Request().Context()
+	secret, err := api.Reveal(ctx, a.Secrets, m.IdentityID, posture.FieldMFASecret, m.SecretSealed, m.Secret)
+	if err != nil {
+		return mfaKeys{}, fmt.Errorf("MFA secret of %s: %w", m.IdentityID, err)
+	}
+	nonce, err := api.Reveal(ctx, a.Secrets, m.IdentityID, posture.FieldMFARecoveryNonce, m.RecoveryNonceSealed, m.RecoveryNonce)
+	if err != nil {
+		return mfaKeys{}, fmt.Errorf("MFA recovery nonce of %s: %w", m.IdentityID, err)
+	}
+	return mfaKeys{secret: secret, nonce: nonce}, nil
+}
+
 // mfaOf reads the identity's enrollment; nil when it has none.
 func (a *API) mfaOf(identityID string) (*posture.MFA, error) {
 	m, err := a.Identities.MFA(identityID)
@@ -95,11 +120,16 @@ func (a *API) detailMFA(c echo.Context) error {
 	}
 	v := newMFAView(*m)
 	if !m.Verified {
-		if v.ProvisioningURL, err = provisioningURL(*m); err != nil {
+		keys, err := a.openMFA(c, m)
+		if err != nil {
 			return err
 		}
-		v.RecoveryCodes = remainingRecoveryCodes(*m)
+		if v.ProvisioningURL, err = provisioningURL(*m, keys.secret); err != nil {
+			return err
+		}
+		v.RecoveryCodes = remainingRecoveryCodes(*m, keys)
 	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	return api.OK(c, v)
 }
 
@@ -112,17 +142,27 @@ func (a *API) enrollMFA(c echo.Context) error {
 	if _, err := rand.Read(raw); err != nil {
 		return err
 	}
+	secret := base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw)
 	nonce := posture.NewToken()
-	m := posture.MFA{
-		ID:            posture.NewID(),
-		IdentityID:    p.Identity.ID,
-		Secret:        base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw),
-		Issuer:        a.totpIssuer(),
-		Account:       p.Identity.Name,
-		RecoveryNonce: nonce,
+	ctx := c.Request().Context()
+	sealedSecret, err := api.Seal(ctx, a.Secrets, p.Identity.ID, posture.FieldMFASecret, secret)
+	if err != nil {
+		return err
 	}
-	m.RecoveryCodes = recoveryHashes(m.IdentityID, recoveryCodes(m.Secret, nonce))
-	err := a.mfaChange(c, p.Identity.ID, func(cur *posture.MFA) ([]posture.Payload, error) {
+	sealedNonce, err := api.Seal(ctx, a.Secrets, p.Identity.ID, posture.FieldMFARecoveryNonce, nonce)
+	if err != nil {
+		return err
+	}
+	m := posture.MFA{
+		ID:                  posture.NewID(),
+		IdentityID:          p.Identity.ID,
+		SecretSealed:        sealedSecret,
+		Issuer:              a.totpIssuer(),
+		Account:             p.Identity.Name,
+		RecoveryNonceSealed: sealedNonce,
+	}
+	m.RecoveryCodes = recoveryHashes(m.IdentityID, secret, recoveryCodes(secret, nonce))
+	err = a.mfaChange(c, p.Identity.ID, func(cur *posture.MFA) ([]posture.Payload, error) {
 		if cur != nil {
 			return nil, &posture.Error{Code: posture.CodeMFAExists, Message: "the current identity already has an MFA enrollment; remove it first"}
 		}
@@ -145,7 +185,11 @@ func (a *API) verifyMFA(c echo.Context) error {
 	}
 	err = a.withCode(c, func(now time.Time, failed *bool) error {
 		return a.mfaChange(c, p.Identity.ID, func(m *posture.MFA) ([]posture.Payload, error) {
-			used, ok := checkCode(m, code, now, false)
+			keys, err := a.openMFA(c, m)
+			if err != nil {
+				return nil, err
+			}
+			used, ok := checkCode(m, keys, code, now, false)
 			if m == nil || m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no MFA enrollment waiting for verification"}
 			}
@@ -176,7 +220,11 @@ func (a *API) deleteMFA(c echo.Context) error {
 	}
 	err = a.withCode(c, func(now time.Time, failed *bool) error {
 		return a.mfaChange(c, p.Identity.ID, func(m *posture.MFA) ([]posture.Payload, error) {
-			_, ok := checkCode(m, code, now, true)
+			keys, err := a.openMFA(c, m)
+			if err != nil {
+				return nil, err
+			}
+			_, ok := checkCode(m, keys, code, now, true)
 			if m == nil {
 				return nil, noEnrollment()
 			}
@@ -203,7 +251,11 @@ func (a *API) mfaQRCode(c echo.Context) error {
 	if m == nil || m.Verified {
 		return &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no MFA enrollment waiting for verification"}
 	}
-	u, err := provisioningURL(*m)
+	keys, err := a.openMFA(c, m)
+	if err != nil {
+		return err
+	}
+	u, err := provisioningURL(*m, keys.secret)
 	if err != nil {
 		return err
 	}
@@ -226,7 +278,11 @@ func (a *API) detailRecoveryCodes(c echo.Context) error {
 	}
 	err = a.withCode(c, func(now time.Time, failed *bool) error {
 		return a.mfaChange(c, p.Identity.ID, func(m *posture.MFA) ([]posture.Payload, error) {
-			used, ok := checkCode(m, code, now, false)
+			keys, err := a.openMFA(c, m)
+			if err != nil {
+				return nil, err
+			}
+			used, ok := checkCode(m, keys, code, now, false)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no verified MFA enrollment"}
 			}
@@ -247,8 +303,13 @@ func (a *API) detailRecoveryCodes(c echo.Context) error {
 	if m == nil {
 		return noEnrollment()
 	}
+	keys, err := a.openMFA(c, m)
+	if err != nil {
+		return err
+	}
 	v := newMFAView(*m)
-	v.RecoveryCodes = remainingRecoveryCodes(*m)
+	v.RecoveryCodes = remainingRecoveryCodes(*m, keys)
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	if v.RecoveryCodes == nil {
 		v.RecoveryCodes = []string{}
 	}
@@ -265,9 +326,17 @@ func (a *API) regenerateRecoveryCodes(c echo.Context) error {
 		return err
 	}
 	nonce := posture.NewToken()
+	sealedNonce, err := api.Seal(c.Request().Context(), a.Secrets, p.Identity.ID, posture.FieldMFARecoveryNonce, nonce)
+	if err != nil {
+		return err
+	}
 	err = a.withCode(c, func(now time.Time, failed *bool) error {
 		return a.mfaChange(c, p.Identity.ID, func(m *posture.MFA) ([]posture.Payload, error) {
-			used, ok := checkCode(m, code, now, true)
+			keys, err := a.openMFA(c, m)
+			if err != nil {
+				return nil, err
+			}
+			used, ok := checkCode(m, keys, code, now, true)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no verified MFA enrollment"}
 			}
@@ -276,8 +345,8 @@ func (a *API) regenerateRecoveryCodes(c echo.Context) error {
 				return nil, invalidToken()
 			}
 			return []posture.Payload{posture.MFARecoveryCodesReplaced{
-				IdentityID: m.IdentityID, RecoveryNonce: nonce,
-				RecoveryCodes: recoveryHashes(m.IdentityID, recoveryCodes(m.Secret, nonce)), Used: used,
+				IdentityID: m.IdentityID, RecoveryNonceSealed: sealedNonce,
+				RecoveryCodes: recoveryHashes(m.IdentityID, keys.secret, recoveryCodes(keys.secret, nonce)), Used: used,
 			}}, nil
 		})
 	})
@@ -298,7 +367,11 @@ func (a *API) authenticateMFA(c echo.Context) error {
 	}
 	err = a.withCode(c, func(now time.Time, failed *bool) error {
 		return a.mfaChange(c, p.Identity.ID, func(m *posture.MFA) ([]posture.Payload, error) {
-			used, ok := checkCode(m, code, now, true)
+			keys, err := a.openMFA(c, m)
+			if err != nil {
+				return nil, err
+			}
+			used, ok := checkCode(m, keys, code, now, true)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeMFANotEnrolled}
 			}
@@ -433,10 +506,10 @@ func (a *API) totpIssuer() string {
 	return "postured"
 }
 
-// provisioningURL is the otpauth URL of an enrollment, which authenticator
-// apps read (usually from its QR code).
-func provisioningURL(m posture.MFA) (string, error) {
-	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(m.Secret)
+// provisioningURL is the otpauth URL of an enrollment with its opened
+// secret, which authenticator apps read (usually from its QR code).
+func provisioningURL(m posture.MFA, secret string) (string, error) {
+	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
 	if err != nil {
 		return "", fmt.Errorf("MFA secret of %s: %w", m.IdentityID, err)
 	}
@@ -458,7 +531,7 @@ func provisioningURL(m posture.MFA) (string, error) {
 // that checking a code costs the same either way.
 var (
 	dummySecret       = base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(make([]byte, mfaSecretSize))
-	dummyRecoveryHash = hashRecoveryCode("", "")
+	dummyRecoveryHash = hashRecoveryCode("", dummySecret, "")
 )
 
 // checkCode checks a TOTP (and, when recovery is set, a recovery code)
@@ -467,10 +540,10 @@ var (
 // than the last accepted one; a recovery code if it is unused. It returns
 // what the code consumes. Its work does not depend on whether or where the
 // code matches, nor on whether there is an enrollment.
-func checkCode(m *posture.MFA, code string, now time.Time, recovery bool) (posture.MFACode, bool) {
-	secret, last, hashes, identityID := dummySecret, int64(math.MaxInt64), []string(nil), ""
+func checkCode(m *posture.MFA, keys mfaKeys, code string, now time.Time, recovery bool) (posture.MFACode, bool) {
+	secret, last, hashes, identityID := keys.secret, int64(math.MaxInt64), []string(nil), ""
 	if m != nil {
-		secret, last, hashes, identityID = m.Secret, m.LastCounter, m.RecoveryCodes, m.IdentityID
+		last, hashes, identityID = m.LastCounter, m.RecoveryCodes, m.IdentityID
 	}
 	var used posture.MFACode
 	step := now.Unix() / mfaPeriod
@@ -481,14 +554,19 @@ func checkCode(m *posture.MFA, code string, now time.Time, recovery bool) (postu
 			used.Counter = s
 		}
 	}
-	got := hashRecoveryCode(identityID, strings.ToUpper(code))
+	got := hashRecoveryCode(identityID, secret, strings.ToUpper(code))
+	gotLegacy := legacyRecoveryHash(identityID, strings.ToUpper(code))
 	matched := ""
 	for i := range max(len(hashes), recoveryCodeCount) {
 		h := dummyRecoveryHash
 		if i < len(hashes) {
 			h = hashes[i]
 		}
-		if subtle.ConstantTimeCompare([]byte(h), []byte(got)) == 1 && i < len(hashes) {
+		want := got
+		if !strings.HasPrefix(h, recoveryHashPrefix) {
+			want = gotLegacy
+		}
+		if subtle.ConstantTimeCompare([]byte(h), []byte(want)) == 1 && i < len(hashes) {
 			matched = h
 		}
 	}
@@ -515,25 +593,41 @@ func recoveryCodes(secret, nonce string) []string {
 	return out
 }
 
-// hashRecoveryCode is the stored form of a recovery code.
-func hashRecoveryCode(identityID, code string) string {
+// recoveryHashPrefix marks the keyed form of a recovery code's hash.
+const recoveryHashPrefix = "h2:"
+
+// hashRecoveryCode is the stored form of a recovery code: an HMAC keyed
+// with the enrollment's TOTP secret. A code has only 30 bits, so an
+// unkeyed hash in the log would give the code away to a brute force; keyed
+// with the sealed secret, it gives nothing to a reader of the log.
+func hashRecoveryCode(identityID, secret, code string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("postured recovery code hash\x00" + identityID + "\x00" + code))
+	return recoveryHashPrefix + hex.EncodeToString(mac.Sum(nil))
+}
+
+// legacyRecoveryHash is the unkeyed hash of enrollments made before
+// secrets were sealed; such enrollments keep working until they are
+// replaced.
+func legacyRecoveryHash(identityID, code string) string {
 	sum := sha256.Sum256([]byte("postured recovery code\x00" + identityID + "\x00" + code))
 	return hex.EncodeToString(sum[:])
 }
 
-func recoveryHashes(identityID string, codes []string) []string {
+func recoveryHashes(identityID, secret string, codes []string) []string {
 	out := make([]string, len(codes))
 	for i, code := range codes {
-		out[i] = hashRecoveryCode(identityID, code)
+		out[i] = hashRecoveryCode(identityID, secret, code)
 	}
 	return out
 }
 
 // remainingRecoveryCodes are an enrollment's unused recovery codes.
-func remainingRecoveryCodes(m posture.MFA) []string {
+func remainingRecoveryCodes(m posture.MFA, keys mfaKeys) []string {
 	var out []string
-	for _, code := range recoveryCodes(m.Secret, m.RecoveryNonce) {
-		if slices.Contains(m.RecoveryCodes, hashRecoveryCode(m.IdentityID, code)) {
+	for _, code := range recoveryCodes(keys.secret, keys.nonce) {
+		if slices.Contains(m.RecoveryCodes, hashRecoveryCode(m.IdentityID, keys.secret, code)) ||
+			slices.Contains(m.RecoveryCodes, legacyRecoveryHash(m.IdentityID, code)) {
 			out = append(out, code)
 		}
 	}

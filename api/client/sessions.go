@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,18 +49,23 @@ func (a *API) serviceName(id string) string {
 	return svc.Name
 }
 
-func (a *API) sessionView(s posture.Session) sessionView {
+// sessionView shows one of the caller's sessions, with its token opened.
+func (a *API) sessionView(ctx context.Context, s posture.Session) (sessionView, error) {
+	token, err := api.Reveal(ctx, a.Secrets, s.IdentityID, posture.FieldSessionToken, s.TokenSealed, s.Token)
+	if err != nil {
+		return sessionView{}, fmt.Errorf("session %s: %w", s.ID, err)
+	}
 	name := a.serviceName(s.ServiceID)
 	tags := s.Tags
 	if tags == nil {
 		tags = posture.Tags{}
 	}
 	return sessionView{
-		ID: s.ID, Token: s.Token, Type: s.Type, ServiceID: s.ServiceID, Service: api.Ref("services", s.ServiceID, name),
+		ID: s.ID, Token: token, Type: s.Type, ServiceID: s.ServiceID, Service: api.Ref("services", s.ServiceID, name),
 		APISessionID: s.APISessionID, APISession: api.Ref("api-sessions", s.APISessionID, ""), IdentityID: s.IdentityID,
 		EdgeRouters: a.routers(a.routersFor(s.IdentityID, s.ServiceID)), Tags: tags,
 		CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.CreatedAt), Links: api.SelfLink("sessions", s.ID),
-	}
+	}, nil
 }
 
 func sessionType(s string) (string, bool) {
@@ -116,8 +122,13 @@ func (a *API) createSession(c echo.Context) error {
 	if len(passing) == 0 {
 		return a.deny(c, p, svc, typ, results)
 	}
+	ctx := c.Request().Context()
 	if s, err := a.Store.SessionFor(p.Session.ID, typ, svc.ID); err == nil {
-		return c.JSON(http.StatusCreated, api.Envelope{Data: a.sessionView(s)})
+		v, err := a.sessionView(ctx, s)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusCreated, api.Envelope{Data: v})
 	}
 	t, err := api.CheckTags(in.Tags)
 	if err != nil {
@@ -127,10 +138,14 @@ func (a *API) createSession(c echo.Context) error {
 		ID: posture.NewID(), IdentityID: p.Identity.ID, APISessionID: p.Session.ID,
 		ServiceID: svc.ID, Type: typ, Tags: t, CreatedAt: a.Writer.Now().UTC(),
 	}
-	if s.Token, err = a.Tokens.Sign(sessionClaims{
+	token, err := a.Tokens.Sign(sessionClaims{
 		jwtRegistered: jwt.RegisteredClaims{Subject: s.ID, ID: posture.NewToken(), IssuedAt: jwt.NewNumericDate(s.CreatedAt)},
 		IdentityID:    s.IdentityID, ServiceID: s.ServiceID, Type: s.Type,
-	}); err != nil {
+	})
+	if err != nil {
+		return err
+	}
+	if s.TokenSealed, err = api.Seal(ctx, a.Secrets, s.IdentityID, posture.FieldSessionToken, token); err != nil {
 		return err
 	}
 	if _, err := a.Writer.Append(c, posture.SessionCreated{Session: s, Policies: passing}); err != nil {
@@ -140,7 +155,11 @@ func (a *API) createSession(c echo.Context) error {
 	if err != nil {
 		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the API session ended before the session could be created"}
 	}
-	return c.JSON(http.StatusCreated, api.Envelope{Data: a.sessionView(stored)})
+	v, err := a.sessionView(ctx, stored)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, api.Envelope{Data: v})
 }
 
 type failedCheck struct {
@@ -187,7 +206,9 @@ func (a *API) listSessions(c echo.Context) error {
 	}
 	views := make([]sessionView, len(sessions))
 	for i, s := range sessions {
-		views[i] = a.sessionView(s)
+		if views[i], err = a.sessionView(c.Request().Context(), s); err != nil {
+			return err
+		}
 	}
 	return api.List(c, views)
 }
@@ -207,7 +228,11 @@ func (a *API) detailSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.OK(c, a.sessionView(s))
+	v, err := a.sessionView(c.Request().Context(), s)
+	if err != nil {
+		return err
+	}
+	return api.OK(c, v)
 }
 
 func (a *API) deleteSession(c echo.Context) error {

@@ -41,6 +41,7 @@ func (a *API) cas() *resource[posture.CA, caInput] {
 		},
 		build: a.buildCA,
 		view:  a.caView,
+		shred: true,
 	}
 }
 
@@ -61,7 +62,10 @@ func (a *API) buildCA(in caInput, old *posture.CA, now time.Time) (posture.CA, e
 	if old != nil {
 		ca = *old
 	} else {
-		ca.ID, ca.CreatedAt, ca.VerificationToken = posture.NewID(), now, posture.NewToken()
+		ca.ID, ca.CreatedAt = posture.NewID(), now
+		if ca.VerificationTokenSealed, err = a.seal(ca.ID, posture.FieldCAVerificationToken, posture.NewToken()); err != nil {
+			return ca, err
+		}
 	}
 	ca.UpdatedAt = now
 	if ca.Name, err = name("name", in.Name); err != nil {
@@ -136,7 +140,7 @@ func (a *API) caView(ca posture.CA) any {
 	}
 	return map[string]any{
 		"id": ca.ID, "name": ca.Name, "certPem": ca.CertPEM, "fingerprint": ca.Fingerprint,
-		"isVerified": ca.IsVerified, "verificationToken": ca.VerificationToken, "identityRoles": ca.IdentityRoles,
+		"isVerified": ca.IsVerified, "verificationToken": a.reveal(ca.ID, posture.FieldCAVerificationToken, ca.VerificationTokenSealed, ca.VerificationToken), "identityRoles": ca.IdentityRoles,
 		"isAuthEnabled": ca.IsAuthEnabled, "isAutoCaEnrollmentEnabled": ca.IsAutoCaEnrollmentEnabled,
 		"isOttCaEnrollmentEnabled": ca.IsOttCaEnrollmentEnabled, "identityNameFormat": ca.IdentityNameFormat,
 		"externalIdClaim": claim, "tags": ca.Tags,
@@ -161,7 +165,11 @@ func (a *API) verifyCA(c echo.Context) error {
 	if ca.IsVerified {
 		return &posture.Error{Code: posture.CodeCAAlreadyVerified}
 	}
-	err = pki.VerifyCAProof([]byte(ca.CertPEM), proof, ca.VerificationToken, a.Writer.Now())
+	token, err := api.Reveal(c.Request().Context(), a.Secrets, ca.ID, posture.FieldCAVerificationToken, ca.VerificationTokenSealed, ca.VerificationToken)
+	if err != nil {
+		return err
+	}
+	err = pki.VerifyCAProof([]byte(ca.CertPEM), proof, token, a.Writer.Now())
 	switch {
 	case errors.Is(err, pki.ErrInvalidCommonName):
 		return &posture.Error{Code: posture.CodeInvalidCommonName, Message: "the certificate's common name must be the CA's verificationToken"}
@@ -180,7 +188,7 @@ func (a *API) verifyCA(c echo.Context) error {
 		if cur.IsVerified {
 			return nil, &posture.Error{Code: posture.CodeCAAlreadyVerified}
 		}
-		if cur.VerificationToken != ca.VerificationToken || cur.Fingerprint != ca.Fingerprint {
+		if cur.VerificationTokenSealed != ca.VerificationTokenSealed || cur.VerificationToken != ca.VerificationToken || cur.Fingerprint != ca.Fingerprint {
 			return nil, &posture.Error{Code: posture.CodeConflict, Message: "the CA changed meanwhile; verify again"}
 		}
 		return []posture.Payload{posture.CAVerified{ID: id}}, nil

@@ -1,6 +1,7 @@
 package management
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -62,7 +63,8 @@ func (a *API) enrollmentDuration() time.Duration {
 // created in the same change (it has no authenticators or enrollments yet).
 // It runs inside the model change, on the latest state.
 func (a *API) newEnrollment(identityID string, isNew bool, method, caID, username string, expiresAt, now time.Time) (posture.Enrollment, error) {
-	e := posture.Enrollment{ID: posture.NewID(), Method: method, IdentityID: identityID, Token: posture.NewToken(),
+	token := posture.NewToken()
+	e := posture.Enrollment{ID: posture.NewID(), Method: method, IdentityID: identityID, TokenHash: posture.HashToken(token),
 		ExpiresAt: expiresAt.UTC(), CreatedAt: now, UpdatedAt: now}
 	switch method {
 	case posture.EnrollOTT:
@@ -97,9 +99,40 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 			return e, err
 		}
 	}
-	var err error
-	e.JWT, err = a.enrollmentJWT(method, identityID, e.Token, e.ExpiresAt)
+	jwt, err := a.enrollmentJWT(method, identityID, token, e.ExpiresAt)
+	if err != nil {
+		return e, err
+	}
+	if e.TokenSealed, err = a.seal(identityID, posture.FieldEnrollmentToken, token); err != nil {
+		return e, err
+	}
+	e.JWTSealed, err = a.seal(identityID, posture.FieldEnrollmentJWT, jwt)
 	return e, err
+}
+
+// secretsTimeout bounds the sealing and opening of secrets where no request
+// context reaches (the builds and views of resources). The keyring serves
+// a data key from its cache, or reads it from the log's key bucket.
+const secretsTimeout = 5 * time.Second
+
+// seal seals a secret field of an owner for the log.
+func (a *API) seal(owner, field, plain string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+	defer cancel()
+	return api.Seal(ctx, a.Secrets, owner, field, plain)
+}
+
+// reveal opens a secret field of an owner for an administrator's view: the
+// sealed form, or the legacy clear one of an older log. A value that cannot
+// be opened (its key destroyed) or is empty shows as null.
+func (a *API) reveal(owner, field, sealed, legacy string) any {
+	ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+	defer cancel()
+	v, err := api.Reveal(ctx, a.Secrets, owner, field, sealed, legacy)
+	if err != nil || v == "" {
+		return nil
+	}
+	return v
 }
 
 // enrollmentJWT signs the JWT that carries an enrollment token ("" without
@@ -215,7 +248,11 @@ func (a *API) enrollmentSummary(identityID string) map[string]any {
 		return out
 	}
 	for _, e := range list {
-		v := map[string]any{"id": e.ID, "jwt": e.JWT, "token": e.Token, "expiresAt": api.Time(e.ExpiresAt)}
+		v := map[string]any{
+			"id": e.ID, "expiresAt": api.Time(e.ExpiresAt),
+			"jwt":   a.reveal(e.IdentityID, posture.FieldEnrollmentJWT, e.JWTSealed, e.JWT),
+			"token": a.reveal(e.IdentityID, posture.FieldEnrollmentToken, e.TokenSealed, e.Token),
+		}
 		switch e.Method {
 		case posture.EnrollOTTCA:
 			v["caId"] = e.CAID
@@ -245,9 +282,11 @@ func (a *API) enrollmentView(e posture.Enrollment) any {
 	links["identity"] = api.Link{Href: "./identities/" + e.IdentityID}
 	v := map[string]any{
 		"id": e.ID, "method": e.Method, "identityId": e.IdentityID,
-		"identity": api.Ref(string(posture.KindIdentity), e.IdentityID, identityName),
-		"token":    e.Token, "jwt": e.JWT, "expiresAt": api.Time(e.ExpiresAt),
-		"caId": nilIfEmpty(e.CAID), "username": nilIfEmpty(e.Username), "tags": posture.Tags{},
+		"identity":  api.Ref(string(posture.KindIdentity), e.IdentityID, identityName),
+		"token":     a.reveal(e.IdentityID, posture.FieldEnrollmentToken, e.TokenSealed, e.Token),
+		"jwt":       a.reveal(e.IdentityID, posture.FieldEnrollmentJWT, e.JWTSealed, e.JWT),
+		"expiresAt": api.Time(e.ExpiresAt),
+		"caId":      nilIfEmpty(e.CAID), "username": nilIfEmpty(e.Username), "tags": posture.Tags{},
 		"createdAt": api.Time(e.CreatedAt), "updatedAt": api.Time(e.UpdatedAt), "_links": links,
 	}
 	if e.CAID != "" {
@@ -329,10 +368,17 @@ func (a *API) pkiRoutes() []api.Route {
 // routerEnrollment is the enrollment of a new edge router: a one-time token
 // and its JWT (em "erott"), valid for the enrollment duration.
 func (a *API) routerEnrollment(routerID string, now time.Time) (posture.RouterEnrollment, error) {
+	token := posture.NewToken()
 	e := posture.RouterEnrollment{
-		EnrollmentToken: posture.NewToken(), EnrollmentCreatedAt: now, EnrollmentExpiresAt: now.Add(a.enrollmentDuration()),
+		EnrollmentTokenHash: posture.HashToken(token), EnrollmentCreatedAt: now, EnrollmentExpiresAt: now.Add(a.enrollmentDuration()),
 	}
-	var err error
-	e.EnrollmentJWT, err = a.enrollmentJWT(posture.EnrollEROTT, routerID, e.EnrollmentToken, e.EnrollmentExpiresAt)
+	jwt, err := a.enrollmentJWT(posture.EnrollEROTT, routerID, token, e.EnrollmentExpiresAt)
+	if err != nil {
+		return e, err
+	}
+	if e.EnrollmentTokenSealed, err = a.seal(routerID, posture.FieldRouterEnrollToken, token); err != nil {
+		return e, err
+	}
+	e.EnrollmentJWTSealed, err = a.seal(routerID, posture.FieldRouterEnrollJWT, jwt)
 	return e, err
 }

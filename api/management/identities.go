@@ -34,6 +34,7 @@ func (a *API) identities() *resource[posture.Identity, identityInput] {
 		},
 		build:   a.buildIdentity,
 		view:    a.identityView,
+		shred:   true,
 		aliases: [][]string{{"roleAttributes", "attributes"}},
 		canDelete: func(i posture.Identity) error {
 			if i.IsDefaultAdmin {

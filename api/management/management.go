@@ -59,6 +59,11 @@ type API struct {
 	Signer             *pki.Signer
 	Enrollments        EnrollmentStore
 	EnrollmentDuration time.Duration
+
+	// Secrets seals enrollment tokens and JWTs and CA verification tokens,
+	// opens them for administrators, and destroys the data key of a
+	// deleted identity, edge router or CA.
+	Secrets api.Secrets
 }
 
 // Routes lists every operation of the management API.

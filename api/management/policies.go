@@ -260,17 +260,20 @@ func (a *API) edgeRouters() *resource[posture.EdgeRouter, edgeRouterInput] {
 			r.Tags, err = tags(in.Tags)
 			return r, err
 		},
-		view:    func(r posture.EdgeRouter) any { return edgeRouterView(r) },
+		view:    a.edgeRouterView,
 		aliases: [][]string{{"roleAttributes", "attributes"}},
+		shred:   true,
 	}
 }
 
-func edgeRouterView(r posture.EdgeRouter) map[string]any {
+func (a *API) edgeRouterView(r posture.EdgeRouter) any {
 	return map[string]any{
 		"id": r.ID, "name": r.Name, "roleAttributes": r.RoleAttributes, "isTunnelerEnabled": r.IsTunnelerEnabled,
 		"cost": r.Cost, "noTraversal": r.NoTraversal, "disabled": r.Disabled, "hostname": r.Hostname,
 		"appData": r.AppData, "isOnline": false, "isVerified": r.IsVerified, "syncStatus": "",
-		"fingerprint": nilIfEmpty(r.Fingerprint), "enrollmentToken": nilIfEmpty(r.EnrollmentToken), "enrollmentJwt": nilIfEmpty(r.EnrollmentJWT),
+		"fingerprint":         nilIfEmpty(r.Fingerprint),
+		"enrollmentToken":     a.reveal(r.ID, posture.FieldRouterEnrollToken, r.EnrollmentTokenSealed, r.EnrollmentToken),
+		"enrollmentJwt":       a.reveal(r.ID, posture.FieldRouterEnrollJWT, r.EnrollmentJWTSealed, r.EnrollmentJWT),
 		"enrollmentCreatedAt": api.Time(r.EnrollmentCreatedAt), "enrollmentExpiresAt": api.Time(r.EnrollmentExpiresAt),
 		"supportedProtocols": map[string]string{}, "tags": r.Tags,
 		"createdAt": api.Time(r.CreatedAt), "updatedAt": api.Time(r.UpdatedAt),

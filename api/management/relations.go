@@ -76,7 +76,7 @@ func (a *API) relationRoutes() []api.Route {
 	identityView := a.identityView
 	serviceView := a.serviceView
 	policyView := a.servicePolicyView
-	routerView := func(r posture.EdgeRouter) any { return edgeRouterView(r) }
+	routerView := a.edgeRouterView
 	erpView := a.edgeRouterPolicies().view
 	serpView := a.serviceEdgeRouterPolicies().view
 	return []api.Route{

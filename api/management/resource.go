@@ -3,6 +3,7 @@ package management
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -33,6 +34,9 @@ type resource[T posture.Entity, In any] struct {
 	aliases [][]string
 	// canDelete refuses the deletion of an entity still in use.
 	canDelete func(T) error
+	// shred says that the entity owns sealed secrets: deleting it
+	// destroys its data key, so that nothing of them stays readable.
+	shred bool
 }
 
 // get reads an entity or answers NOT_FOUND.
@@ -211,6 +215,11 @@ func (r *resource[T, In]) delete(c echo.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if r.shred {
+		if err := api.DestroySecrets(c.Request().Context(), r.a.Secrets, id); err != nil {
+			return fmt.Errorf("the %s was deleted, but its secrets' data key was not destroyed: %w", r.noun, err)
+		}
 	}
 	return api.Empty(c)
 }

@@ -277,7 +277,17 @@ func TestRestartedNodeGoesOnAfterSkip(t *testing.T) {
 		t.Fatalf("readyz of the restarted node: %+v", v)
 	}
 
-	if _, err := command(t, "events", "skip", "--nats-url", "nats://"+cfg.NatsListen, "--seq", fmt.Sprint(ack.Sequence), "--reason", "test"); err != nil {
+	// The node's NATS port wants TLS and credentials: the auditor may not
+	// record a decision, postured may.
+	nats := func(user string) []string {
+		return []string{"--nats-url", "tls://" + cfg.NatsListen, "--nats-tls-ca", filepath.Join(cfg.DataDir, "pki", "ca.pem"),
+			"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", user+".nk")}
+	}
+	skip := []string{"events", "skip", "--seq", fmt.Sprint(ack.Sequence), "--reason", "test"}
+	if _, err := command(t, append(skip, nats("auditor")...)...); err == nil {
+		t.Fatal("the auditor recorded a skip decision")
+	}
+	if _, err := command(t, append(skip, nats("postured")...)...); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-ready; err != nil {

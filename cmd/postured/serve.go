@@ -25,11 +25,13 @@ import (
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
+	"github.com/seed-0809debe/posture/secrets"
 )
 
 type serveCmd struct {
 	DataDir           string        `default:"./data" help:"Directory for the embedded NATS store, the projections and the PKI."`
 	PKIDir            string        `name:"pki-dir" help:"Directory of the CA and the server certificate (default: <data-dir>/pki). Nodes of a cluster share one."`
+	SecretsKeyFile    string        `name:"secrets-key-file" help:"Key that seals secrets (TOTP secrets, enrollment and session tokens) in the log (default: <pki-dir>/secrets.key, created on first start). Nodes of a cluster share one."`
 	Name              string        `help:"Name of this node in GET /controllers (default: the advertised host:port)."`
 	Listen            string        `default:":1280" help:"Address the HTTPS APIs listen on."`
 	Advertise         string        `help:"host:port clients reach this node at (default: from --listen, localhost for a wildcard host)."`
@@ -168,6 +170,7 @@ type node struct {
 	trans      *eventlog.Transitions // the transitions stream
 	store      *projections.Store
 	ca         *pki.CA
+	secrets    *secrets.Keyring
 	serverCert tls.Certificate
 	advertise  string
 	auth       *api.Auth
@@ -257,6 +260,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
 		return nil, err
 	}
+	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
+		return nil, err
+	}
 	if n.serverCert, err = n.ca.ServerCertificate(uniq(host, "localhost", "127.0.0.1")); err != nil {
 		return nil, err
 	}
@@ -336,9 +342,11 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	n.writer = w
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
-		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store}
+		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
+		Secrets: n.secrets}
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Writer: w,
-		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store}
+		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store,
+		Secrets: n.secrets}
 	n.client.ServiceAdmin = n.management
 	if err := n.openCluster(openCtx, s); err != nil {
 		return err
