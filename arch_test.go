@@ -25,6 +25,7 @@ var layers = map[string][]string{
 	"api/connlimit":     {},
 	"api/client":        {"", "api", "api/filter", "evaluator", "pki"},
 	"api/management":    {"", "api", "api/filter", "evaluator", "pki"},
+	"webhooks":          {""},
 }
 
 // forbidden are outside packages that a layer must not reach, by prefix.
@@ -35,6 +36,7 @@ var forbidden = map[string][]string{
 	"projections": {"github.com/nats-io/", "github.com/labstack/"},
 	"api":         {"github.com/nats-io/", "github.com/cockroachdb/"},
 	"pki":         {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"webhooks":    {"github.com/cockroachdb/", "github.com/labstack/"},
 	"secrets":     {"github.com/"},
 }
 

@@ -107,6 +107,9 @@ func (l *Log) OpenTransitions(ctx context.Context, opts TransitionsOptions) (*Tr
 // Name is the stream's name.
 func (t *Transitions) Name() string { return t.name }
 
+// Subjects is the stream's subject prefix ("postured-transitions.").
+func (t *Transitions) Subjects() string { return t.prefix }
+
 // Stream is the JetStream stream, for consumers (webhook deliveries).
 func (t *Transitions) Stream() jetstream.Stream { return t.stream }
 

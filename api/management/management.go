@@ -48,6 +48,10 @@ type API struct {
 	Writer    *api.Writer
 	// Fleet reads the fleet view (GET /posture-summary, summary.go).
 	Fleet FleetStore
+	// Deliveries reads webhook deliveries; Webhooks sends test events
+	// (webhooks.go).
+	Deliveries WebhookStore
+	Webhooks   WebhookSender
 
 	// Controllers lists the live nodes (GET /controllers); nil: no route.
 	Controllers *api.Controllers
@@ -87,6 +91,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.extJWTRoutes()...)
 	routes = append(routes, a.postureRoutes()...)
 	routes = append(routes, a.summaryRoutes()...)
+	routes = append(routes, a.webhookRoutes()...)
 	routes = append(routes, a.pkiRoutes()...)
 	if a.Controllers != nil {
 		routes = append(routes, a.Controllers.Route(api.Admin))
