@@ -233,6 +233,7 @@ func TestEmbeddedListenerRequiresCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAuditor(t, l, auditor)
+	checkAuditorTransitions(t, l, auditor)
 
 	// Another postured process may use the node's server as its log.
 	other, err := openAs(t, urls, eventlog.ClientAuth{TLSCA: caFile, NkeyFile: seedOf(t, l, eventlog.RolePostured)}, false)
@@ -297,6 +298,7 @@ func TestSecureClusterAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAuditor(t, w, auditor)
+	checkAuditorTransitions(t, w, auditor)
 	// The auditor cannot create or update the stream: an Open that would
 	// fails at once, with the reason.
 	start := time.Now()
