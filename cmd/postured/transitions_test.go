@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -205,4 +207,35 @@ func TestTransitionsStreamTwoNodes(t *testing.T) {
 	id, want := transitionScenario(t, a.testNode)
 	got := waitTransitions(t, len(want), id, a.testNode, b.testNode)
 	checkTransitions(t, a.testNode, got, want)
+}
+
+// TestTransitionsNotRepublishedAfterRebuild: a node whose projection is
+// deleted rebuilds it from the log, deriving every transition again; its
+// relay skips what the stream already holds.
+func TestTransitionsNotRepublishedAfterRebuild(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	linux := []any{map[string]any{"type": "Linux", "versions": []string{">=5.0.0"}}}
+	osCheck := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "os", "operatingSystems": linux})
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "crm", "type": "Dial", "identityRoles": []string{"#all"},
+		"serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"@" + osCheck}})
+	ep := n.endpoint(t, admin, "rebuilt-laptop")
+	for _, v := range []string{"6.1.0", "4.0.0", "6.2.0"} {
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"typeId": "OS", "id": osCheck, "type": "Linux", "version": v}); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	before := waitTransitions(t, 3, ep.id, n)
+	n.srv.Close()
+	n.Close()
+	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "projections")); err != nil {
+		t.Fatal(err)
+	}
+	n = startTestNode(t, cfg)
+	after := waitTransitions(t, 3, ep.id, n)
+	if len(before) != 3 || len(after) != 3 {
+		t.Fatalf("transitions before %d, after the rebuild %d, want 3 and 3", len(before), len(after))
+	}
 }
