@@ -167,3 +167,8 @@ func CodeOf(err error) string {
 	}
 	return ""
 }
+
+// ErrOutOfSpace marks the errors of a write refused for lack of disk space
+// (the log's or the projection's): the node answers 503 until space is
+// freed, and resumes by itself.
+var ErrOutOfSpace = errors.New("out of disk space")

@@ -15,8 +15,10 @@ type ExternalJWTSigner struct {
 	Issuer   string `json:"issuer"`
 	Audience string `json:"audience"`
 	// Exactly one of CertPEM and JWKSEndpoint is set.
-	CertPEM         string    `json:"certPem,omitempty"`
-	Fingerprint     string    `json:"fingerprint,omitempty"` // of CertPEM
+	CertPEM     string `json:"certPem,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"` // of CertPEM
+	// Kid is the key id the signer's tokens name in their header.
+	Kid             string    `json:"kid,omitempty"`
 	JWKSEndpoint    string    `json:"jwksEndpoint,omitempty"`
 	ClaimsProperty  string    `json:"claimsProperty"`
 	UseExternalID   bool      `json:"useExternalId"`

@@ -69,3 +69,16 @@ type APISession struct {
 	CreatedAt       time.Time `json:"createdAt"`
 	LastActivityAt  time.Time `json:"lastActivityAt"`
 }
+
+// KindIdentityClient is the kind of ClientInfo records, one per identity.
+const KindIdentityClient = Kind("identity-clients")
+
+// ClientInfo is what an identity's clients last reported of themselves when
+// they authenticated: the real controller keeps it on the identity, so the
+// identity's detail shows the latest even after the API session ended.
+type ClientInfo struct {
+	IdentityID string    `json:"identityId"`
+	EnvInfo    *EnvInfo  `json:"envInfo,omitempty"`
+	SDKInfo    *SDKInfo  `json:"sdkInfo,omitempty"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}

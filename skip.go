@@ -26,9 +26,10 @@ func init() { register(EventSkipped{}) }
 // event's Actor says who decided and Reason why.
 //
 // A consumer sees the decision twice: in place of the skipped message (with
-// the event's Seq set to the skipped sequence and its time to the time the
-// message was stored), and where it was appended. Projections apply neither:
-// a skip changes no state.
+// the event's Seq, At and Subject set to the skipped message's sequence,
+// stored time and subject), and where it was appended. Projections apply
+// neither: a skip changes no state (but a skipped message on the model
+// subject is still the model's last change).
 type EventSkipped struct {
 	// Seq is the sequence of the skipped message. The decision comes after
 	// it in the log.

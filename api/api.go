@@ -102,7 +102,8 @@ func ParseCIDRs(specs []string) ([]*net.IPNet, error) {
 
 // New returns an echo instance with the error handler, request ids,
 // recovery, request logging and the path aliases of real clients:
-// /edge/v1/... and unprefixed paths reach the client API.
+// /edge/v1/... and unprefixed paths reach the client API, and an API's base
+// path without its trailing slash reaches its root (listRoot).
 func New(opts Options) *echo.Echo {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -159,6 +160,10 @@ func rewrite(system []string) echo.MiddlewareFunc {
 			case isSystem(p, system):
 			default:
 				p = ClientBase + p
+			}
+			// listRoot answers with or without the trailing slash.
+			if p == ClientBase || p == ManagementBase {
+				p += "/"
 			}
 			if p != r.URL.Path {
 				r.URL.Path, r.URL.RawPath = p, ""

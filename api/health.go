@@ -30,6 +30,19 @@ type LogState struct {
 // LogStater reads the log's position (cmd adapts eventlog.Log.State).
 type LogStater func(ctx context.Context) (LogState, error)
 
+// DiskState is the disk of a part of the node (the log's store or the
+// projection), as the probes and the metrics report it.
+type DiskState struct {
+	Part    string // "log" or "projection"
+	Free    int64  // bytes free (-1 when unknown, as for an external log)
+	Reserve int64  // bytes the part keeps free
+	Full    bool   // the part refuses or holds writes for lack of space
+	Reason  string // why, when Full
+}
+
+// DiskStater reports the disks of the node's parts.
+type DiskStater func() []DiskState
+
 // Lag is how far a projection is behind the log.
 type Lag struct {
 	Cursor  uint64
@@ -77,6 +90,9 @@ type Health struct {
 	// Halt, when set, is where the projection is stopped at a message
 	// that is not an event: not ready, and the reason names it.
 	Halt *Halt
+	// Disk, when set, makes a node whose log or projection is out of disk
+	// space not ready, with the reason.
+	Disk DiskStater
 }
 
 // ReadyView is the body of /readyz.
@@ -96,6 +112,13 @@ type ReadyView struct {
 func (h *Health) Check(ctx context.Context) ReadyView {
 	if err := h.Progress.Err(); err != nil {
 		return ReadyView{Reason: "the projection stopped: " + err.Error(), Cursor: h.Progress.Cursor()}
+	}
+	if h.Disk != nil {
+		for _, d := range h.Disk() {
+			if d.Full {
+				return ReadyView{Reason: d.Reason, Cursor: h.Progress.Cursor()}
+			}
+		}
 	}
 	timeout, wait := h.Timeout, h.Wait
 	if timeout <= 0 {

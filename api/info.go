@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime"
 	"sort"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -73,6 +74,12 @@ func (i *Info) Protocols(c echo.Context) error {
 	return OK(c, map[string]map[string]string{"https": {"address": i.Advertise}})
 }
 
+// BuiltinTime is the createdAt and updatedAt of records that are part of
+// postured rather than made by an administrator (specs, posture-check
+// types): the release date of the Edge API version it implements. The
+// real controller answers its seeding time; null fails the clients' models.
+var BuiltinTime = time.Date(2024, 10, 11, 0, 0, 0, 0, time.UTC)
+
 type specView struct {
 	ID        string       `json:"id"`
 	Name      string       `json:"name"`
@@ -83,7 +90,7 @@ type specView struct {
 }
 
 func (i *Info) view(s Spec) specView {
-	return specView{ID: s.ID, Name: s.Name, Tags: posture.Tags{}, Links: Links{
+	return specView{ID: s.ID, Name: s.Name, Tags: posture.Tags{}, CreatedAt: Time(BuiltinTime), UpdatedAt: Time(BuiltinTime), Links: Links{
 		"self": {Href: "./specs/" + s.ID},
 		"spec": {Href: "./specs/" + s.ID + "/spec"},
 	}}

@@ -56,6 +56,22 @@ type authenticateRequest struct {
 	SDKInfo     *posture.SDKInfo `json:"sdkInfo"`
 }
 
+// decodeAuthenticate reads an authentication request and bounds what the
+// client says of itself, which goes into the API session's event.
+func decodeAuthenticate(c echo.Context) (authenticateRequest, error) {
+	var req authenticateRequest
+	if err := Decode(c, &req); err != nil {
+		return req, err
+	}
+	if err := CheckSDKInfo(req.SDKInfo); err != nil {
+		return req, err
+	}
+	if err := CheckEnvInfo(req.EnvInfo); err != nil {
+		return req, err
+	}
+	return req, CheckLabels("configTypes", req.ConfigTypes)
+}
+
 // Authenticate is POST /authenticate?method=...
 func (l *Login) Authenticate(c echo.Context) error {
 	method := c.QueryParam("method")
@@ -85,8 +101,8 @@ func (l *Login) Authenticate(c echo.Context) error {
 // attempts the Limiter refuses (429) are refused before the password is
 // looked at. A right password makes the source known to the username.
 func (l *Login) password(c echo.Context) error {
-	var req authenticateRequest
-	if err := Decode(c, &req); err != nil {
+	req, err := decodeAuthenticate(c)
+	if err != nil {
 		return err
 	}
 	if err := CheckLength("username", req.Username, 4, 100); err != nil {
@@ -123,8 +139,8 @@ func (l *Login) password(c echo.Context) error {
 // extJWT authenticates with a JWT of an external signer in the
 // Authorization header. Failures count against the source.
 func (l *Login) extJWT(c echo.Context) error {
-	var req authenticateRequest
-	if err := Decode(c, &req); err != nil {
+	req, err := decodeAuthenticate(c)
+	if err != nil {
 		return err
 	}
 	token, ok := bearer(c)
@@ -147,8 +163,8 @@ type CertVerifier interface {
 // cert authenticates with the client certificate of the TLS connection
 // (mutual TLS). Failures count against the source.
 func (l *Login) cert(c echo.Context) error {
-	var req authenticateRequest
-	if err := Decode(c, &req); err != nil {
+	req, err := decodeAuthenticate(c)
+	if err != nil {
 		return err
 	}
 	state := c.Request().TLS

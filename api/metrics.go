@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -30,6 +31,9 @@ type MetricsOptions struct {
 	// Halt, when set, gives postured_bad_events_total and
 	// postured_projection_halted_sequence.
 	Halt *Halt
+	// Disk, when set, gives postured_out_of_space and
+	// postured_disk_free_bytes.
+	Disk DiskStater
 	// Timeout bounds reading the log's position at scrape time (default 2s).
 	Timeout time.Duration
 }
@@ -41,7 +45,8 @@ type MetricsOptions struct {
 //     postured_http_request_duration_seconds{method,route}: counted by
 //     Middleware; route is echo's route pattern, "unmatched" for no route.
 //   - postured_append_duration_seconds{op,result}: appends to the log
-//     through the Log returned by Log, retries included.
+//     through the Log returned by Log, retries included; result
+//     out_of_space counts the appends refused for lack of disk space.
 //   - postured_failed_service_requests_total{check_type}: session requests
 //     refused for posture by this node, once per failing check type.
 //   - read at scrape time: postured_log_last_sequence,
@@ -50,6 +55,9 @@ type MetricsOptions struct {
 //     postured_deadline_queue_length and postured_log_up.
 //   - with a Halt: postured_bad_events_total and
 //     postured_projection_halted_sequence.
+//   - with Disk: postured_out_of_space{part} (1 while the log or the
+//     projection refuses or holds writes for lack of space) and
+//     postured_disk_free_bytes{part}.
 //   - the Go runtime and process collectors.
 type Metrics struct {
 	reg      *prometheus.Registry
@@ -88,6 +96,9 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.appends, m.failed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if opts.Disk != nil {
+		m.reg.MustRegister(newDiskCollector(opts.Disk))
+	}
 	if h := opts.Halt; h != nil {
 		m.reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -181,6 +192,8 @@ func (m *Metrics) appended(op string, e posture.Event, start time.Time, err erro
 	switch {
 	case posture.CodeOf(err) == posture.CodeConflict:
 		result = "conflict"
+	case errors.Is(err, posture.ErrOutOfSpace):
+		result = "out_of_space"
 	case err != nil:
 		result = "error"
 	}
@@ -249,4 +262,36 @@ func (p *progressCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(p.last, float64(st.LastSeq))
 	gauge(p.lagEvents, float64(l.Events))
 	gauge(p.lagSeconds, l.Seconds)
+}
+
+// diskCollector reads the disks of the node's parts at scrape time.
+type diskCollector struct {
+	disk       DiskStater
+	full, free *prometheus.Desc
+}
+
+func newDiskCollector(disk DiskStater) *diskCollector {
+	return &diskCollector{
+		disk: disk,
+		full: prometheus.NewDesc("postured_out_of_space", "1 while the part (log, projection) refuses or holds writes for lack of disk space, else 0.", []string{"part"}, nil),
+		free: prometheus.NewDesc("postured_disk_free_bytes", "Bytes free on the file system of the part (log, projection).", []string{"part"}, nil),
+	}
+}
+
+func (d *diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- d.full
+	ch <- d.free
+}
+
+func (d *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range d.disk() {
+		full := 0.0
+		if s.Full {
+			full = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.full, prometheus.GaugeValue, full, s.Part)
+		if s.Free >= 0 {
+			ch <- prometheus.MustNewConstMetric(d.free, prometheus.GaugeValue, float64(s.Free), s.Part)
+		}
+	}
 }

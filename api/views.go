@@ -120,3 +120,67 @@ func NewAuthenticatorView(au posture.Authenticator, identityName, collection str
 		Tags: t, CreatedAt: Time(au.CreatedAt), UpdatedAt: Time(au.UpdatedAt), Links: SelfLink(collection, au.ID),
 	}
 }
+
+// DefaultAuthPolicyID is the auth policy every identity answers with:
+// postured has one set of login rules, the real controller's default
+// policy.
+const DefaultAuthPolicyID = "default"
+
+// AuthenticatorSummary is an entry of an identity's authenticators map.
+type AuthenticatorSummary struct {
+	ID          string `json:"id"`
+	Username    string `json:"username,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// IdentityFacts are what an identity's view shows beyond its record.
+type IdentityFacts struct {
+	Authenticators []posture.Authenticator
+	// Client is what its clients last reported at authenticate.
+	Client        posture.ClientInfo
+	HasAPISession bool
+	MFAEnabled    bool
+	// Enrollment is the enrollments map by method (never nil in the view).
+	Enrollment map[string]any
+}
+
+// IdentityView renders identityDetail, as both APIs show it (the management
+// API's identities, the client API's current-identity), with the fields the
+// real controller always sends.
+func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]any {
+	auths := map[string]AuthenticatorSummary{}
+	for _, au := range f.Authenticators {
+		auths[au.Method] = AuthenticatorSummary{ID: au.ID, Username: au.Username, Fingerprint: au.Fingerprint}
+	}
+	env, sdk := posture.EnvInfo{}, posture.SDKInfo{}
+	if f.Client.EnvInfo != nil {
+		env = *f.Client.EnvInfo
+	}
+	if f.Client.SDKInfo != nil {
+		sdk = *f.Client.SDKInfo
+	}
+	enrollment := f.Enrollment
+	if enrollment == nil {
+		enrollment = map[string]any{}
+	}
+	var externalID any
+	if i.ExternalID != "" {
+		externalID = i.ExternalID
+	}
+	t := i.Tags
+	if t == nil {
+		t = posture.Tags{}
+	}
+	return map[string]any{
+		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": Ref("identity-types", i.Type, i.Type),
+		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
+		"externalId": externalID, "disabled": i.Disabled, "tags": t,
+		"authenticators": auths, "isMfaEnabled": f.MFAEnabled, "enrollment": enrollment,
+		"authPolicyId": DefaultAuthPolicyID, "authPolicy": Ref("auth-policies", DefaultAuthPolicyID, "Default"),
+		"envInfo": env, "sdkInfo": sdk,
+		"hasApiSession": f.HasAPISession, "hasEdgeRouterConnection": false,
+		"defaultHostingCost": 0, "defaultHostingPrecedence": "default",
+		"serviceHostingCosts": map[string]int{}, "serviceHostingPrecedences": map[string]string{},
+		"createdAt": Time(i.CreatedAt), "updatedAt": Time(i.UpdatedAt), "_links": links,
+	}
+}

@@ -94,10 +94,10 @@ func (a ClientAuth) natsOptions() ([]nats.Option, error) {
 // syntax; a test keeps the two equal).
 const (
 	// RolePostured is a postured node: it appends to the stream, consumes
-	// it, creates and updates it, the node registry bucket and the data key
-	// bucket (whose keys it destroys). It may not delete a stream, nor
+	// it, creates it, the node registry bucket and the data key bucket
+	// (whose keys it destroys). It may not update or delete a stream, nor
 	// purge the event stream or delete one of its messages: nobody
-	// rewrites history through a node's credentials.
+	// rewrites or shortens history through a node's credentials.
 	RolePostured = "postured"
 	// RoleAuditor reads the stream and follows it (stream info, direct
 	// and stored message gets, consumers created and pulled). It may not
@@ -120,9 +120,11 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 				Allow: []string{subjects, TransitionsSubjects(stream) + ">", "$JS.API.>", "$KV." + nodesBucket + ".>", "$KV." + keysBucket + ".>", "$JS.ACK.>", "$JS.FC.>"},
 				// Messages of the data key bucket may be deleted (a
 				// deleted identity's key is destroyed); those of the
-				// event stream and the transitions stream may not, and
-				// no stream is deleted.
-				Deny: []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.MSG.DELETE." + stream,
+				// event stream and the transitions stream may not. No
+				// stream is deleted or updated: a changed limit or
+				// retention could drop history, so a stream's
+				// configuration, once created, is an administrator's.
+				Deny: []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.MSG.DELETE." + stream,
 					"$JS.API.STREAM.PURGE." + transitions, "$JS.API.STREAM.MSG.DELETE." + transitions},
 			},
 			Subscribe: inbox,

@@ -269,7 +269,8 @@ func (l *Log) WaitForSkip(ctx context.Context, bad *BadEventError) (posture.Even
 }
 
 // passOver is what a consumer delivers in place of the bad message: the
-// decision to skip it, with the message's sequence and stored time, or the
+// decision to skip it, with the message's sequence, stored time and
+// subject, or the
 // *BadEventError itself when the log holds no decision.
 func (l *Log) passOver(ctx context.Context, bad *BadEventError) (posture.Event, error) {
 	d, ok, err := l.SkipFor(ctx, bad)
@@ -279,7 +280,11 @@ func (l *Log) passOver(ctx context.Context, bad *BadEventError) (posture.Event, 
 	if !ok {
 		return posture.Event{}, bad
 	}
-	d.Seq, d.At = bad.Seq, bad.Stored
+	// The stand-in takes the message's place in full: its sequence, the
+	// time and the subject it was stored with. So a skipped message on the
+	// model subject still counts as the model's last change, which the next
+	// change must name (AppendIfLast) to be accepted.
+	d.Seq, d.At, d.Subject = bad.Seq, bad.Stored, strings.TrimPrefix(bad.Subject, l.prefix)
 	return d, nil
 }
 

@@ -64,7 +64,11 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 	// Messages are decoded on the client's delivery goroutine, so that
 	// decoding overlaps with fn.
 	msgs := make(chan delivered, 4*MaxBatch)
+	tap := tapFrom(ctx) // a Checkpointer's (checkpointer.go), or nil
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if tap != nil {
+			tap(m)
+		}
 		e, err := decodeMsg(l.prefix, m)
 		select {
 		case msgs <- delivered{e, err}:

@@ -17,5 +17,10 @@
 // the permissions of their role (Permissions): postured appends and
 // consumes, auditor reads and follows. Its own log goes to slog.
 //
+// The log's history is verifiable: a Checkpointer appends signed
+// checkpoints that hash the stored messages in order, chained to each
+// other, and Verify recomputes them from the stream and names the first
+// sequence that was deleted, altered or inserted (see checkpoint.go).
+//
 // It imports nats.go and nats-server and the root package only.
 package eventlog

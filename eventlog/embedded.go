@@ -11,6 +11,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// Limits of the embedded JetStream: no cap of its own on the store (the
+// disk is the cap, see space.go), and the memory it may use for memory
+// streams (the node registry, a few bytes per node).
+const (
+	maxStore  = 1 << 60
+	maxMemory = 256 << 20
+)
+
 // embeddedReady bounds how long the embedded server may take to start.
 const embeddedReady = 10 * time.Second
 
@@ -23,6 +31,7 @@ type embedded struct {
 	stream     string
 	syncAlways bool
 	log        *slog.Logger
+	onError    func(string) // hears the server's error lines (space.go)
 }
 
 // startEmbedded runs a JetStream-enabled nats-server in this process with its
@@ -42,6 +51,13 @@ func startEmbedded(o embedded) (*server.Server, error) {
 		DontListen: o.listen == "",
 		NoSigs:     true,
 		SyncAlways: o.syncAlways,
+		// Explicit limits: by default the server caps its store at 75% of
+		// the space free when it starts, a cap that a nearly full disk
+		// at start makes small and that freeing space does not raise
+		// until a restart ("insufficient resources"). The disk reserve
+		// decides instead.
+		JetStreamMaxStore:  maxStore,
+		JetStreamMaxMemory: maxMemory,
 	}
 	if o.listen != "" {
 		if o.tls == nil {
@@ -73,6 +89,7 @@ func startEmbedded(o embedded) (*server.Server, error) {
 		return nil, fmt.Errorf("eventlog: embedded NATS: %w", err)
 	}
 	logger := newServerLog(o.log)
+	logger.onError = o.onError
 	ns.SetLoggerV2(logger, logger.debugEnabled(), false, false)
 	ns.Start() // returns early after a fatal error
 	if msg := logger.fatalError(); msg != "" {

@@ -62,7 +62,7 @@ func (l *Log) OpenKeys(ctx context.Context) (*Keys, error) {
 	)
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
-		if stream, err = l.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if stream, err = l.ensureStream(ctx, cfg); err != nil {
 			return err
 		}
 		kv, err = l.js.KeyValue(ctx, keysBucket)

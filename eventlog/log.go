@@ -65,6 +65,11 @@ type Options struct {
 	SyncAlways bool
 	// Duplicates is the deduplication window (default 2 minutes).
 	Duplicates time.Duration
+	// DiskReserve is the free space the embedded store's file system must
+	// keep: appends are refused (503, out of disk space) below it, and
+	// resume by themselves once it is free again (see Space). 0 refuses
+	// nothing before the disk is full. Ignored for external servers.
+	DiskReserve int64
 	// Logger receives connection events and the embedded server's log
 	// (default: discard).
 	Logger *slog.Logger
@@ -85,6 +90,10 @@ type Log struct {
 	kv   jetstream.KeyValue // the node registry, opened on first use (nodes.go)
 
 	stopping sync.WaitGroup // stops of stalled consumers (consume.go)
+
+	guard     *guard        // the embedded store's disk (space.go)
+	stopGuard chan struct{} // closed by Close
+	guarding  sync.WaitGroup
 }
 
 // Open connects to (or starts) the NATS server and creates the stream if it
@@ -125,8 +134,10 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if opts.Dir == "" {
 			return nil, errors.New("eventlog: Dir is required for the embedded server")
 		}
+		l.guard = &guard{dir: opts.Dir, reserve: opts.DiskReserve, log: opts.Logger,
+			jsCfg: server.JetStreamConfig{StoreDir: opts.Dir, SyncAlways: opts.SyncAlways, MaxStore: maxStore, MaxMemory: maxMemory, Strict: true}}
 		emb := embedded{dir: opts.Dir, listen: opts.Listen, tls: opts.ListenTLS, stream: opts.Stream,
-			syncAlways: opts.SyncAlways, log: opts.Logger}
+			syncAlways: opts.SyncAlways, log: opts.Logger, onError: l.guard.serverError}
 		if opts.Listen != "" {
 			if opts.CredsDir == "" {
 				opts.CredsDir = filepath.Join(opts.Dir, "creds")
@@ -145,6 +156,9 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if l.ns, err = startEmbedded(emb); err != nil {
 			return nil, err
 		}
+		l.guard.ns = l.ns
+		l.stopGuard = make(chan struct{})
+		l.guarding.Go(func() { l.guard.watch(l.stopGuard) })
 		natsOpts = append(natsOpts, nats.InProcessServer(l.ns))
 		if l.nc, err = nats.Connect("", natsOpts...); err != nil {
 			l.Close()
@@ -182,12 +196,12 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if opts.Existing {
 			l.stream, err = l.js.Stream(ctx, opts.Stream)
 		} else {
-			l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
+			l.stream, err = l.ensureStream(ctx, cfg)
 		}
 		if err != nil {
 			// A user who may not change the stream gets no answer, only
 			// an asynchronous permissions violation: not worth a retry.
-			for _, op := range []string{"INFO", "UPDATE", "CREATE"} {
+			for _, op := range []string{"INFO", "CREATE"} {
 				if denied := l.denied("$JS.API.STREAM." + op + "." + opts.Stream); denied != nil {
 					return denied
 				}
@@ -204,6 +218,11 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 
 // Close disconnects and stops the embedded server, if any.
 func (l *Log) Close() error {
+	if l.stopGuard != nil {
+		close(l.stopGuard)
+		l.guarding.Wait()
+		l.stopGuard = nil
+	}
 	if l.nc != nil {
 		l.nc.Close()
 	}
@@ -261,14 +280,36 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	if err != nil {
 		return 0, fmt.Errorf("eventlog: encode: %w", err)
 	}
+	if err := l.fits(e, body); err != nil {
+		return 0, err
+	}
 	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}, opts...)
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
+	// However long ctx is, an append gives up after maxAppendWait: a
+	// handler never waits on the log without a deadline.
+	ctx, cancel := context.WithTimeout(ctx, maxAppendWait)
+	defer cancel()
 	var seq uint64
+	var fullSince time.Time
 	// Each attempt waits for its acknowledgement at most appendAttempt,
 	// so that an acknowledgement lost with a server that died is soon
 	// asked again. The retry carries the same message id.
 	err = retryWithin(ctx, appendAttempt, func(ctx context.Context) error {
+		if err := l.checkSpace(); err != nil {
+			return err // not transient: answered at once
+		}
 		ack, err := l.js.PublishMsg(ctx, msg, pub...)
+		if isOutOfSpace(err) {
+			// The embedded server is out of space for good (until the
+			// watcher sees space again); a cluster may elect a leader
+			// that has some: retried for outOfSpaceGrace.
+			if fullSince.IsZero() {
+				fullSince = time.Now()
+			}
+			if l.guard != nil || time.Since(fullSince) >= outOfSpaceGrace {
+				return outOfSpace("the event log is out of disk space: "+err.Error(), err)
+			}
+		}
 		if err != nil {
 			if denied := l.denied(msg.Subject); denied != nil {
 				return denied // not worth another try
@@ -282,9 +323,38 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		if isWrongLastSeq(err) {
 			return 0, &posture.Error{Code: posture.CodeConflict, Err: err}
 		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return 0, tooLarge(e, len(body), l.nc.MaxPayload(), err)
+		}
+		if errors.Is(err, posture.ErrOutOfSpace) {
+			return 0, err
+		}
 		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
 	}
 	return seq, nil
+}
+
+// maxAppendWait bounds an append, retries included.
+const maxAppendWait = 30 * time.Second
+
+// outOfSpaceGrace is how long an external server's out-of-space answers are
+// retried before an append fails with them.
+const outOfSpaceGrace = 3 * time.Second
+
+// headerRoom is what the headers of an append (message id, expected stream
+// and last sequence) take of the server's payload limit, with a margin.
+const headerRoom = 512
+
+// fits fails with REQUEST_ENTITY_TOO_LARGE when the encoded event would
+// exceed the largest message the server accepts (max_payload, 1 MiB by
+// default), which the client would otherwise refuse with a bare
+// ErrMaxPayload.
+func (l *Log) fits(e posture.Event, body []byte) error {
+	limit := l.nc.MaxPayload() - headerRoom
+	if limit > 0 && int64(len(body)) > limit {
+		return tooLarge(e, len(body), limit, nats.ErrMaxPayload)
+	}
+	return nil
 }
 
 // denied is the connection's last error if it is the server refusing a
@@ -296,6 +366,15 @@ func (l *Log) denied(subject string) error {
 		return err
 	}
 	return nil
+}
+
+func tooLarge(e posture.Event, size int, limit int64, err error) error {
+	return &posture.Error{
+		Code: posture.CodeRequestEntityTooLarge,
+		Message: fmt.Sprintf("the %s event of this request would take %d bytes as JSON, more than the %d bytes the event log accepts: send less in one request",
+			e.Type, size, limit),
+		Err: err,
+	}
 }
 
 // appendAttempt bounds one attempt of an append (shorter than
@@ -424,6 +503,9 @@ func retryWithin(ctx context.Context, attempt time.Duration, f func(ctx context.
 }
 
 func transient(err error) bool {
+	if errors.Is(err, posture.ErrOutOfSpace) {
+		return false // decided: the server's answer was retried long enough
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 503 (no quorum, leader election) and 408 are worth another try.

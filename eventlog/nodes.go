@@ -51,14 +51,19 @@ func (l *Log) registry(ctx context.Context) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
-		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      nodesBucket,
-			Description: "live postured nodes",
-			History:     1,
-			TTL:         NodeTTL,
-			Storage:     jetstream.MemoryStorage,
-			Replicas:    replicas,
-		})
+		// Opened, or created when missing, but never updated: the
+		// postured role may not change a stream (ensureStream).
+		kv, err = l.js.KeyValue(ctx, nodesBucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = l.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket:      nodesBucket,
+				Description: "live postured nodes",
+				History:     1,
+				TTL:         NodeTTL,
+				Storage:     jetstream.MemoryStorage,
+				Replicas:    replicas,
+			})
+		}
 		return err
 	})
 	if err != nil {
@@ -81,10 +86,21 @@ func (l *Log) Announce(ctx context.Context, n Node) error {
 	if err != nil {
 		return err
 	}
-	return retry(ctx, func(ctx context.Context) error {
+	err = retry(ctx, func(ctx context.Context) error {
 		_, err := kv.Put(ctx, n.ID, data)
 		return err
 	})
+	if err != nil {
+		// The bucket may be gone (it lives in memory: a restart of
+		// JetStream, see space.go, loses it): the next announcement
+		// creates it again.
+		l.kvMu.Lock()
+		if l.kv == kv {
+			l.kv = nil
+		}
+		l.kvMu.Unlock()
+	}
+	return err
 }
 
 // Withdraw removes a node from the registry (a clean shutdown).

@@ -19,7 +19,8 @@ import (
 // directory) and would otherwise only be noticed as a server that never
 // becomes ready.
 type serverLog struct {
-	log *slog.Logger
+	log     *slog.Logger
+	onError func(string) // when set, hears every error line (the disk guard)
 
 	mu    sync.Mutex
 	fatal string // the first fatal message
@@ -41,9 +42,15 @@ func (s *serverLog) emit(level slog.Level, format string, v []any) {
 
 func (s *serverLog) Noticef(format string, v ...any) { s.emit(slog.LevelInfo, format, v) }
 func (s *serverLog) Warnf(format string, v ...any)   { s.emit(slog.LevelWarn, format, v) }
-func (s *serverLog) Errorf(format string, v ...any)  { s.emit(slog.LevelError, format, v) }
 func (s *serverLog) Debugf(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
 func (s *serverLog) Tracef(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
+
+func (s *serverLog) Errorf(format string, v ...any) {
+	s.emit(slog.LevelError, format, v)
+	if s.onError != nil {
+		s.onError(fmt.Sprintf(format, v...))
+	}
+}
 
 func (s *serverLog) Fatalf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)

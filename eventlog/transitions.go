@@ -60,8 +60,9 @@ type Transitions struct {
 	prefix string
 }
 
-// OpenTransitions creates or updates (or, with Existing, opens) the
-// transitions stream beside the event stream.
+// OpenTransitions creates (or, with Existing, only opens) the transitions
+// stream beside the event stream. An existing stream is updated only where
+// its configuration differs and the credentials may (see ensureStream).
 func (l *Log) OpenTransitions(ctx context.Context, opts TransitionsOptions) (*Transitions, error) {
 	if opts.Replicas <= 0 {
 		opts.Replicas = 1
@@ -87,10 +88,10 @@ func (l *Log) OpenTransitions(ctx context.Context, opts TransitionsOptions) (*Tr
 		if opts.Existing {
 			t.stream, err = l.js.Stream(ctx, t.name)
 		} else {
-			t.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
+			t.stream, err = l.ensureStream(ctx, cfg)
 		}
 		if err != nil {
-			for _, op := range []string{"INFO", "UPDATE", "CREATE"} {
+			for _, op := range []string{"INFO", "CREATE"} {
 				if denied := l.denied("$JS.API.STREAM." + op + "." + t.name); denied != nil {
 					return denied
 				}

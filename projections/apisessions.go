@@ -19,6 +19,9 @@ func init() {
 		if err := startSessionPosture(tx, s); err != nil {
 			return err
 		}
+		if err := putClientInfo(tx, e, s); err != nil {
+			return err
+		}
 		return tx.put(entityKey(KindAPISession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionTouched) error {
@@ -58,6 +61,51 @@ func deleteAPISession(tx *Tx, id string) error {
 		return err
 	}
 	return tx.del(entityKey(KindAPISession, id))
+}
+
+// clientInfoKey is where the latest client report of an identity is kept:
+//
+//	e/identity-clients/<identityId>  posture.ClientInfo
+func clientInfoKey(identityID string) []byte {
+	return entityKey(posture.KindIdentityClient, identityID)
+}
+
+// putClientInfo keeps what a new API session's client reported (envInfo,
+// sdkInfo) as the identity's latest; a report of neither leaves it.
+func putClientInfo(tx *Tx, e posture.Event, s posture.APISession) error {
+	if s.EnvInfo == nil && s.SDKInfo == nil {
+		return nil
+	}
+	info := posture.ClientInfo{IdentityID: s.IdentityID}
+	if _, err := getJSON(tx.r(), clientInfoKey(s.IdentityID), &info); err != nil {
+		return err
+	}
+	if s.EnvInfo != nil {
+		info.EnvInfo = s.EnvInfo
+	}
+	if s.SDKInfo != nil {
+		info.SDKInfo = s.SDKInfo
+	}
+	info.UpdatedAt = e.At
+	return tx.put(clientInfoKey(s.IdentityID), info)
+}
+
+// ClientInfo returns what the identity's clients last reported; an identity
+// whose clients reported nothing has a ClientInfo with neither set.
+func (s *Store) ClientInfo(identityID string) (posture.ClientInfo, error) {
+	info := posture.ClientInfo{IdentityID: identityID}
+	_, err := getJSON(s.r(), clientInfoKey(identityID), &info)
+	return info, err
+}
+
+// HasAPISession reports whether the identity has at least one API session.
+func (s *Store) HasAPISession(identityID string) (bool, error) {
+	found := false
+	err := scan(s.r(), relationPrefix(posture.KindIdentity, identityID, KindAPISession), func(_, _ []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
 }
 
 // APISession returns the API session with the id.

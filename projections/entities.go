@@ -262,6 +262,9 @@ func init() {
 		if err := deleteIdentityEnrollments(tx, old.ID); err != nil {
 			return err
 		}
+		if err := tx.del(clientInfoKey(old.ID)); err != nil {
+			return err
+		}
 		return dropIdentityPosture(tx, old.ID)
 	}})
 	onEntity(entityHooks[posture.Authenticator]{beforeDelete: dropAuthenticatorExtension})

@@ -26,7 +26,8 @@ var (
 // of another layout is discarded when opened and rebuilt from the log.
 // Projections without a version are layout 1; layout 2 keeps an event's
 // history entries for an identity under one key; layout 3 finds one-time
-// enrollment tokens by their hash (never by the token in clear);
+// enrollment tokens by their hash (never by the token in clear) and keeps
+// what an identity's clients last reported (e/identity-clients/<identityId>);
 // layout 4 adds the fleet summary (summary.go) and the transitions outbox.
 const layout = 4
 

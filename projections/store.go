@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -31,10 +32,29 @@ type Options struct {
 	// in memory; after a crash the directory holds what was flushed before,
 	// a prefix of the log with its cursor.
 	NoWAL bool
+	// DiskReserve is the free space the file system of Dir must keep: below
+	// it the store stops applying until it is free again (see space.go).
+	// 0: the store pauses only when a write meets a full disk.
+	DiskReserve int64
+	// MemTableSize is Pebble's memtable (default: walMemTable with a
+	// write-ahead log on disk, bulkMemTable otherwise).
+	MemTableSize uint64
 }
 
 // cacheSize is the Pebble block cache.
 const cacheSize = 128 << 20
+
+// Memtable sizes. Pebble preallocates each write-ahead log file at 110% of
+// the memtable and keeps one or two, so a 64 MiB memtable made a store of a
+// few hundred events take 141 MiB on disk (and 100,000 events 288 MiB, six
+// times their log): a store with a write-ahead log on disk uses 16 MiB,
+// which applies as fast in BenchmarkAppendApply (4 MiB was a fifth slower).
+// A store without one (a replay) or in memory keeps the large one, which a
+// bulk load is faster with.
+const (
+	walMemTable  = 16 << 20
+	bulkMemTable = 64 << 20
+)
 
 // Source is the log as the projector sees it (eventlog.Log implements it).
 type Source interface {
@@ -51,12 +71,19 @@ type Store struct {
 	hot    *hotCache
 	ranges *rangeCache
 
-	mu        sync.Mutex
-	applied   uint64
-	modelSeq  uint64        // sequence of the last applied event on the model subject
-	appliedAt time.Time     // event time of the last applied event
-	changed   chan struct{} // closed and replaced on every advance
-	failed    error         // set when apply stopped for good
+	mu           sync.Mutex
+	applied      uint64
+	modelSeq     uint64         // sequence of the last applied event on the model subject
+	appliedAt    time.Time      // event time of the last applied event
+	changed      chan struct{}  // closed and replaced on every advance
+	failed       error          // set when apply stopped for good
+	paused       *posture.Error // set while the disk is below the reserve (space.go)
+	pausedReason string
+
+	disk       *diskGuard
+	closeOnce  sync.Once
+	heldWrites atomic.Bool // the file system holds Pebble's writes for lack of space
+	broken     atomic.Bool // Pebble failed a write: the database must not be used again
 }
 
 // Open opens (or creates) the projection database and reads its cursor.
@@ -64,13 +91,26 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.MemTableSize == 0 {
+		opts.MemTableSize = bulkMemTable
+		if opts.FS == nil && !opts.NoWAL {
+			opts.MemTableSize = walMemTable
+		}
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	s := &Store{noWAL: opts.NoWAL, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	s.disk = &diskGuard{fs: opts.FS, dir: opts.Dir, reserve: opts.DiskReserve,
+		resume: max(opts.DiskReserve, int64(opts.MemTableSize)*11/10), closing: make(chan struct{})}
+	s.disk.measure()
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
-		FS:           opts.FS,
-		Logger:       quietLogger{},
+		FS:           vfs.OnDiskFull(opts.FS, s.diskFull),
+		Logger:       quietLogger{log: opts.Logger},
 		Cache:        cache,
-		MemTableSize: 64 << 20,
+		MemTableSize: opts.MemTableSize,
 		DisableWAL:   opts.NoWAL,
 	}
 	// Point reads dominate (entities, posture, API sessions by token): bloom
@@ -83,7 +123,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projections: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, noWAL: opts.NoWAL, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	s.db = db
 	if err := s.checkLayout(); err != nil {
 		db.Close()
 		return nil, err
@@ -164,6 +204,19 @@ func (s *Store) Flush() error {
 // Close closes the database, first flushing a store without a write-ahead
 // log.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.disk.closing) })
+	if s.broken.Load() {
+		// Pebble's own state is unusable after the failed write (closing
+		// could wait on it); what it committed is on disk, and a restart
+		// resumes from there.
+		return s.Err()
+	}
+	if s.heldWrites.Load() {
+		// A write is held for lack of space: closing would wait for it
+		// (or fail it, which Pebble does not survive). What the store
+		// committed is in its write-ahead log, or replayed from the log.
+		return errors.New("projections: closed without flushing: the disk is full")
+	}
 	if s.noWAL {
 		if err := s.Flush(); err != nil {
 			s.db.Close()
@@ -190,6 +243,9 @@ func (s *Store) Apply(events []posture.Event) error {
 	s.mu.Unlock()
 	if failed != nil {
 		return failed
+	}
+	if err := s.checkSpace(); err != nil {
+		return err
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
@@ -224,8 +280,8 @@ func (s *Store) Apply(events []posture.Event) error {
 			return s.fail(err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return s.fail(fmt.Errorf("projections: commit: %w", err))
+	if err := s.commit(b); err != nil {
+		return s.fail(err)
 	}
 	s.mu.Lock()
 	s.applied, s.appliedAt = cursor, last.At
@@ -235,6 +291,24 @@ func (s *Store) Apply(events []posture.Event) error {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
+	return nil
+}
+
+// commit commits a batch without waiting for a sync. Pebble panics when it
+// cannot write (its write-ahead log on a full disk): the panic becomes an
+// error that stops the store for good, with what to do.
+func (s *Store) commit(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.broken.Store(true)
+			err = fmt.Errorf("projections: the store failed to write (%v): it stops; free disk space and restart postured, "+
+				"which resumes from the last event committed", r)
+			s.log.Error(err.Error())
+		}
+	}()
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("projections: commit: %w", err)
+	}
 	return nil
 }
 
@@ -282,13 +356,16 @@ func (s *Store) Err() error {
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 	for {
 		s.mu.Lock()
-		applied, failed, changed := s.applied, s.failed, s.changed
+		applied, failed, paused, changed := s.applied, s.failed, s.paused, s.changed
 		s.mu.Unlock()
 		if applied >= seq {
 			return nil
 		}
 		if failed != nil {
 			return failed
+		}
+		if paused != nil {
+			return paused
 		}
 		select {
 		case <-changed:
@@ -300,14 +377,24 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 
 // Run applies the log from cursor+1 until ctx ends or an event cannot be
 // applied.
+//
+// When the disk falls below the reserve, Run waits until it has it again and
+// goes on from the cursor.
 func (s *Store) Run(ctx context.Context, src Source) error {
-	from := s.Cursor() + 1
-	s.log.Info("projection catching up", "from", from)
-	err := src.Consume(ctx, from, s.Apply)
-	if ctx.Err() != nil {
-		return nil
+	for {
+		from := s.Cursor() + 1
+		s.log.Info("projection catching up", "from", from)
+		err := src.Consume(ctx, from, s.Apply)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, posture.ErrOutOfSpace) {
+			return err
+		}
+		if err := s.waitForSpace(ctx, s.disk.closing); err != nil {
+			return nil
+		}
 	}
-	return err
 }
 
 // Dump writes every key and value in key order, one pair per line, with
@@ -331,11 +418,16 @@ func (s *Store) Dump(w io.Writer) error {
 }
 
 // quietLogger drops Pebble's informational logging; fatal errors still
-// panic as Pebble expects.
-type quietLogger struct{}
+// panic as Pebble expects (commit turns the panic of a commit into an
+// error).
+type quietLogger struct{ log *slog.Logger }
 
 func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	slog.Error(fmt.Sprintf("pebble: "+format, args...))
+func (l quietLogger) Errorf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf("pebble: "+format, args...))
 }
-func (quietLogger) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (l quietLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.log.Error("pebble: fatal: " + msg)
+	panic(msg)
+}

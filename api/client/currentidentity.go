@@ -10,44 +10,39 @@ import (
 	"github.com/seed-0809debe/posture/api"
 )
 
-type authenticatorSummary struct {
-	ID          string `json:"id"`
-	Username    string `json:"username,omitempty"`
-	Fingerprint string `json:"fingerprint,omitempty"`
-}
-
 // currentIdentity is GET /current-identity: the caller's identity, as the
-// management API shows identities.
+// management API shows identities. The caller has an API session: the one
+// it asks with.
 func (a *API) currentIdentity(c echo.Context) error {
 	i := api.PrincipalOf(c).Identity
-	auths := map[string]authenticatorSummary{}
-	list, err := a.Identities.IdentityAuthenticators(i.ID)
-	if err != nil {
+	f := api.IdentityFacts{HasAPISession: true, Enrollment: map[string]any{}}
+	var err error
+	if f.Authenticators, err = a.Identities.IdentityAuthenticators(i.ID); err != nil {
 		return err
-	}
-	for _, au := range list {
-		auths[au.Method] = authenticatorSummary{ID: au.ID, Username: au.Username, Fingerprint: au.Fingerprint}
 	}
 	m, err := a.mfaOf(i.ID)
 	if err != nil {
 		return err
 	}
-	var externalID any
-	if i.ExternalID != "" {
-		externalID = i.ExternalID
+	f.MFAEnabled = m != nil && m.Verified
+	if f.Client, err = a.Identities.ClientInfo(i.ID); err != nil {
+		return err
 	}
-	t := i.Tags
-	if t == nil {
-		t = posture.Tags{}
+	enrollments, err := a.Identities.IdentityEnrollments(i.ID)
+	if err != nil {
+		return err
 	}
-	return api.OK(c, map[string]any{
-		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": api.Ref("identity-types", i.Type, i.Type),
-		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
-		"externalId": externalID, "disabled": i.Disabled, "tags": t,
-		"authenticators": auths, "isMfaEnabled": m != nil && m.Verified, "hasApiSession": true,
-		"createdAt": api.Time(i.CreatedAt), "updatedAt": api.Time(i.UpdatedAt),
-		"_links": api.Links{"self": {Href: "./current-identity"}},
-	})
+	for _, e := range enrollments {
+		v := map[string]any{"id": e.ID, "jwt": e.JWT, "token": e.Token, "expiresAt": api.Time(e.ExpiresAt)}
+		switch e.Method {
+		case posture.EnrollOTTCA:
+			v["caId"] = e.CAID
+		case posture.EnrollUPDB:
+			v["username"] = e.Username
+		}
+		f.Enrollment[e.Method] = v
+	}
+	return api.OK(c, api.IdentityView(i, f, api.Links{"self": {Href: "./current-identity"}}))
 }
 
 func newAuthenticatorView(au posture.Authenticator, identity posture.Identity) api.AuthenticatorView {

@@ -18,6 +18,8 @@ type IdentityStore interface {
 	MFA(identityID string) (posture.MFA, error)
 	ExternalJWTSigners() ([]posture.ExternalJWTSigner, error)
 	ExternalJWTSignerByIssuer(issuer string) (posture.ExternalJWTSigner, error)
+	ClientInfo(identityID string) (posture.ClientInfo, error)
+	IdentityEnrollments(identityID string) ([]posture.Enrollment, error)
 }
 
 // identityRoutes are the current identity's operations: MFA, authenticators,

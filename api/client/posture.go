@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,6 +72,9 @@ func postureResponse(field string, in postureResponseInput) (posture.PostureResp
 		return r, posture.Invalid(field+"id", "is required", nil)
 	}
 	r.ID = strings.TrimSpace(*in.ID)
+	if err := bounded(field, in); err != nil {
+		return r, err
+	}
 	req := func(name string, v *string) (string, error) {
 		if v == nil || strings.TrimSpace(*v) == "" {
 			return "", posture.Invalid(field+name, "is required", nil)
@@ -112,6 +116,32 @@ func postureResponse(field string, in postureResponseInput) (posture.PostureResp
 	return r, nil
 }
 
+// bounded checks the sizes of a posture response's fields (see api.MaxLabel).
+func bounded(field string, in postureResponseInput) error {
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{
+		{"id", str(in.ID), api.MaxLabel}, {"typeId", in.TypeID, api.MaxLabel}, {"type", str(in.Type), api.MaxLabel},
+		{"version", str(in.Version), api.MaxLabel}, {"build", in.Build, api.MaxLabel}, {"domain", str(in.Domain), api.MaxLabel},
+		{"path", in.Path, api.MaxPath}, {"hash", in.Hash, api.MaxLabel},
+	} {
+		if err := api.CheckMax(field+f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
+	if err := api.CheckLabels(field+"macAddresses", in.MACAddresses); err != nil {
+		return err
+	}
+	return api.CheckLabels(field+"signerFingerprints", in.SignerFingerprints)
+}
+
 // timeoutChange is a service whose MFA query a wake or unlock now affects.
 type timeoutChange struct {
 	ID               string `json:"id"`
@@ -144,6 +174,10 @@ func (a *API) createPostureResponseBulk(c echo.Context) error {
 	}
 	if len(in) == 0 {
 		return posture.Invalid("", "at least one posture response is required", nil)
+	}
+	if len(in) > api.MaxBulk {
+		return posture.Invalid(fmt.Sprintf("[%d]", api.MaxBulk), fmt.Sprintf("at most %d posture responses in one request", api.MaxBulk),
+			fmt.Sprintf("(%d responses)", len(in)))
 	}
 	out := make([]posture.PostureResponse, 0, len(in))
 	for i, x := range in {

@@ -265,6 +265,10 @@ type edgeRouterView struct {
 	SupportedProtocols map[string]string `json:"supportedProtocols"`
 	URLs               map[string]string `json:"urls"`
 	AppData            posture.Tags      `json:"appData"`
+	Tags               posture.Tags      `json:"tags"`
+	CreatedAt          api.Time          `json:"createdAt"`
+	UpdatedAt          api.Time          `json:"updatedAt"`
+	Links              api.Links         `json:"_links"`
 }
 
 // routers reads edge routers by id, as views, skipping disabled ones.
@@ -291,9 +295,17 @@ func routerViews(raws []json.RawMessage) []edgeRouterView {
 			protocols["tls"] = "tls://" + r.Hostname + ":3022"
 		}
 		out = append(out, edgeRouterView{ID: r.ID, Name: r.Name, Hostname: r.Hostname, Cost: r.Cost, NoTraversal: r.NoTraversal,
-			SyncStatus: "", SupportedProtocols: protocols, URLs: protocols, AppData: r.AppData})
+			SyncStatus: "", SupportedProtocols: protocols, URLs: protocols, AppData: r.AppData, Tags: tagsOrEmpty(r.Tags),
+			CreatedAt: api.Time(r.CreatedAt), UpdatedAt: api.Time(r.UpdatedAt), Links: api.SelfLink(string(posture.KindEdgeRouter), r.ID)})
 	}
 	return out
+}
+
+func tagsOrEmpty(t posture.Tags) posture.Tags {
+	if t == nil {
+		return posture.Tags{}
+	}
+	return t
 }
 
 // routersFor are the edge routers an identity may use for a service: those

@@ -134,18 +134,18 @@ func (a *API) caView(ca posture.CA) any {
 	links := api.SelfLink(string(posture.KindCA), ca.ID)
 	links["verify"] = api.Link{Href: "./cas/" + ca.ID + "/verify"}
 	links["jwt"] = api.Link{Href: "./cas/" + ca.ID + "/jwt"}
-	var claim any
-	if len(ca.ExternalIDClaim) > 0 {
-		claim = ca.ExternalIDClaim
-	}
-	return map[string]any{
+	v := map[string]any{
 		"id": ca.ID, "name": ca.Name, "certPem": ca.CertPEM, "fingerprint": ca.Fingerprint,
 		"isVerified": ca.IsVerified, "verificationToken": a.reveal(ca.ID, posture.FieldCAVerificationToken, ca.VerificationTokenSealed, ca.VerificationToken), "identityRoles": ca.IdentityRoles,
 		"isAuthEnabled": ca.IsAuthEnabled, "isAutoCaEnrollmentEnabled": ca.IsAutoCaEnrollmentEnabled,
 		"isOttCaEnrollmentEnabled": ca.IsOttCaEnrollmentEnabled, "identityNameFormat": ca.IdentityNameFormat,
-		"externalIdClaim": claim, "tags": ca.Tags,
-		"createdAt": api.Time(ca.CreatedAt), "updatedAt": api.Time(ca.UpdatedAt), "_links": links,
+		"tags": ca.Tags, "createdAt": api.Time(ca.CreatedAt), "updatedAt": api.Time(ca.UpdatedAt), "_links": links,
 	}
+	// Without a claim the key is left out, as the real controller does.
+	if len(ca.ExternalIDClaim) > 0 {
+		v["externalIdClaim"] = ca.ExternalIDClaim
+	}
+	return v
 }
 
 // verifyCA is POST /cas/:id/verify: the body (text/plain) is a PEM

@@ -300,8 +300,10 @@ func process(field string, in processInput) (posture.Process, error) {
 	}
 	p.Hashes = []string{}
 	for i, h := range in.Hashes {
-		if len(h) != 64 || !isHex(h) {
-			return p, posture.Invalid(fmt.Sprintf("%s.hashes[%d]", field, i), "must be a SHA-256 hash: 64 hex characters", h)
+		// SHA-256 (64 hex) or SHA-512 (128 hex): the C SDK, which
+		// ziti-edge-tunnel uses, reports SHA-512.
+		if (len(h) != 64 && len(h) != 128) || !isHex(h) {
+			return p, posture.Invalid(fmt.Sprintf("%s.hashes[%d]", field, i), "must be a SHA-256 or SHA-512 hash: 64 or 128 hex characters", h)
 		}
 		p.Hashes = append(p.Hashes, strings.ToLower(h))
 	}
@@ -407,6 +409,7 @@ func checkTypeViews() []checkTypeView {
 	out := make([]checkTypeView, len(checkTypeNames))
 	for i, t := range checkTypeNames {
 		out[i] = checkTypeView{ID: t.id, Name: t.name, OperatingSystems: oses, Tags: posture.Tags{},
+			CreatedAt: api.Time(api.BuiltinTime), UpdatedAt: api.Time(api.BuiltinTime),
 			Links: api.SelfLink("posture-check-types", t.id)}
 	}
 	return out

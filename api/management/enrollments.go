@@ -286,11 +286,16 @@ func (a *API) enrollmentView(e posture.Enrollment) any {
 		"token":     a.reveal(e.IdentityID, posture.FieldEnrollmentToken, e.TokenSealed, e.Token),
 		"jwt":       a.reveal(e.IdentityID, posture.FieldEnrollmentJWT, e.JWTSealed, e.JWT),
 		"expiresAt": api.Time(e.ExpiresAt),
-		"caId":      nilIfEmpty(e.CAID), "username": nilIfEmpty(e.Username), "tags": posture.Tags{},
+		"caId":      nilIfEmpty(e.CAID), "tags": posture.Tags{},
 		"createdAt": api.Time(e.CreatedAt), "updatedAt": api.Time(e.UpdatedAt), "_links": links,
 	}
 	if e.CAID != "" {
 		v["ca"] = a.caRef(e.CAID)
+	}
+	// Only an updb enrollment has a username; the others leave the key
+	// out, as the real controller does.
+	if e.Username != "" {
+		v["username"] = e.Username
 	}
 	return v
 }

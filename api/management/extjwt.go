@@ -19,6 +19,7 @@ type extJWTInput struct {
 	Audience        *string      `json:"audience,omitempty"`
 	CertPEM         *string      `json:"certPem,omitempty"`
 	JWKSEndpoint    *string      `json:"jwksEndpoint,omitempty"`
+	Kid             *string      `json:"kid,omitempty"`
 	ClaimsProperty  *string      `json:"claimsProperty,omitempty"`
 	UseExternalID   *bool        `json:"useExternalId,omitempty"`
 	Enabled         *bool        `json:"enabled,omitempty"`
@@ -41,7 +42,7 @@ func (a *API) extJWTSigners() *resource[posture.ExternalJWTSigner, extJWTInput] 
 		input: func(s posture.ExternalJWTSigner) extJWTInput {
 			return extJWTInput{
 				Name: &s.Name, Issuer: &s.Issuer, Audience: &s.Audience, CertPEM: optional(s.CertPEM),
-				JWKSEndpoint: optional(s.JWKSEndpoint), ClaimsProperty: &s.ClaimsProperty, UseExternalID: &s.UseExternalID,
+				JWKSEndpoint: optional(s.JWKSEndpoint), Kid: optional(s.Kid), ClaimsProperty: &s.ClaimsProperty, UseExternalID: &s.UseExternalID,
 				Enabled: &s.Enabled, ExternalAuthURL: optional(s.ExternalAuthURL), ClientID: optional(s.ClientID),
 				Scopes: s.Scopes, Tags: s.Tags,
 			}
@@ -138,6 +139,14 @@ func (a *API) buildExtJWTSigner(in extJWTInput, old *posture.ExternalJWTSigner, 
 		}
 		s.CertPEM, s.Fingerprint = certPEM+"\n", pki.Fingerprint(cert)
 	}
+	if s.Kid = strings.TrimSpace(deref(in.Kid, "")); len(s.Kid) > maxExtJWTField {
+		return s, posture.Invalid("kid", "is too long", nil)
+	}
+	for _, other := range signers {
+		if s.Kid != "" && other.Kid == s.Kid && other.ID != s.ID {
+			return s, posture.Invalid("kid", "another external JWT signer has this kid", s.Kid)
+		}
+	}
 	s.ClaimsProperty = strings.TrimSpace(deref(in.ClaimsProperty, ""))
 	if s.ClaimsProperty == "" {
 		s.ClaimsProperty = posture.DefaultClaimsProperty
@@ -164,8 +173,18 @@ func extJWTSignerView(s posture.ExternalJWTSigner) any {
 	if scopes == nil {
 		scopes = []string{}
 	}
+	// The certificate's name and validity are derived from certPem, as the
+	// real controller answers them; a key-set signer has none.
+	var commonName string
+	var notBefore, notAfter any
+	if s.CertPEM != "" {
+		if cert, err := pki.ParseCertificatePEM([]byte(s.CertPEM)); err == nil {
+			commonName, notBefore, notAfter = cert.Subject.CommonName, api.Time(cert.NotBefore), api.Time(cert.NotAfter)
+		}
+	}
 	return map[string]any{
-		"id": s.ID, "name": s.Name, "issuer": s.Issuer, "audience": s.Audience,
+		"id": s.ID, "name": s.Name, "issuer": s.Issuer, "audience": s.Audience, "kid": nilIfEmpty(s.Kid),
+		"commonName": commonName, "notBefore": notBefore, "notAfter": notAfter,
 		"certPem": nilIfEmpty(s.CertPEM), "fingerprint": nilIfEmpty(s.Fingerprint), "jwksEndpoint": nilIfEmpty(s.JWKSEndpoint),
 		"claimsProperty": s.ClaimsProperty, "useExternalId": s.UseExternalID, "enabled": s.Enabled,
 		"externalAuthUrl": nilIfEmpty(s.ExternalAuthURL), "clientId": nilIfEmpty(s.ClientID), "scopes": scopes,

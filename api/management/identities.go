@@ -100,30 +100,16 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 	return i, nil
 }
 
-type authenticatorSummary struct {
-	ID          string `json:"id"`
-	Username    string `json:"username,omitempty"`
-	Fingerprint string `json:"fingerprint,omitempty"`
-}
-
 func (a *API) identityView(i posture.Identity) any {
-	auths := map[string]authenticatorSummary{}
-	if list, err := a.Store.IdentityAuthenticators(i.ID); err == nil {
-		for _, au := range list {
-			auths[au.Method] = authenticatorSummary{ID: au.ID, Username: au.Username, Fingerprint: au.Fingerprint}
-		}
-	}
+	f := api.IdentityFacts{MFAEnabled: a.isMFAEnabled(i.ID), Enrollment: a.enrollmentSummary(i.ID)}
+	f.Authenticators, _ = a.Store.IdentityAuthenticators(i.ID)
+	f.Client, _ = a.Store.ClientInfo(i.ID)
+	f.HasAPISession, _ = a.Store.HasAPISession(i.ID)
 	links := api.SelfLink(string(posture.KindIdentity), i.ID)
 	for _, sub := range []string{"service-policies", "services", "edge-routers", "posture-data", "failed-service-requests", "authenticators"} {
 		links[sub] = api.Link{Href: "./identities/" + i.ID + "/" + sub}
 	}
-	return map[string]any{
-		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": api.Ref("identity-types", i.Type, i.Type),
-		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
-		"externalId": nilIfEmpty(i.ExternalID), "disabled": i.Disabled, "tags": i.Tags,
-		"authenticators": auths, "isMfaEnabled": a.isMFAEnabled(i.ID), "hasApiSession": false, "enrollment": a.enrollmentSummary(i.ID),
-		"createdAt": api.Time(i.CreatedAt), "updatedAt": api.Time(i.UpdatedAt), "_links": links,
-	}
+	return api.IdentityView(i, f, links)
 }
 
 func nilIfEmpty(s string) any {

@@ -8,6 +8,7 @@ package management
 import (
 	_ "embed"
 	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -35,6 +36,8 @@ type Store interface {
 	AuthenticatorByUsername(username string) (posture.Authenticator, error)
 	IdentityAuthenticators(identityID string) ([]posture.Authenticator, error)
 	ConfigsOfType(configTypeID string) ([]string, error)
+	ClientInfo(identityID string) (posture.ClientInfo, error)
+	HasAPISession(identityID string) (bool, error)
 }
 
 // API is the management API's handlers and their dependencies.
@@ -72,7 +75,8 @@ type API struct {
 
 // Routes lists every operation of the management API.
 func (a *API) Routes() []api.Route {
-	var routes []api.Route
+	// listRoot: the version document, as on the client API.
+	routes := []api.Route{{Method: http.MethodGet, Path: "/", Access: api.Public, Handler: a.Info.VersionHandler}}
 	routes = append(routes, a.Info.Routes()...)
 	routes = append(routes, a.Login.Routes(api.Admin)...)
 	routes = append(routes, a.checks().routes()...)

@@ -271,7 +271,7 @@ func (a *API) edgeRouterView(r posture.EdgeRouter) any {
 		"id": r.ID, "name": r.Name, "roleAttributes": r.RoleAttributes, "isTunnelerEnabled": r.IsTunnelerEnabled,
 		"cost": r.Cost, "noTraversal": r.NoTraversal, "disabled": r.Disabled, "hostname": r.Hostname,
 		"appData": r.AppData, "isOnline": false, "isVerified": r.IsVerified, "syncStatus": "",
-		"fingerprint":         nilIfEmpty(r.Fingerprint),
+		"fingerprint":         r.Fingerprint,
 		"enrollmentToken":     a.reveal(r.ID, posture.FieldRouterEnrollToken, r.EnrollmentTokenSealed, r.EnrollmentToken),
 		"enrollmentJwt":       a.reveal(r.ID, posture.FieldRouterEnrollJWT, r.EnrollmentJWTSealed, r.EnrollmentJWT),
 		"enrollmentCreatedAt": api.Time(r.EnrollmentCreatedAt), "enrollmentExpiresAt": api.Time(r.EnrollmentExpiresAt),

@@ -109,6 +109,9 @@ func (a *API) serviceView(s posture.Service) any {
 		"id": s.ID, "name": s.Name, "roleAttributes": s.RoleAttributes, "configs": s.Configs,
 		"encryptionRequired": s.EncryptionRequired, "maxIdleTimeMillis": s.MaxIdleTimeMillis,
 		"terminatorStrategy": s.TerminatorStrategy, "tags": s.Tags,
+		// The caller is an administrator, who may do everything with a
+		// service; posture queries are an identity's, asked on the client API.
+		"permissions": []string{"Bind", "Dial"}, "postureQueries": []any{},
 		"createdAt": api.Time(s.CreatedAt), "updatedAt": api.Time(s.UpdatedAt), "_links": links,
 	}
 }
@@ -191,6 +194,11 @@ func (a *API) configs() *resource[posture.Config, configInput] {
 			}
 			if err := a.unique(posture.KindConfig, c.Name, c.ID); err != nil {
 				return c, err
+			}
+			// A config's type cannot change: an update that names none
+			// (the client's ConfigUpdate has no configTypeId) keeps it.
+			if old != nil && in.ConfigTypeID == "" {
+				in.ConfigTypeID = old.ConfigTypeID
 			}
 			ct, err := a.configType(in.ConfigTypeID)
 			if err != nil {

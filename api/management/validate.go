@@ -59,6 +59,9 @@ func attributes(field string, lists ...*[]string) ([]string, error) {
 	if attrs == nil {
 		return []string{}, nil
 	}
+	if err := api.CheckLabels(field, attrs); err != nil {
+		return nil, err
+	}
 	if msg := posture.CheckAttributes(attrs); msg != "" {
 		return nil, posture.Invalid(field, msg, attrs)
 	}
@@ -69,6 +72,9 @@ func attributes(field string, lists ...*[]string) ([]string, error) {
 func roles(field string, r []string) ([]string, error) {
 	if r == nil {
 		return []string{}, nil
+	}
+	if err := api.CheckLabels(field, r); err != nil {
+		return nil, err
 	}
 	if msg := posture.CheckRoles(r); msg != "" {
 		return nil, posture.Invalid(field, msg, r)

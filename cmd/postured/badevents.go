@@ -20,6 +20,7 @@ import (
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 // haltingSource is the log as a node's projection consumes it. At a message
@@ -29,13 +30,18 @@ import (
 // skip`), then goes on by itself. Nothing is skipped without a decision.
 type haltingSource struct {
 	log    *eventlog.Log
+	via    projections.Source // what reads log (the checkpointer, which hashes what it delivers); nil: log itself
 	halt   *api.Halt
 	logger *slog.Logger
 }
 
 func (s haltingSource) Consume(ctx context.Context, from uint64, fn func([]posture.Event) error) error {
+	var via projections.Source = s.log
+	if s.via != nil {
+		via = s.via
+	}
 	for {
-		err := s.log.Consume(ctx, from, func(batch []posture.Event) error {
+		err := via.Consume(ctx, from, func(batch []posture.Event) error {
 			if err := fn(batch); err != nil {
 				return err
 			}

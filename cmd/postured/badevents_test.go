@@ -296,6 +296,12 @@ func TestRestartedNodeGoesOnAfterSkip(t *testing.T) {
 	if status, v := restarted.readyz(t); status != http.StatusOK {
 		t.Fatalf("readyz after the decision: %d %+v", status, v)
 	}
+	// The skipped message was the model subject's last: the next model
+	// change expects it, and is accepted.
+	admin := restarted.adminToken(t)
+	if r := restarted.do(t, http.MethodPost, mgmt+"/services", admin, map[string]any{"name": "after-the-skip"}); r.Status != http.StatusCreated {
+		t.Fatalf("a model change after the skip: %d %s", r.Status, r.Body)
+	}
 }
 
 // inspect prints text as text and anything else as a hex dump.

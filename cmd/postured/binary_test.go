@@ -105,9 +105,9 @@ func startBinary(t testing.TB, dataDir string, env ...string) *process {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	p.http = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+	p.http = &http.Client{Timeout: 20 * time.Second, Transport: validating(&http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 32,
-	}}
+	})}
 	// It listens at once and serves its APIs once caught up with the log.
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		status, _, _, err := p.request(http.MethodGet, "/readyz", "", nil)
@@ -155,6 +155,9 @@ func (p *process) request(method, path, token string, body any) (int, http.Heade
 	req, err := http.NewRequest(method, p.base+path, rd)
 	if err != nil {
 		return 0, nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set(api.HeaderSession, token)

@@ -45,21 +45,21 @@ type clusterNode struct {
 
 // startClusterNode starts a node on the cluster with an R3 stream. Nodes of
 // one test share pkiDir, so that clients trust every node and session
-// tokens verify on every node.
-func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string) *clusterNode {
+// tokens verify on every node. configure, if any, changes the node's
+// configuration first.
+func startClusterNode(t testing.TB, nc *natstest.Cluster, pkiDir, name string, configure ...func(*serveCmd)) *clusterNode {
 	t.Helper()
-	return startClusterNodeWith(t, nc, pkiDir, name, natsFlags{})
+	return startClusterNodeWith(t, nc, pkiDir, name, natsFlags{}, configure...)
 }
 
-// startClusterNodeWith is startClusterNode with NATS credentials and TLS,
-// and other settings changed by tweaks.
-func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags, tweaks ...func(*serveCmd)) *clusterNode {
+// startClusterNodeWith is startClusterNode with NATS credentials and TLS.
+func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name string, auth natsFlags, configure ...func(*serveCmd)) *clusterNode {
 	t.Helper()
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsURL, cfg.StreamReplicas, cfg.PKIDir, cfg.Name = nc.URLs, 3, pkiDir, name
 	cfg.natsFlags = auth
-	for _, tweak := range tweaks {
-		tweak(&cfg)
+	for _, f := range configure {
+		f(&cfg)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -82,7 +82,7 @@ func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name strin
 	go func() { done <- n.Run(runCtx) }()
 	cn := &clusterNode{testNode: &testNode{node: n, srv: srv, cfg: cfg, http: &http.Client{
 		Timeout:   30 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64},
+		Transport: validating(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64}),
 	}}}
 	var once sync.Once
 	cn.kill = func() {

@@ -63,7 +63,16 @@ func validNodeID(id string) bool {
 
 // newMetrics builds the node's metrics on its projection and log.
 func (n *node) newMetrics() *api.Metrics {
-	return api.NewMetrics(api.MetricsOptions{Progress: n.store, State: n.logState, Deadlines: n.store, Halt: n.halt})
+	return api.NewMetrics(api.MetricsOptions{Progress: n.store, State: n.logState, Deadlines: n.store, Halt: n.halt, Disk: n.disk})
+}
+
+// disk is the state of the disks of the log and the projection.
+func (n *node) disk() []api.DiskState {
+	l, p := n.elog.Space(), n.store.Space()
+	return []api.DiskState{
+		{Part: "log", Free: l.Free, Reserve: l.Reserve, Full: l.Full, Reason: l.Reason},
+		{Part: "projection", Free: p.Free, Reserve: p.Reserve, Full: p.Full, Reason: p.Reason},
+	}
 }
 
 func (n *node) logState(ctx context.Context) (api.LogState, error) {

@@ -97,7 +97,7 @@ func (n *testNode) send(t testing.TB, r request) response {
 	if r.cert != nil {
 		cfg.Certificates = []tls.Certificate{*r.cert}
 	}
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: validating(&http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true})}
 	var body io.Reader
 	if r.body != nil {
 		body = bytes.NewReader(r.body)

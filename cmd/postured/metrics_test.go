@@ -209,7 +209,7 @@ func TestStartingNodeServesProbes(t *testing.T) {
 	srv.TLS = n.tlsConfig()
 	srv.StartTLS()
 	defer srv.Close()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}}}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: validating(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}})}
 	get := func(path string) (int, []byte) {
 		t.Helper()
 		resp, err := hc.Get(srv.URL + path)

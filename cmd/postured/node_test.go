@@ -48,9 +48,14 @@ func openNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logg
 
 func startTestNode(t testing.TB, cfg serveCmd) *testNode {
 	t.Helper()
+	return startTestNodeLog(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// startTestNodeLog is startTestNode with the node's log in log.
+func startTestNodeLog(t testing.TB, cfg serveCmd, log *slog.Logger) *testNode {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	log := slog.New(slog.DiscardHandler)
 	n, err := openNode(ctx, &cfg, "127.0.0.1:1280", log)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +68,7 @@ func startTestNode(t testing.TB, cfg serveCmd) *testNode {
 	go func() { done <- n.Run(runCtx) }()
 	tn := &testNode{node: n, srv: srv, cfg: cfg, http: &http.Client{
 		Timeout:   30 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64},
+		Transport: validating(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}, MaxIdleConnsPerHost: 64}),
 	}}
 	t.Cleanup(func() {
 		srv.Close()

@@ -29,6 +29,7 @@ func parseTime(flag, s string) (time.Time, error) {
 
 type auditCmd struct {
 	Identity auditIdentityCmd `cmd:"" name:"identity" help:"An identity's timeline: posture facts, access changes and session decisions."`
+	Verify   auditVerifyCmd   `cmd:"" name:"verify" help:"Check the log against its signed checkpoints: exit 0 with a summary, or 1 naming the first sequence deleted, altered or inserted."`
 	Skips    auditSkipsCmd    `cmd:"" name:"skips" help:"The messages of the log that are not events and were skipped: who decided, when and why."`
 }
 
@@ -54,7 +55,7 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	store, err := replayInMemory(ctx, l, cutoff{until: until})
+	store, err := replayInMemory(ctx, l.Log, cutoff{until: until})
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func (x *explainCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	e, err := explainAt(ctx, l, x.Identity, x.Service, x.Type, at)
+	e, err := explainAt(ctx, l.Log, x.Identity, x.Service, x.Type, at)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
 )
@@ -29,15 +30,51 @@ type logFlags struct {
 	natsFlags
 }
 
-func (f logFlags) open(ctx context.Context) (*eventlog.Log, error) {
-	if len(f.NatsURL) == 0 {
-		dir := filepath.Join(f.DataDir, "nats")
-		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", dir, err)
+func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
+	opts := eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas,
+		Auth: f.clientAuth(), Existing: true}
+	if len(f.NatsURL) != 0 {
+		l, err := eventlog.Open(ctx, opts)
+		if err != nil {
+			return nil, err
 		}
+		return &offlineLog{Log: l}, nil
 	}
-	return eventlog.Open(ctx, eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas,
-		Auth: f.clientAuth(), Existing: true})
+	if _, err := os.Stat(opts.Dir); err != nil {
+		return nil, fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", opts.Dir, err)
+	}
+	// The embedded store of a running node is its own: a second JetStream
+	// server on the same files would corrupt it. Hold the directory's lock
+	// for as long as the log is open, so that no node starts on it either.
+	lock, err := datadir.Acquire(f.DataDir)
+	var inUse *datadir.InUseError
+	if errors.As(err, &inUse) {
+		return nil, fmt.Errorf("%w: a running node owns it; ask the node instead: --nats-url nats://<host:port> "+
+			"if it was started with --nats-listen, or its management API", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l, err := eventlog.Open(ctx, opts)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	return &offlineLog{Log: l, lock: lock}, nil
+}
+
+// offlineLog is the log an ops command opened, with the data directory's
+// lock when it opened a stopped node's store.
+type offlineLog struct {
+	*eventlog.Log
+	lock *datadir.Lock
+}
+
+// Close closes the log, then releases the lock.
+func (l *offlineLog) Close() error {
+	err := l.Log.Close()
+	l.lock.Release()
+	return err
 }
 
 // cutoff says where a replay stops: after sequence toSeq (0: the end of the
@@ -204,7 +241,7 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 	defer store.Close()
 	bar := newProgress(s.err)
 	start := time.Now()
-	n, err := rebuild(ctx, l, store, c, bar.update)
+	n, err := rebuild(ctx, l.Log, store, c, bar.update)
 	bar.done()
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ import (
 // over the identities a different twentieth of them reports an OS version
 // that fails the check, so one submission in ten changes a verdict), one
 // activity record and one session.
-func replayLog(b *testing.B, total int) *eventlog.Log {
+func replayLog(b testing.TB, total int) *eventlog.Log {
 	ctx := context.Background()
 	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(b.TempDir(), "nats")})
 	if err != nil {

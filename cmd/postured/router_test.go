@@ -66,7 +66,8 @@ func TestRouterEnrollmentAndExtension(t *testing.T) {
 	admin := n.adminToken(t)
 	id := n.create(t, admin, "edge-routers", map[string]any{"name": "er-1", "roleAttributes": []string{"edge"}})
 	d := n.routerDetail(t, admin, id)
-	if d.IsVerified || d.Fingerprint != nil || d.EnrollmentToken == nil || d.EnrollmentJWT == nil || d.EnrollmentExpiresAt == nil || d.EnrollmentCreatedAt == nil {
+	// An unenrolled router's fingerprint is "", as the real controller sends.
+	if d.IsVerified || d.Fingerprint == nil || *d.Fingerprint != "" || d.EnrollmentToken == nil || d.EnrollmentJWT == nil || d.EnrollmentExpiresAt == nil || d.EnrollmentCreatedAt == nil {
 		t.Fatalf("new router %+v", d)
 	}
 	claims := n.verifyEnrollmentJWT(t, *d.EnrollmentJWT)

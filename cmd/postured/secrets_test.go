@@ -119,7 +119,8 @@ func TestNoSecretInClear(t *testing.T) {
 	n := startLoggedNode(t, cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	clk := useStepClock(n)
 	admin := n.adminToken(t)
-	tail := follow(t, "--nats-url", "nats://"+cfg.NatsListen, "--from", fmt.Sprint(n.lastSeq(t)+1))
+	tail := follow(t, "--nats-url", "tls://"+cfg.NatsListen, "--nats-tls-ca", filepath.Join(cfg.DataDir, "pki", "ca.pem"),
+		"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", "auditor.nk"), "--from", fmt.Sprint(n.lastSeq(t)+1))
 
 	marker := "clear-marker-" + posture.NewID()
 	ep := n.endpoint(t, admin, marker, "laptops")

@@ -22,6 +22,7 @@ import (
 	"github.com/seed-0809debe/posture/api/client"
 	"github.com/seed-0809debe/posture/api/connlimit"
 	"github.com/seed-0809debe/posture/api/management"
+	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
@@ -46,6 +47,7 @@ type serveCmd struct {
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
 	Sync              string        `default:"interval" enum:"interval,always" help:"Embedded JetStream fsync policy: interval (default) or always (fsync before every acknowledgement)."`
+	DiskReserveMiB    int64         `name:"disk-reserve-mib" default:"64" help:"Disk space (MiB) kept free under the data directory: the embedded log refuses writes (503) below it, the projection stops applying below half of it; both resume by themselves once space is freed. 0: only a full disk stops them."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
 	MFAGrace          time.Duration `name:"mfa-grace" default:"5m" help:"Grace period after a wake or unlock before an MFA check that prompts on it fails."`
 	WebhookTimeout    time.Duration `name:"webhook-timeout" default:"10s" help:"Time a webhook receiver has to answer one delivery attempt."`
@@ -57,6 +59,10 @@ type serveCmd struct {
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
 	AdminPassword     string        `hidden:"" help:"Password of the default admin created on first start (POSTURED_ADMIN_PASSWORD); generated and printed once when unset."`
 	natsFlags
+
+	CheckpointEvery    int           `default:"10000" help:"Append a signed checkpoint of the log every this many events (at most 50000)."`
+	CheckpointInterval time.Duration `default:"1m" help:"Longest an event waits to be covered by a signed checkpoint."`
+	NoCheckpoints      bool          `name:"no-checkpoints" help:"Do not append signed checkpoints of the log (another node may)."`
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -197,6 +203,10 @@ type node struct {
 	runDone    chan struct{} // closed when the projection consumer returns
 	runErr     error
 	closeOnce  sync.Once
+	lock       *datadir.Lock // the data directory's, held until Close
+
+	checkpointer    *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
+	checkpointsDone chan struct{}          // closed when the checkpointer returns
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -222,7 +232,14 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", s.DataDir, err)
 	}
-	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted}
+	// One node per data directory: the lock comes before anything in it is
+	// opened, and is released after everything is closed.
+	lock, err := datadir.Acquire(s.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock,
+		checkpointsDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -249,6 +266,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		Replicas:   s.StreamReplicas,
 		SyncAlways: s.Sync == "always",
 		Logger:     log,
+
+		// Appends are refused below it (see eventlog/space.go).
+		DiskReserve: s.DiskReserveMiB << 20,
 	})
 	if err != nil {
 		return nil, err
@@ -263,7 +283,11 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		}
 		log.Info("embedded NATS server accepts TLS clients with the nkey seeds in these files (keep them private)", args...)
 	}
-	if n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log}); err != nil {
+	// The projection keeps half the log's reserve: on a shared disk, it
+	// still has room for what the log took before it stopped.
+	n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log,
+		DiskReserve: (s.DiskReserveMiB << 20) / 2})
+	if err != nil {
 		return nil, err
 	}
 	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
@@ -274,18 +298,23 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	}
 
 	n.logLast = &api.Coalescer{Read: n.elog.LastSeq}
+	if n.checkpointer, err = n.newCheckpointer(s); err != nil {
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancelRun = cancel
 	n.halt = &api.Halt{}
 	go func() {
 		defer close(n.runDone)
-		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, halt: n.halt, logger: log})
+		n.runErr = n.store.Run(runCtx, haltingSource{log: n.elog, via: n.projectionSource(), halt: n.halt, logger: log})
 	}()
+	go n.runCheckpoints(runCtx)
 
 	n.metrics = n.newMetrics()
+	n.checkpointMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
-	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt,
+	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt, Disk: n.disk,
 		Starting: func() bool { return n.serving.Load() == starting }}
 	starting = n.newEcho()
 	starting.Any("/*", func(echo.Context) error {
@@ -426,16 +455,31 @@ func (n *node) catchUp(ctx context.Context) error {
 // may be called more than once.
 func (n *node) Close() error {
 	n.closeOnce.Do(func() {
+		stopped := true
 		if n.cancelRun != nil {
 			n.cancelRun()
-			<-n.runDone
+			select {
+			case <-n.runDone:
+			case <-time.After(closeWait):
+				// Its writes are held by a full disk (Pebble waits for
+				// space): it is left as it is. What it applied is in its
+				// write-ahead log, the rest in the event log.
+				stopped = false
+				n.log.Warn("closing without stopping the projection: it does not stop (its writes wait for disk space)", "waited", closeWait)
+			}
+			select { // the checkpointer's append ends with runCtx
+			case <-n.checkpointsDone:
+			case <-time.After(closeWait):
+				n.log.Warn("closing without stopping the checkpointer", "waited", closeWait)
+			}
 		}
-		if n.store != nil {
+		if n.store != nil && stopped {
 			n.store.Close()
 		}
 		if n.elog != nil {
 			n.elog.Close()
 		}
+		n.lock.Release()
 	})
 	return nil
 }
@@ -460,6 +504,9 @@ func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, er
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
+
+// closeWait bounds how long Close waits for the projection consumer.
+const closeWait = 10 * time.Second
 
 func uniq(vals ...string) []string {
 	seen := map[string]bool{}

@@ -47,9 +47,16 @@ func start(t testing.TB, size int, conf func(i int, listen string, routes []stri
 		routes = append(routes, "nats://"+ln.Addr().String())
 		ln.Close()
 	}
+	// The stores are made before the shutdown is registered, so that
+	// cleanup shuts the servers down before it removes their stores.
+	stores := make([]string, size)
+	for i := range stores {
+		stores[i] = t.TempDir()
+	}
 	t.Cleanup(func() {
 		for _, ns := range c.Servers {
 			ns.Shutdown()
+			ns.WaitForShutdown()
 		}
 	})
 	for i := range size {
@@ -62,7 +69,7 @@ func start(t testing.TB, size int, conf func(i int, listen string, routes []stri
 			Host:       "127.0.0.1",
 			Port:       -1,
 			JetStream:  true,
-			StoreDir:   t.TempDir(),
+			StoreDir:   stores[i],
 			Cluster:    server.ClusterOpts{Name: "postured-test", Host: "127.0.0.1", Port: port},
 			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
 		}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/pki"
+	"github.com/seed-0809debe/posture/projections"
+)
+
+// newCheckpointer is the node's checkpointer, signing with the CA key, or
+// nil when --no-checkpoints is set.
+func (n *node) newCheckpointer(s *serveCmd) (*eventlog.Checkpointer, error) {
+	if s.NoCheckpoints {
+		return nil, nil
+	}
+	cert := n.ca.Certificate()
+	c, err := eventlog.NewCheckpointer(n.elog, eventlog.CheckpointOptions{
+		Every:    s.CheckpointEvery,
+		Interval: s.CheckpointInterval,
+		Sign:     func(msg []byte) ([]byte, error) { return n.ca.SignStatement(eventlog.CheckpointPurpose, msg) },
+		KeyID:    pki.KeyID(cert),
+		Verify:   checkpointVerifier(cert),
+		Logger:   n.log,
+		Fed:      true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	return c, nil
+}
+
+// checkpointMetrics registers the checkpointer's position as a metric.
+func (n *node) checkpointMetrics() {
+	if n.checkpointer == nil {
+		return
+	}
+	n.metrics.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "postured_checkpoint_covered_sequence",
+		Help: "The last log sequence covered by a signed checkpoint this node has read back.",
+	}, func() float64 { return float64(n.checkpointer.Covered()) }))
+}
+
+// runCheckpoints runs the checkpointer until ctx ends; it is fed by the
+// projection's consumer (projectionSource). A checkpointer that stops is
+// logged, not fatal: the node keeps serving, and audit verify reports the
+// events left uncovered.
+func (n *node) runCheckpoints(ctx context.Context) {
+	defer close(n.checkpointsDone)
+	if n.checkpointer == nil {
+		return
+	}
+	if err := n.checkpointer.Run(ctx); err != nil && ctx.Err() == nil {
+		n.log.Error("checkpoints stopped: events appended from now on are not covered by a signed checkpoint", "err", err)
+	}
+}
+
+// projectionSource is the log as the projection reads it: through the
+// checkpointer, which hashes each message as it is delivered instead of
+// reading the log a second time.
+func (n *node) projectionSource() projections.Source {
+	if n.checkpointer == nil {
+		return n.elog
+	}
+	return n.checkpointer
+}
+
+func checkpointVerifier(cert *x509.Certificate) func(msg, sig []byte) error {
+	return func(msg, sig []byte) error {
+		return pki.VerifyStatement(cert, eventlog.CheckpointPurpose, msg, sig)
+	}
+}
+
+type auditVerifyCmd struct {
+	logFlags
+	CA          string `name:"ca" help:"The CA certificate (PEM) that signs the checkpoints (default: <data-dir>/pki/ca.pem)."`
+	JSON        bool   `name:"json" help:"Print the whole verification as JSON instead of a summary."`
+	MaxProblems int    `default:"20" help:"Problems listed at most."`
+}
+
+// errVerifyFailed is returned when the log does not verify, after the
+// findings are printed.
+var errVerifyFailed = errors.New("the log does not match its checkpoints")
+
+func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
+	caFile := a.CA
+	if caFile == "" {
+		caFile = filepath.Join(a.DataDir, "pki", "ca.pem")
+	}
+	data, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("the CA certificate that signs the checkpoints (--ca): %w", err)
+	}
+	cert, err := pki.ParseCertificatePEM(data)
+	if err != nil {
+		return fmt.Errorf("--ca %s: %w", caFile, err)
+	}
+	l, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	start := time.Now()
+	v, err := l.Verify(ctx, eventlog.VerifyOptions{Verify: checkpointVerifier(cert), MaxProblems: a.MaxProblems})
+	if err != nil {
+		return err
+	}
+	if a.JSON {
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(s.out, v.Summary())
+		if len(v.Problems) > 1 {
+			for _, p := range v.Problems {
+				fmt.Fprintln(s.out, "  "+p.String())
+			}
+		}
+	}
+	fmt.Fprintf(s.err, "read %d messages up to sequence %d in %s\n", v.Messages, v.Last, time.Since(start).Round(time.Millisecond))
+	if !v.OK() {
+		return errVerifyFailed
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/eventlog/natstest"
+)
+
+// checkpointedNode runs a node that checkpoints every 10 events (and every
+// 100ms), makes some history through the APIs and waits until a checkpoint
+// covers all of it. It returns the sequence of a posture response well
+// inside a checkpoint.
+func checkpointedNode(t *testing.T, cfg serveCmd) (n *testNode, postureSeq uint64) {
+	t.Helper()
+	cfg.CheckpointEvery, cfg.CheckpointInterval = 10, 100*time.Millisecond
+	n = startTestNode(t, cfg)
+	st := newStory(t, n)
+	st.play(t)
+	for v := range 15 {
+		body := map[string]any{"id": st.check, "typeId": "OS", "type": "Windows", "version": "10.0." + strconv.Itoa(19045+v)}
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", st.ep.token, body); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	last, err := n.elog.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.checkpointer.WaitFor(ctx, last); err != nil {
+		t.Fatalf("no checkpoint covers %d: %v", last, err)
+	}
+	var seqs []uint64
+	if err := n.elog.Read(ctx, 1, last, func(b []posture.Event) error {
+		for _, e := range b {
+			if e.Type == posture.TypePostureRecorded {
+				seqs = append(seqs, e.Seq)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) < 10 {
+		t.Fatalf("%d posture responses in the log", len(seqs))
+	}
+	return n, seqs[len(seqs)/2]
+}
+
+// `audit verify` passes on an untouched log (a running node's, over its
+// --nats-listen port with the auditor's credentials), and on its stopped
+// data directory names the sequence of a message deleted through the
+// JetStream API and the checkpoint that proves it.
+func TestAuditVerifyDeleted(t *testing.T) {
+	dir := t.TempDir()
+	var seq uint64
+	t.Run("history", func(t *testing.T) {
+		cfg := defaultTestConfig(dir)
+		cfg.NatsListen = freeAddr(t)
+		_, seq = checkpointedNode(t, cfg)
+		// The auditor's credentials are enough: verification only reads.
+		ca := filepath.Join(dir, "pki", "ca.pem")
+		out, err := command(t, "audit", "verify", "--nats-url", "tls://"+cfg.NatsListen, "--nats-tls-ca", ca,
+			"--nats-nkey", filepath.Join(dir, "nats", "creds", "auditor.nk"), "--ca", ca)
+		if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
+			t.Fatalf("untouched log, as the auditor: %v\n%s", err, out)
+		}
+		t.Log(strings.TrimSpace(out))
+	})
+
+	l, err := eventlog.Open(t.Context(), eventlog.Options{Dir: filepath.Join(dir, "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := l.JetStream().Stream(t.Context(), "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(t.Context(), seq); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	out, err := command(t, "audit", "verify", "--data-dir", dir)
+	t.Log(strings.TrimSpace(out))
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
+		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}
+
+// `audit verify` on a stopped node's data directory passes, and names the
+// sequence of a message deleted and published again with altered data.
+func TestAuditVerifyRepublished(t *testing.T) {
+	dir := t.TempDir()
+	var seq uint64
+	t.Run("history", func(t *testing.T) { _, seq = checkpointedNode(t, defaultTestConfig(dir)) }) // stopped when it returns
+
+	out, err := command(t, "audit", "verify", "--data-dir", dir)
+	if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
+		t.Fatalf("untouched log: %v\n%s", err, out)
+	}
+
+	ctx := t.Context()
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(dir, "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := l.JetStream().Stream(ctx, "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	altered := strings.Replace(string(m.Data), `"version":"10.0.`, `"version":"11.0.`, 1)
+	if altered == string(m.Data) {
+		t.Fatalf("no version to alter in %s", m.Data)
+	}
+	if err := stream.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.JetStream().PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Data: []byte(altered)}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+
+	out, err = command(t, "audit", "verify", "--data-dir", dir)
+	t.Log(strings.TrimSpace(out))
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
+		t.Fatalf("after republishing %d altered: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}
+
+// Two nodes on a NATS cluster both checkpoint the log they share: one
+// checkpoint lands per range, and the log verifies until an administrator
+// deletes a message through the JetStream API while the nodes run.
+func TestClusterCheckpoints(t *testing.T) {
+	nc := natstest.Start(t, 3)
+	pkiDir := t.TempDir()
+	often := func(cfg *serveCmd) { cfg.CheckpointEvery, cfg.CheckpointInterval = 10, 100*time.Millisecond }
+	a := startClusterNode(t, nc, pkiDir, "node-a", often)
+	b := startClusterNode(t, nc, pkiDir, "node-b", often)
+	admin := a.adminToken(t)
+	check := a.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "os",
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.0"}}}})
+	ep := a.endpoint(t, admin, "laptop")
+	for i := range 40 {
+		n := a.testNode
+		if i%2 == 1 {
+			n = b.testNode
+		}
+		body := map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0." + strconv.Itoa(i)}
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, body); r.Status != http.StatusCreated {
+			t.Fatalf("posture on %s: %d %s", n.cfg.Name, r.Status, r.Body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	last, err := a.elog.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*clusterNode{a, b} {
+		if err := n.checkpointer.WaitFor(ctx, last); err != nil {
+			t.Fatalf("%s: no checkpoint covers %d: %v", n.cfg.Name, last, err)
+		}
+	}
+	out, err := command(t, "audit", "verify", "--nats-url", strings.Join(nc.URLs, ","), "--ca", filepath.Join(pkiDir, "ca.pem"), "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var v eventlog.Verification
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	var checkpoints int
+	var postureSeq uint64
+	if err := a.elog.Read(ctx, 1, v.Last, func(batch []posture.Event) error {
+		for _, e := range batch {
+			switch {
+			case e.Type == posture.TypeLogCheckpointed:
+				checkpoints++
+			case e.Type == posture.TypePostureRecorded && postureSeq == 0 && e.Seq > 20:
+				postureSeq = e.Seq
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d checkpoints, covered %d of %d", v.Checkpoints, v.Covered, v.Last)
+	if !v.OK() || v.Covered < last || checkpoints != v.Checkpoints {
+		t.Fatalf("%d checkpoint events in the log, %d in the chain: %+v", checkpoints, v.Checkpoints, v)
+	}
+
+	// An administrator of the cluster deletes a posture response through
+	// the JetStream API while the nodes run.
+	seq := postureSeq
+	conn, err := nats.Connect(nc.URLs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	js, err := jetstream.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	out, err = command(t, "audit", "verify", "--nats-url", strings.Join(nc.URLs, ","), "--ca", filepath.Join(pkiDir, "ca.pem"))
+	t.Log(strings.TrimSpace(out))
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
+		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}

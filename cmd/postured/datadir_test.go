@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOneNodePerDataDirectory runs a node and then, on its data directory,
+// a second `postured serve` (the real binary), which must exit at once
+// naming the directory and the running process, and the offline commands,
+// which must refuse the live store and say how to ask the node instead.
+func TestOneNodePerDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	first := startBinary(t, dir, "POSTURED_ADMIN_PASSWORD="+testAdminPassword)
+	abs, _ := filepath.Abs(dir)
+	inUse := fmt.Sprintf("data directory %s is in use by process %d", abs, first.cmd.Process.Pid)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, binary(t), "serve", "--data-dir", dir, "--listen", "127.0.0.1:0").CombinedOutput()
+	took := time.Since(start)
+	if err == nil || !strings.Contains(string(out), inUse) {
+		t.Fatalf("second serve on a live data directory: %v, want exit with %q:\n%s", err, inUse, out)
+	}
+	if strings.Contains(string(out), "listening") {
+		t.Fatalf("the second serve listened before it failed:\n%s", out)
+	}
+	t.Logf("second serve exited after %v: %s", took.Round(time.Millisecond), strings.TrimSpace(string(out)))
+	if took > 5*time.Second {
+		t.Errorf("the second serve took %v to fail", took)
+	}
+
+	data := "--data-dir=" + dir
+	for _, args := range [][]string{
+		{"audit", "identity", "someone", data},
+		{"explain", "--identity", "someone", "--service", "something", data},
+		{"replay", data, "--out", filepath.Join(t.TempDir(), "replay")},
+		{"events", "tail", data},
+	} {
+		_, err := command(t, args...)
+		if err == nil || !strings.Contains(err.Error(), inUse) || !strings.Contains(err.Error(), "--nats-url") {
+			t.Errorf("%s on a live data directory: %v, want %q and how to ask the node", args[0], err, inUse)
+		}
+	}
+
+	// Once the node stopped, the directory is free again for both.
+	first.stop(t)
+	if _, err := command(t, "audit", "identity", "nosuch", data); err == nil || strings.Contains(err.Error(), "in use") {
+		t.Fatalf("audit on a stopped node's directory: %v, want a not found", err)
+	}
+	second := startBinary(t, dir, "POSTURED_ADMIN_PASSWORD="+testAdminPassword)
+	second.stop(t)
+	if _, err := os.Stat(filepath.Join(dir, "LOCK")); err != nil {
+		t.Fatal(err)
+	}
+}

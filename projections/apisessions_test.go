@@ -1,0 +1,71 @@
+package projections_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// An identity keeps what its clients last reported at authenticate, after
+// its API sessions end; hasApiSession follows the live sessions; deleting
+// the identity drops the report.
+func TestClientInfoOutlivesAPISessions(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	id := posture.Identity{ID: "ident1", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}
+	session := func(sid string, env *posture.EnvInfo, sdk *posture.SDKInfo) posture.Payload {
+		return posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
+			AuthMethod: "password", ConfigTypes: []string{}, EnvInfo: env, SDKInfo: sdk, CreatedAt: at, LastActivityAt: at}}
+	}
+	var seq uint64
+	apply := func(p posture.Payload) {
+		t.Helper()
+		seq++
+		e := posture.MustEvent(p, at.Add(time.Duration(seq)*time.Second))
+		e.Seq = seq
+		if err := s.Apply([]posture.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(wantSession bool, wantHost, wantVersion string) {
+		t.Helper()
+		has, err := s.HasAPISession(id.ID)
+		if err != nil || has != wantSession {
+			t.Fatalf("HasAPISession: %v %v, want %v", has, err, wantSession)
+		}
+		info, err := s.ClientInfo(id.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var host, version string
+		if info.EnvInfo != nil {
+			host = info.EnvInfo.Hostname
+		}
+		if info.SDKInfo != nil {
+			version = info.SDKInfo.Version
+		}
+		if host != wantHost || version != wantVersion {
+			t.Fatalf("client info %+v, want host %q version %q", info, wantHost, wantVersion)
+		}
+	}
+
+	apply(posture.Created[posture.Identity]{Entity: id})
+	check(false, "", "")
+	apply(session("as1", &posture.EnvInfo{Hostname: "lap-1", OS: "windows"}, &posture.SDKInfo{Type: "ziti-sdk-c", Version: "1.0.0"}))
+	check(true, "lap-1", "1.0.0")
+	// A later report replaces the part it sends; one without any keeps all.
+	apply(session("as2", nil, &posture.SDKInfo{Type: "ziti-sdk-c", Version: "1.1.0"}))
+	check(true, "lap-1", "1.1.0")
+	apply(session("as3", nil, nil))
+	check(true, "lap-1", "1.1.0")
+	for _, sid := range []string{"as1", "as2", "as3"} {
+		apply(posture.APISessionDeleted{ID: sid, IdentityID: id.ID, Reason: "logout"})
+	}
+	check(false, "lap-1", "1.1.0")
+	apply(posture.Deleted[posture.Identity]{ID: id.ID})
+	check(false, "", "")
+}
