@@ -16,6 +16,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog/natstest"
 	"github.com/seed-0809debe/posture/webhooks"
 )
 
@@ -270,5 +271,55 @@ func (n *testNode) waitDelivery(t *testing.T, admin, webhookID, outcome string, 
 			t.Fatalf("%d %s deliveries, want %d: %+v", c, outcome, count, ds)
 		case <-time.After(50 * time.Millisecond): // the delivery loop has no barrier to wait on
 		}
+	}
+}
+
+// TestWebhooksTwoNodes: two nodes share each webhook's durable consumer.
+// While the receiver is down, the node that created the webhook and took
+// the writes is killed; the other node delivers every missed transition,
+// in order, once the receiver is back.
+func TestWebhooksTwoNodes(t *testing.T) {
+	nc := natstest.Start(t, 3)
+	pkiDir := t.TempDir()
+	short := func(c *serveCmd) {
+		w := webhookConfig(c.DataDir)
+		c.WebhookTimeout, c.WebhookBackoff, c.WebhookMaxBackoff, c.WebhookGiveUp = w.WebhookTimeout, w.WebhookBackoff, w.WebhookMaxBackoff, w.WebhookGiveUp
+	}
+	a := startClusterNodeWith(t, nc, pkiDir, "node-a", natsFlags{}, short)
+	b := startClusterNodeWith(t, nc, pkiDir, "node-b", natsFlags{}, short)
+	admin := a.adminToken(t)
+	rcv := newReceiver(t)
+	r := a.do(t, http.MethodPost, mgmt+"/webhooks", admin, map[string]any{"name": "soc", "url": rcv.srv.URL, "caPem": rcv.caPEM()})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var created struct{ ID, Secret string }
+	if err := json.Unmarshal(data, &created); err != nil {
+		t.Fatal(err)
+	}
+	rcv.mu.Lock()
+	rcv.secret = created.Secret
+	rcv.mu.Unlock()
+
+	linux := []any{map[string]any{"type": "Linux", "versions": []string{">=5.0.0"}}}
+	osCheck := a.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "os", "operatingSystems": linux})
+	svc := a.create(t, admin, "services", map[string]any{"name": "crm"})
+	a.create(t, admin, "service-policies", map[string]any{"name": "crm", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"@" + osCheck}})
+	ep := a.endpoint(t, admin, "two-node-laptop", "laptops")
+	rcv.setDown(true)
+	for _, v := range []string{"6.1.0", "4.0.0", "6.2.0", "4.1.0"} {
+		if r := a.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"typeId": "OS", "id": osCheck, "type": "Linux", "version": v}); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	a.waitDelivery(t, admin, created.ID, posture.DeliveryRetrying, 1)
+	a.kill()
+	rcv.setDown(false)
+	got := rcv.waitFor(t, 4, 60*time.Second)
+	want := b.streamOrder(t, ep.id)
+	if len(want) != 4 || !slices.Equal(slices.Compact(got), want) {
+		t.Fatalf("deliveries:\n got %v\nwant %v", got, want)
 	}
 }
