@@ -49,6 +49,9 @@ func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, 
 			Actual: raw(v.Actual), Expected: raw(v.Expected),
 			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1, Stale: v.Stale,
 		}
+		if end, ok := evaluator.StaleAfter(c, d.Identity); ok {
+			r.StaleAfter = end
+		}
 		if v.Criteria != nil {
 			r.Criteria = raw(v.Criteria)
 		}

@@ -120,6 +120,11 @@ func TestStaleEvidence(t *testing.T) {
 	if r.Status != http.StatusConflict {
 		t.Fatalf("stale evidence, deny: %d %s", r.Status, r.Body)
 	}
+	// Explain sees it too.
+	r = n.do(t, http.MethodGet, mgmt+"/identities/"+ep.id+"/policy-advice/"+strict+"?type=Dial", admin, nil)
+	if r.Status != http.StatusOK || !bytes.Contains(r.Body, []byte(`"stale":true`)) || !bytes.Contains(r.Body, []byte(`"staleAfter":`)) {
+		t.Fatalf("policy advice: %d %s", r.Status, r.Body)
+	}
 
 	// Exactly one deadline event for the expiry, and a replay of the log
 	// reproduces the projection (no deadline is pending now: the strict
