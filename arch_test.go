@@ -28,6 +28,7 @@ var layers = map[string][]string{
 	"api/connlimit":      {},
 	"api/client":         {"", "api", "api/filter", "evaluator", "api/client/mfacode", "pki"},
 	"api/management":     {"", "api", "api/filter", "evaluator", "pki"},
+	"webhooks":           {""},
 }
 
 // rootAllowed is the allow-list of the root package (the shared
@@ -49,6 +50,7 @@ var forbidden = map[string][]string{
 	"secrets":            {"github.com/"},
 	"expiry":             {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 	"api/client/mfacode": {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"webhooks":           {"github.com/cockroachdb/", "github.com/labstack/"},
 }
 
 func TestImportRules(t *testing.T) {

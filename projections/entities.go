@@ -56,6 +56,8 @@ func secondaryKeys(e posture.Entity) []kv {
 	case posture.ExternalJWTSigner:
 		unique("name", v.Name)
 		unique("issuer", v.Issuer)
+	case posture.Webhook:
+		unique("name", v.Name)
 	case posture.CA:
 		unique("name", v.Name)
 		unique("fingerprint", v.Fingerprint)

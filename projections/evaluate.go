@@ -47,7 +47,10 @@ func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, 
 		v := evaluator.Evaluate(c, d, at)
 		r := posture.CheckResult{
 			Check: c, Pass: v.Pass, ValidUntil: v.ValidUntil, Semantic: v.Semantic,
-			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1,
+			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1, Stale: v.Stale,
+		}
+		if end, ok := evaluator.StaleAfter(c, d.Identity); ok {
+			r.StaleAfter = end
 		}
 		var err error
 		if r.Actual, err = raw(v.Actual); err != nil {

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -443,6 +444,9 @@ func (s *Store) Dump(w io.Writer) error {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
+		if bytes.HasPrefix(it.Key(), transitionPrefix) {
+			continue // a queue, not state (transitions.go)
+		}
 		if _, err := fmt.Fprintf(w, "%q %q\n", it.Key(), it.Value()); err != nil {
 			return err
 		}

@@ -29,6 +29,8 @@ type Tx struct {
 	staged map[string]*hotEntry
 	ranges *rangeCache
 	event  posture.Event // the event being applied
+	// transitions counts the transitions derived from the event.
+	transitions int
 	// pending holds the history entries of the event being applied.
 	pending []identityHistory
 	// enc and encoder encode history details, without HTML escaping (so

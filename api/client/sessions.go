@@ -198,7 +198,7 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 			}
 			f.Checks = append(f.Checks, posture.CheckFailure{
 				PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
-				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic,
+				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic, Stale: cr.Stale,
 			})
 			data[r.PolicyID] = append(data[r.PolicyID], failedCheck{ID: cr.Check.ID, TypeID: string(cr.Check.TypeID)})
 		}

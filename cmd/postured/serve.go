@@ -29,6 +29,7 @@ import (
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
 	"github.com/seed-0809debe/posture/secrets"
+	"github.com/seed-0809debe/posture/webhooks"
 )
 
 type serveCmd struct {
@@ -51,6 +52,10 @@ type serveCmd struct {
 	DiskReserveMiB    int64         `name:"disk-reserve-mib" default:"64" help:"Disk space (MiB) kept free under the data directory: the embedded log refuses writes (503) below it, the projection stops applying below half of it; both resume by themselves once space is freed. 0: only a full disk stops them."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
 	MFAGrace          time.Duration `name:"mfa-grace" default:"5m" help:"Grace period after a wake or unlock before an MFA check that prompts on it fails."`
+	WebhookTimeout    time.Duration `name:"webhook-timeout" default:"10s" help:"Time a webhook receiver has to answer one delivery attempt."`
+	WebhookBackoff    time.Duration `name:"webhook-backoff" default:"5s" help:"Delay before the first retry of a failed webhook delivery; it doubles with each retry (with jitter) up to --webhook-max-backoff."`
+	WebhookMaxBackoff time.Duration `name:"webhook-max-backoff" default:"1h" help:"Longest delay between two attempts of a webhook delivery."`
+	WebhookGiveUp     time.Duration `name:"webhook-give-up" default:"24h" help:"Age of a transition after which its webhook delivery is given up."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
 	LogLevel          string        `default:"info" enum:"debug,info,warn,error" help:"Log level."`
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
@@ -191,6 +196,8 @@ func (s *serveCmd) limitListener(ln net.Listener, trusted []*net.IPNet, log *slo
 type node struct {
 	log        *slog.Logger
 	elog       *eventlog.Log
+	trans      *eventlog.Transitions // the transitions stream
+	hooks      *webhooks.Dispatcher  // webhook deliveries
 	store      *projections.Store
 	ca         *pki.CA
 	secrets    *secrets.Keyring
@@ -291,6 +298,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		DiskReserve: s.DiskReserveMiB << 20,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if n.trans, err = n.elog.OpenTransitions(openCtx, eventlog.TransitionsOptions{Replicas: s.StreamReplicas}); err != nil {
 		return nil, err
 	}
 	if url := n.elog.ListenURL(); url != "" {
@@ -400,7 +410,11 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
 		Tokens: signer, MFAGrace: s.MFAGrace, Started: n.clock.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
 		Secrets: n.secrets}
-	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w,
+	n.hooks = webhooks.New(webhooks.Options{Stream: n.trans.Stream(), Subjects: n.trans.Subjects(),
+		Store: n.store, Secrets: n.secrets, Log: w.Log, Logger: n.log, Timeout: s.WebhookTimeout,
+		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp})
+	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Writer: w,
+		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store,
 		Secrets: n.secrets}
 	n.client.ServiceAdmin = n.management
@@ -439,6 +453,9 @@ func (n *node) Run(ctx context.Context) error {
 	g.Go(func() error { return n.auth.Run(gctx) })
 	g.Go(func() error { return n.announce(gctx) })
 	g.Go(func() error { return n.deadlines.Run(gctx) })
+	relay := &api.TransitionRelay{Outbox: n.store, Stream: n.trans, Logger: n.log}
+	g.Go(func() error { return relay.Run(gctx) })
+	g.Go(func() error { return n.hooks.Run(gctx) })
 	return g.Wait()
 }
 
