@@ -242,8 +242,11 @@ func (s *Store) Close() error {
 	if s.heldWrites.Load() {
 		// A write is held for lack of space: closing would wait for it
 		// (or fail it, which Pebble does not survive). What the store
-		// committed is in its write-ahead log, or replayed from the log.
-		return errors.New("projections: closed without flushing: the disk is full")
+		// committed is in its write-ahead log, or replayed from the log,
+		// so nothing is lost: a warning, not an error that would make a
+		// requested stop look like a failure.
+		s.log.Warn("projections: closed without flushing: the disk is full; the next start replays what was not applied")
+		return nil
 	}
 	if s.noWAL {
 		if err := s.Flush(); err != nil {
