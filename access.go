@@ -22,6 +22,8 @@ type CheckResult struct {
 	ValidUntil       time.Time // zero: no deadline
 	Timeout          int64     // MFA: timeoutSeconds or -1; others -1
 	TimeoutRemaining int64     // MFA: seconds left, -1 for none
+	Stale            bool      // the evidence is older than the check's maxAgeSeconds
+	StaleAfter       time.Time // with maxAgeSeconds: the last instant the evidence is fresh (zero: none)
 }
 
 // PolicyResult is a service policy evaluated for an API session: passing
@@ -125,6 +127,10 @@ type CheckExplanation struct {
 	ActualValue      json.RawMessage `json:"actualValue"`
 	ExpectedValue    json.RawMessage `json:"expectedValue"`
 	Criteria         json.RawMessage `json:"criteria,omitempty"`
+	// Stale: the evidence is older than the check's maxAgeSeconds;
+	// StaleAfter: the last instant it is fresh.
+	Stale      bool       `json:"stale,omitempty"`
+	StaleAfter *time.Time `json:"staleAfter,omitempty"`
 	// Deadlines: when a passing check stops passing (ValidUntil), and for
 	// MFA the timeout and the wake/unlock grace ends.
 	ValidUntil      *time.Time `json:"validUntil,omitempty"`

@@ -57,7 +57,20 @@ type Check struct {
 	PromptOnWake          bool  `json:"promptOnWake,omitempty"`
 	PromptOnUnlock        bool  `json:"promptOnUnlock,omitempty"`
 	IgnoreLegacyEndpoints bool  `json:"ignoreLegacyEndpoints,omitempty"`
+
+	// Stale evidence (OS, MAC, DOMAIN, PROCESS, PROCESS_MULTI): evidence
+	// older than MaxAgeSeconds (0: no limit) is stale, and OnStale says
+	// whether a stale check denies (OnStaleDeny, the default) or still
+	// judges the old values (OnStaleAllow).
+	MaxAgeSeconds int64  `json:"maxAgeSeconds,omitempty"`
+	OnStale       string `json:"onStale,omitempty"`
 }
+
+// What a check with MaxAgeSeconds does with stale evidence.
+const (
+	OnStaleDeny  = "deny"
+	OnStaleAllow = "allow"
+)
 
 // OperatingSystem is one entry of an OS check. Versions are semver range
 // statements; an entry without versions accepts any version.

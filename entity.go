@@ -37,6 +37,7 @@ var eventNames = map[Kind]string{
 	KindExternalJWTSigner:       "external-jwt-signer",
 	KindCA:                      "ca",
 	KindEnrollment:              "enrollment",
+	KindWebhook:                 "webhook",
 }
 
 // Entity is a record of the model: something an administrator creates,

@@ -3,7 +3,6 @@ package posture
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // Error codes, spelled as OpenZiti spells them on the wire.
@@ -48,50 +47,46 @@ const (
 	CodeInvalidSessionTokenInJWT = "INVALID_SESSION_TOKEN"
 )
 
-type codeInfo struct {
-	status  int
-	message string
-}
-
-var codes = map[string]codeInfo{
-	CodeUnauthorized:             {http.StatusUnauthorized, "The request could not be completed. The session is not authorized or the credentials are invalid"},
-	CodeInvalidAuth:              {http.StatusUnauthorized, "The authentication request failed"},
-	CodeInvalidAuthMethod:        {http.StatusBadRequest, "The supplied authentication method is not valid"},
-	CodeNotFound:                 {http.StatusNotFound, "The resource requested was not found or is no longer available"},
-	CodeCouldNotValidate:         {http.StatusBadRequest, "The supplied request contains an invalid document or no valid accept content were available, see cause"},
-	CodeCouldNotParseBody:        {http.StatusBadRequest, "The body of the request could not be parsed"},
-	CodeInvalidFilter:            {http.StatusBadRequest, "The filter query supplied is not valid"},
-	CodeInvalidPagination:        {http.StatusBadRequest, "The pagination properties provided are invalid"},
-	CodeInvalidSort:              {http.StatusBadRequest, "The sort order supplied is not valid"},
-	CodeInvalidPosture:           {http.StatusConflict, "Posture response data is missing or wrong"},
-	CodeNoEdgeRouters:            {http.StatusBadRequest, "No edge routers are assigned or online to handle the requested connection"},
-	CodeMFAExists:                {http.StatusConflict, "An MFA record already exists"},
-	CodeMFAInvalidToken:          {http.StatusBadRequest, "The token provided was invalid"},
-	CodeMFANotEnrolled:           {http.StatusConflict, "The identity is not enrolled in MFA"},
-	CodeMFAEnrollmentNotStarted:  {http.StatusNotFound, "MFA enrollment has not been started"},
-	CodeTooManyRequests:          {http.StatusTooManyRequests, "Too many requests; try again later"},
-	CodeInvalidEnrollmentToken:   {http.StatusBadRequest, "The supplied token is not valid"},
-	CodeEnrollmentExpired:        {http.StatusBadRequest, "The enrollment has expired"},
-	CodeCouldNotProcessCSR:       {http.StatusBadRequest, "The certificate signing request could not be processed"},
-	CodeMissingOrInvalidCSR:      {http.StatusBadRequest, "The request is missing a valid certificate signing request"},
-	CodeInvalidEnrollMethod:      {http.StatusBadRequest, "The enrollment method is not valid"},
-	CodeInvalidContentType:       {http.StatusBadRequest, "The content type of the request is not valid for this operation"},
-	CodeCertInUse:                {http.StatusConflict, "The certificate is already in use"},
-	CodeCAAlreadyVerified:        {http.StatusConflict, "The CA has already been verified"},
-	CodeReferenced:               {http.StatusConflict, "The entity is referenced by another entity and cannot be deleted"},
-	CodeEnrollmentExists:         {http.StatusConflict, "An enrollment already exists"},
-	CodeInvalidCommonName:        {http.StatusBadRequest, "The common name of the certificate is not valid"},
-	CodeCertFailedValidation:     {http.StatusBadRequest, "The certificate failed validation"},
-	CodeExpectedPEMCertificate:   {http.StatusBadRequest, "Expected a PEM encoded certificate"},
-	CodeMethodNotAllowed:         {http.StatusMethodNotAllowed, "The method is not allowed on this resource"},
-	CodeUnhandled:                {http.StatusInternalServerError, "An unhandled error occurred"},
-	CodeConflict:                 {http.StatusConflict, "The resource was changed concurrently; retry the request"},
-	CodeUnavailable:              {http.StatusServiceUnavailable, "The service is not ready; try again later"},
-	CodeNotImplemented:           {http.StatusNotImplemented, "The operation is not implemented"},
-	CodeUnsupportedMediaType:     {http.StatusUnsupportedMediaType, "The content type of the request is not supported"},
-	CodeNotAcceptable:            {http.StatusNotAcceptable, "None of the accepted content types can be produced"},
-	CodeRequestEntityTooLarge:    {http.StatusRequestEntityTooLarge, "The request body is too large"},
-	CodeInvalidSessionTokenInJWT: {http.StatusUnauthorized, "The session token is not valid"},
+// messages are the default messages of the codes, as OpenZiti words them.
+var messages = map[string]string{
+	CodeUnauthorized:             "The request could not be completed. The session is not authorized or the credentials are invalid",
+	CodeInvalidAuth:              "The authentication request failed",
+	CodeInvalidAuthMethod:        "The supplied authentication method is not valid",
+	CodeNotFound:                 "The resource requested was not found or is no longer available",
+	CodeCouldNotValidate:         "The supplied request contains an invalid document or no valid accept content were available, see cause",
+	CodeCouldNotParseBody:        "The body of the request could not be parsed",
+	CodeInvalidFilter:            "The filter query supplied is not valid",
+	CodeInvalidPagination:        "The pagination properties provided are invalid",
+	CodeInvalidSort:              "The sort order supplied is not valid",
+	CodeInvalidPosture:           "Posture response data is missing or wrong",
+	CodeNoEdgeRouters:            "No edge routers are assigned or online to handle the requested connection",
+	CodeMFAExists:                "An MFA record already exists",
+	CodeMFAInvalidToken:          "The token provided was invalid",
+	CodeMFANotEnrolled:           "The identity is not enrolled in MFA",
+	CodeMFAEnrollmentNotStarted:  "MFA enrollment has not been started",
+	CodeTooManyRequests:          "Too many requests; try again later",
+	CodeInvalidEnrollmentToken:   "The supplied token is not valid",
+	CodeEnrollmentExpired:        "The enrollment has expired",
+	CodeCouldNotProcessCSR:       "The certificate signing request could not be processed",
+	CodeMissingOrInvalidCSR:      "The request is missing a valid certificate signing request",
+	CodeInvalidEnrollMethod:      "The enrollment method is not valid",
+	CodeInvalidContentType:       "The content type of the request is not valid for this operation",
+	CodeCertInUse:                "The certificate is already in use",
+	CodeCAAlreadyVerified:        "The CA has already been verified",
+	CodeReferenced:               "The entity is referenced by another entity and cannot be deleted",
+	CodeEnrollmentExists:         "An enrollment already exists",
+	CodeInvalidCommonName:        "The common name of the certificate is not valid",
+	CodeCertFailedValidation:     "The certificate failed validation",
+	CodeExpectedPEMCertificate:   "Expected a PEM encoded certificate",
+	CodeMethodNotAllowed:         "The method is not allowed on this resource",
+	CodeUnhandled:                "An unhandled error occurred",
+	CodeConflict:                 "The resource was changed concurrently; retry the request",
+	CodeUnavailable:              "The service is not ready; try again later",
+	CodeNotImplemented:           "The operation is not implemented",
+	CodeUnsupportedMediaType:     "The content type of the request is not supported",
+	CodeNotAcceptable:            "None of the accepted content types can be produced",
+	CodeRequestEntityTooLarge:    "The request body is too large",
+	CodeInvalidSessionTokenInJWT: "The session token is not valid",
 }
 
 // Error is the one error type that crosses package boundaries. The API's
@@ -112,7 +107,7 @@ type Error struct {
 func (e *Error) Error() string {
 	msg := e.Message
 	if msg == "" {
-		msg = codes[e.Code].message
+		msg = messages[e.Code]
 	}
 	s := e.Code + ": " + msg
 	if e.Field != "" {
@@ -126,19 +121,8 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Status is the HTTP status for the error's code (500 for an unknown code).
-func (e *Error) Status() int { return StatusOf(e.Code) }
-
-// StatusOf is the HTTP status of a code.
-func StatusOf(code string) int {
-	if c, ok := codes[code]; ok {
-		return c.status
-	}
-	return http.StatusInternalServerError
-}
-
 // DefaultMessage is the message used for a code when an Error carries none.
-func DefaultMessage(code string) string { return codes[code].message }
+func DefaultMessage(code string) string { return messages[code] }
 
 // Errorf builds an Error with a formatted message.
 func Errorf(code, format string, args ...any) *Error {

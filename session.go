@@ -94,6 +94,7 @@ type CheckFailure struct {
 	ExpectedValue    json.RawMessage `json:"expectedValue"`
 	Criteria         json.RawMessage `json:"criteria,omitempty"`
 	Semantic         string          `json:"semantic,omitempty"`
+	Stale            bool            `json:"stale,omitempty"`
 }
 
 // PolicyFailure is a failing policy of a denied request and its failing

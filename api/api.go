@@ -50,6 +50,9 @@ type Options struct {
 	// TrustedProxies are the networks whose X-Forwarded-For header is
 	// believed (none by default). See ClientIP.
 	TrustedProxies []*net.IPNet
+	// InFlight, when set, caps the requests served at once per source
+	// address (shared by every echo instance of a server).
+	InFlight *InFlight
 }
 
 // ClientIP returns the function that resolves the address a request comes
@@ -119,6 +122,7 @@ func New(opts Options) *echo.Echo {
 		e.Use(opts.Metrics.Middleware(e))
 	}
 	e.Use(middleware.Recover())
+	e.Use(opts.InFlight.Middleware)
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			h := c.Response().Header()

@@ -43,6 +43,10 @@ const principalKey = "postured.principal"
 
 // PrincipalOf returns the caller of an authenticated request (nil on public
 // routes).
+// WithPrincipal records the request's authenticated caller: Auth's
+// middleware does, and so do handler tests that bypass it.
+func WithPrincipal(c echo.Context, p *Principal) { c.Set(principalKey, p) }
+
 func PrincipalOf(c echo.Context) *Principal {
 	p, _ := c.Get(principalKey).(*Principal)
 	return p
@@ -77,6 +81,9 @@ type Auth struct {
 	CatchUpEvery time.Duration
 
 	touched sync.Map // API session id -> time.Time of the last touch sent
+
+	touchesOnce sync.Once
+	touches     chan posture.Event // activity events waiting for Run
 
 	catchUpMu      sync.Mutex
 	catchUpSources map[string]*rate.Limiter
@@ -179,7 +186,7 @@ func (a *Auth) Require(level Access) echo.MiddlewareFunc {
 			if level == Admin && !p.Identity.IsAdmin {
 				return &posture.Error{Code: posture.CodeUnauthorized, Message: "an administrator's API session is required"}
 			}
-			c.Set(principalKey, p)
+			WithPrincipal(c, p)
 			a.SetExpiryHeaders(c, p.Session.LastActivityAt)
 			return next(c)
 		}
@@ -212,14 +219,41 @@ func (a *Auth) touch(c echo.Context, p *Principal, now time.Time) {
 	}
 	e.Actor = p.Identity.ID
 	e.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
-	// Activity is best effort: the request does not wait for it.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := a.Log.Append(ctx, e); err != nil {
-			a.Logger.Warn("recording API session activity failed", "apiSessionId", p.Session.ID, "err", err)
+	// Activity is best effort: the request does not wait for it; Run
+	// appends it. A full queue drops it (the next request touches again).
+	select {
+	case a.queue() <- e:
+	default:
+		a.touched.Delete(p.Session.ID)
+		a.Logger.Warn("API session activity dropped: the queue is full", "apiSessionId", p.Session.ID)
+	}
+}
+
+// touchQueue is how many activity events may wait for Run.
+const touchQueue = 4096
+
+func (a *Auth) queue() chan posture.Event {
+	a.touchesOnce.Do(func() { a.touches = make(chan posture.Event, touchQueue) })
+	return a.touches
+}
+
+// Run appends the API sessions' activity events until ctx ends; its owner
+// (the node's errgroup) waits for it. Events still queued when ctx ends are
+// dropped: activity is best effort.
+func (a *Auth) Run(ctx context.Context) error {
+	q := a.queue()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-q:
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if _, err := a.Log.Append(actx, e); err != nil && ctx.Err() == nil {
+				a.Logger.Warn("recording API session activity failed", "event", e.ID, "err", err)
+			}
+			cancel()
 		}
-	}()
+	}
 }
 
 // Forget drops the activity record of an ended API session.

@@ -67,7 +67,7 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		case pe.Field != "":
 			body.Error.Cause = FieldCause{Field: pe.Field, Reason: pe.Reason, Value: pe.Value}
 		}
-		status := posture.StatusOf(pe.Code)
+		status := StatusOf(pe.Code)
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)
 			return

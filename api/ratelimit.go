@@ -37,7 +37,10 @@ type LimiterOptions struct {
 	KnownFor        time.Duration
 	KnownPerSubject int
 	// MaxKeys bounds the subjects, the pairs and the sources remembered
-	// (each); fully recovered ones are forgotten first. Default 100,000.
+	// (each). Only buckets that have refilled (no failure left to
+	// remember) are forgotten; while every bucket still holds failures, a
+	// new key is refused (429) rather than an old failure forgotten.
+	// Default 100,000.
 	MaxKeys int
 	// Now is the limiter's clock (default time.Now).
 	Now Clock
@@ -96,9 +99,9 @@ func (o LimiterOptions) withDefaults() LimiterOptions {
 type Limiter struct {
 	mu       sync.Mutex
 	opts     LimiterOptions
-	pairs    map[string]*rate.Limiter // subject + "\x00" + source
-	subjects map[string]*rate.Limiter
-	sources  map[string]*rate.Limiter
+	pairs    *buckets // subject + "\x00" + source
+	subjects *buckets
+	sources  *buckets
 	known    map[string]map[string]time.Time // subject -> source -> last success
 }
 
@@ -115,9 +118,10 @@ func (l *Limiter) Configure(opts LimiterOptions) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.opts = opts.withDefaults()
-	l.pairs = map[string]*rate.Limiter{}
-	l.subjects = map[string]*rate.Limiter{}
-	l.sources = map[string]*rate.Limiter{}
+	o := l.opts
+	l.pairs = newBuckets(o.SubjectEvery, o.SubjectBurst, o.MaxKeys)
+	l.subjects = newBuckets(o.SpreadEvery, o.SpreadBurst, o.MaxKeys)
+	l.sources = newBuckets(o.SourceEvery, o.SourceBurst, o.MaxKeys)
 	l.known = map[string]map[string]time.Time{}
 }
 
@@ -152,11 +156,11 @@ func (l *Limiter) Allow(c echo.Context, subject string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	wait := l.waitFor(l.sources, source, now)
+	wait := l.sources.waitFor(source, now)
 	if subject != "" {
-		wait = max(wait, l.waitFor(l.pairs, pairKey(subject, source), now))
+		wait = max(wait, l.pairs.waitFor(pairKey(subject, source), now))
 		if !l.isKnown(subject, source, now) {
-			wait = max(wait, l.waitFor(l.subjects, subject, now))
+			wait = max(wait, l.subjects.waitFor(subject, now))
 		}
 	}
 	if wait <= 0 {
@@ -176,10 +180,10 @@ func (l *Limiter) Failed(c echo.Context, subject string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	l.take(l.sources, source, now, l.opts.SourceEvery, l.opts.SourceBurst)
+	l.sources.take(source, now)
 	if subject != "" {
-		l.take(l.pairs, pairKey(subject, source), now, l.opts.SubjectEvery, l.opts.SubjectBurst)
-		l.take(l.subjects, subject, now, l.opts.SpreadEvery, l.opts.SpreadBurst)
+		l.pairs.take(pairKey(subject, source), now)
+		l.subjects.take(subject, now)
 	}
 }
 
@@ -194,7 +198,7 @@ func (l *Limiter) Succeeded(c echo.Context, subject string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	delete(l.pairs, pairKey(subject, source))
+	delete(l.pairs.m, pairKey(subject, source))
 	m := l.known[subject]
 	if m == nil {
 		if len(l.known) >= l.opts.MaxKeys {
@@ -241,35 +245,84 @@ func (l *Limiter) pruneKnown(now time.Time) {
 	}
 }
 
-// waitFor is how long until the key's bucket holds a token again (0 when it
-// holds one now, or was never used).
-func (l *Limiter) waitFor(m map[string]*rate.Limiter, key string, now time.Time) time.Duration {
-	b, ok := m[key]
-	if !ok {
-		return 0
+// buckets are the token buckets of one kind of key (sources, subjects or
+// pairs), at most bound of them.
+type buckets struct {
+	m         map[string]*rate.Limiter
+	every     time.Duration
+	burst     int
+	bound     int
+	fullUntil time.Time // a prune freed nothing: none is tried again before
+}
+
+func newBuckets(every time.Duration, burst, bound int) *buckets {
+	return &buckets{m: map[string]*rate.Limiter{}, every: every, burst: burst, bound: bound}
+}
+
+// pruneRetry is how long a map full of buckets that all hold failures is
+// not scanned again: a flood of new keys must not make every request scan
+// the whole map.
+const pruneRetry = time.Second
+
+// room reports whether a new key may be added. At the bound it forgets the
+// buckets that have refilled (they remember no failure); buckets that still
+// hold failures are never forgotten, so a new key has no room until one of
+// them refills.
+func (b *buckets) room(now time.Time) bool {
+	if len(b.m) < b.bound {
+		return true
 	}
-	tokens := b.TokensAt(now)
+	if now.Before(b.fullUntil) {
+		return false
+	}
+	for k, lim := range b.m {
+		if lim.TokensAt(now) >= float64(lim.Burst()) {
+			delete(b.m, k)
+		}
+	}
+	if len(b.m) < b.bound {
+		return true
+	}
+	b.fullUntil = now.Add(pruneRetry)
+	return false
+}
+
+// waitFor is how long until the key's bucket holds a token again (0 when it
+// holds one now, or was never used and there is room for it; one period
+// when there is no room to remember its failures).
+func (b *buckets) waitFor(key string, now time.Time) time.Duration {
+	lim, ok := b.m[key]
+	if !ok {
+		if b.room(now) {
+			return 0
+		}
+		return b.every
+	}
+	tokens := lim.TokensAt(now)
 	if tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - tokens) / float64(b.Limit()) * float64(time.Second))
+	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
 }
 
-func (l *Limiter) take(m map[string]*rate.Limiter, key string, now time.Time, every time.Duration, burst int) {
-	b, ok := m[key]
+// take records a failure for key. With no room for a new key the failure
+// is not recorded (Allow refuses such keys before they are verified).
+func (b *buckets) take(key string, now time.Time) {
+	lim, ok := b.m[key]
 	if !ok {
-		if len(m) >= l.opts.MaxKeys {
-			prune(m, now, l.opts.MaxKeys)
+		if !b.room(now) {
+			return
 		}
-		b = rate.NewLimiter(rate.Every(every), burst)
-		m[key] = b
+		lim = rate.NewLimiter(rate.Every(b.every), b.burst)
+		b.m[key] = lim
 	}
-	b.AllowN(now, 1)
+	lim.AllowN(now, 1)
 }
 
 // prune forgets the buckets that have refilled (they hold no record of a
 // recent failure); if that is not enough, it forgets others until the map
-// is at half its bound.
+// is at half its bound. It suits buckets whose loss costs nothing but a
+// fresh burst (Auth's catch-ups); the limiter's failures use buckets.
 func prune(m map[string]*rate.Limiter, now time.Time, bound int) {
 	for k, b := range m {
 		if b.TokensAt(now) >= float64(b.Burst()) {

@@ -59,6 +59,13 @@ func (w *Writer) AppendContext(ctx context.Context, st Stamp, p posture.Payload)
 	if err != nil {
 		return 0, err
 	}
+	return w.AppendEvent(ctx, e)
+}
+
+// AppendEvent appends an event built with Event and waits until the
+// projection has applied it, for a handler that answers with the event's
+// time.
+func (w *Writer) AppendEvent(ctx context.Context, e posture.Event) (uint64, error) {
 	seq, err := w.Log.Append(ctx, e)
 	if err != nil {
 		return 0, err
@@ -80,19 +87,57 @@ func (w *Writer) Model(c echo.Context, decide func() ([]posture.Payload, error))
 
 // ModelContext is Model outside a request.
 func (w *Writer) ModelContext(ctx context.Context, st Stamp, decide func() ([]posture.Payload, error)) error {
+	return w.Change(ctx, st, Change{
+		Subject: posture.SubjectModel,
+		// The local projection's last model change: decide reads that state.
+		Expect: func(context.Context) (uint64, error) { return w.Barrier.LastModelSeq(), nil },
+		Decide: func() ([]posture.Payload, error) { return decide() },
+		Chain:  true,
+	})
+}
+
+// Change is a change of one subject under optimistic concurrency (Writer.Change).
+type Change struct {
+	// Subject is the subject whose last sequence the change expects.
+	Subject string
+	// Expect returns the sequence decide's state reflects: the subject's
+	// last event as the change will read it.
+	Expect func(ctx context.Context) (uint64, error)
+	// Decide reads the projection, validates and returns the events of the
+	// change (none: nothing to do). The first is on Subject.
+	Decide func() ([]posture.Payload, error)
+	// Chain: every event is on Subject and expects the one before it.
+	// Otherwise only the first is conditional and the others follow it.
+	Chain bool
+}
+
+// Change appends a change's events only if no other event of its subject
+// was appended since the state Decide saw. On a lost race it catches up
+// with the winner and decides again on the newer state, so that checks such
+// as "this name is free" or "this code is unused" hold across requests and
+// across nodes. It returns once the projection has applied the change.
+func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 	for range maxConflicts {
-		expect := w.Barrier.LastModelSeq()
-		payloads, err := decide()
+		expect, err := ch.Expect(ctx)
 		if err != nil {
 			return err
 		}
-		if len(payloads) == 0 {
-			return nil
+		payloads, err := ch.Decide()
+		if err != nil || len(payloads) == 0 {
+			return err
 		}
-		seq, err := w.appendChain(ctx, st, payloads, expect)
+		if payloads[0].Subject() != ch.Subject {
+			return fmt.Errorf("a change of %s cannot start with %s (subject %s)", ch.Subject, payloads[0].EventType(), payloads[0].Subject())
+		}
+		var seq uint64
+		if ch.Chain {
+			seq, err = w.appendChain(ctx, st, ch.Subject, payloads, expect)
+		} else {
+			seq, err = w.appendAfter(ctx, st, payloads, expect)
+		}
 		if posture.CodeOf(err) == posture.CodeConflict {
 			// Catch up with the change that won, then decide again.
-			last, lerr := w.Log.LastSubjectSeq(ctx, posture.SubjectModel)
+			last, lerr := w.Log.LastSubjectSeq(ctx, ch.Subject)
 			if lerr != nil {
 				return lerr
 			}
@@ -106,14 +151,35 @@ func (w *Writer) ModelContext(ctx context.Context, st Stamp, decide func() ([]po
 		}
 		return w.Barrier.WaitFor(ctx, seq)
 	}
-	return &posture.Error{Code: posture.CodeConflict, Message: fmt.Sprintf("the change lost %d races for the model; retry", maxConflicts)}
+	return &posture.Error{Code: posture.CodeConflict, Message: fmt.Sprintf("the change lost %d races for %s; retry", maxConflicts, ch.Subject)}
 }
 
-func (w *Writer) appendChain(ctx context.Context, st Stamp, payloads []posture.Payload, expect uint64) (uint64, error) {
+// appendAfter appends the first event if the last of its subject is
+// expect, then the others unconditionally.
+func (w *Writer) appendAfter(ctx context.Context, st Stamp, payloads []posture.Payload, expect uint64) (uint64, error) {
+	var seq uint64
+	for i, p := range payloads {
+		e, err := w.Event(st, p)
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 {
+			seq, err = w.Log.AppendIfLast(ctx, e, expect)
+		} else {
+			seq, err = w.Log.Append(ctx, e)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return seq, nil
+}
+
+func (w *Writer) appendChain(ctx context.Context, st Stamp, subject string, payloads []posture.Payload, expect uint64) (uint64, error) {
 	var seq uint64
 	for _, p := range payloads {
-		if p.Subject() != posture.SubjectModel {
-			return 0, fmt.Errorf("a model change cannot carry %s (subject %s)", p.EventType(), p.Subject())
+		if p.Subject() != subject {
+			return 0, fmt.Errorf("a change of %s cannot carry %s (subject %s)", subject, p.EventType(), p.Subject())
 		}
 		e, err := w.Event(st, p)
 		if err != nil {

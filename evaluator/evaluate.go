@@ -30,6 +30,8 @@
 //     passedMfaAt+timeoutSeconds; with promptOnWake/promptOnUnlock, a wake or
 //     unlock at or after the TOTP leaves Data.MFAGrace (now <= event+grace).
 //     MFATimeout and MFATimeoutRemaining give what clients are told.
+//   - Stale evidence: with maxAgeSeconds, evidence older than that is stale;
+//     onStale "deny" (default) fails the check, "allow" judges it anyway.
 //
 // The scenario files in testdata/<kind>/ show every rule with its actual and
 // expected values; "go test ./evaluator/ -run TestEvaluate -rewrite"
@@ -96,7 +98,8 @@ type Verdict struct {
 	// long as the data does not change, and it fails for t > ValidUntil. It is
 	// the earliest such deadline, in UTC. A failing verdict always has a zero
 	// ValidUntil: under these rules a failure never turns into a pass by the
-	// passing of time alone.
+	// passing of time alone. Evidence that goes stale under onStale "deny"
+	// is such a deadline too.
 	ValidUntil time.Time `json:"validUntil,omitzero"`
 	// Semantic is the canonical semantic of a PROCESS_MULTI check (AllOf or
 	// AnyOf; the raw value when it is not understood), reported next to the
@@ -105,6 +108,9 @@ type Verdict struct {
 	// Criteria are the facts an MFA verdict was reached from. Nil for other
 	// types.
 	Criteria *MFACriteria `json:"criteria,omitempty"`
+	// Stale reports that the evidence judged is older than the check's
+	// maxAgeSeconds (stale.go). With onStale "deny" the verdict fails.
+	Stale bool `json:"stale,omitempty"`
 	// Reason says in a few words why a verdict fails, for logs and tests. It
 	// is empty when Pass is true and is not part of the wire format.
 	Reason string `json:"reason,omitempty"`
@@ -112,9 +118,13 @@ type Verdict struct {
 
 // Evaluate judges check c against data d at instant now. It never panics and
 // never reads the clock; see the per-type files (os.go, mac.go, domain.go,
-// process.go, mfa.go) for the rules. A check of an unsupported type fails,
+// process.go, mfa.go) for the rules, and stale.go for the age of evidence. A check of an unsupported type fails,
 // with the type id as Actual and the supported types as Expected.
 func Evaluate(c posture.Check, d Data, now time.Time) Verdict {
+	return applyStale(c, d, now, evaluate(c, d, now))
+}
+
+func evaluate(c posture.Check, d Data, now time.Time) Verdict {
 	switch c.TypeID {
 	case posture.CheckOS:
 		return evalOS(c, d.Identity.OS, d.Ranges)

@@ -36,7 +36,7 @@ import (
 )
 
 // kinds are the testdata folders, one per check kind; each must hold cases.
-var kinds = []string{"os", "mac", "domain", "process", "process_multi", "mfa"}
+var kinds = []string{"os", "mac", "domain", "process", "process_multi", "mfa", "stale"}
 
 // testData is the JSON form of Data in scenario files. MFAGrace is a Go
 // duration ("5m", "90s"); when absent it is DefaultMFAGrace.
@@ -203,6 +203,9 @@ func formatVerdict(v Verdict) string {
 	}
 	if v.Semantic != "" {
 		fmt.Fprintf(&b, "semantic: %s\n", v.Semantic)
+	}
+	if v.Stale {
+		b.WriteString("stale: true\n")
 	}
 	fmt.Fprintf(&b, "actual: %s\n", mustJSON(v.Actual))
 	fmt.Fprintf(&b, "expected: %s\n", mustJSON(v.Expected))

@@ -101,7 +101,9 @@ const (
 	RolePostured = "postured"
 	// RoleAuditor reads the stream and follows it (stream info, direct
 	// and stored message gets, consumers created and pulled). It may not
-	// publish to the stream's subjects nor change or delete anything.
+	// publish to the stream's subjects nor change or delete anything. It
+	// may also read and follow the transitions stream, with durable
+	// consumers of its own that it acknowledges.
 	RoleAuditor = "auditor"
 )
 
@@ -109,19 +111,21 @@ const (
 // example "POSTURED", whose subjects are "postured.>").
 func Permissions(role, stream string) (*server.Permissions, error) {
 	subjects := strings.ToLower(stream) + ".>"
+	transitions := TransitionsStream(stream)
 	inbox := &server.SubjectPermission{Allow: []string{"_INBOX.>"}}
 	switch role {
 	case RolePostured:
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{
-				Allow: []string{subjects, "$JS.API.>", "$KV." + nodesBucket + ".>", "$KV." + keysBucket + ".>", "$JS.ACK.>", "$JS.FC.>"},
+				Allow: []string{subjects, TransitionsSubjects(stream) + ">", "$JS.API.>", "$KV." + nodesBucket + ".>", "$KV." + keysBucket + ".>", "$JS.ACK.>", "$JS.FC.>"},
 				// Messages of the data key bucket may be deleted (a
 				// deleted identity's key is destroyed); those of the
-				// event stream may not. No stream is deleted or
-				// updated: a changed limit or retention could drop
-				// history, so a stream's configuration, once created, is
-				// an administrator's.
-				Deny: []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.MSG.DELETE." + stream},
+				// event stream and the transitions stream may not. No
+				// stream is deleted or updated: a changed limit or
+				// retention could drop history, so a stream's
+				// configuration, once created, is an administrator's.
+				Deny: []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.MSG.DELETE." + stream,
+					"$JS.API.STREAM.PURGE." + transitions, "$JS.API.STREAM.MSG.DELETE." + transitions},
 			},
 			Subscribe: inbox,
 		}, nil
@@ -137,6 +141,16 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 				"$JS.API.CONSUMER.CREATE." + stream + ".>",
 				"$JS.API.CONSUMER.INFO." + stream + ".>",
 				"$JS.API.CONSUMER.MSG.NEXT." + stream + ".>",
+				"$JS.API.STREAM.INFO." + transitions,
+				"$JS.API.STREAM.MSG.GET." + transitions,
+				"$JS.API.DIRECT.GET." + transitions,
+				"$JS.API.DIRECT.GET." + transitions + ".>",
+				"$JS.API.CONSUMER.CREATE." + transitions,
+				"$JS.API.CONSUMER.CREATE." + transitions + ".>",
+				"$JS.API.CONSUMER.DURABLE.CREATE." + transitions + ".>",
+				"$JS.API.CONSUMER.INFO." + transitions + ".>",
+				"$JS.API.CONSUMER.MSG.NEXT." + transitions + ".>",
+				"$JS.ACK." + transitions + ".>",
 			}},
 			Subscribe: inbox,
 		}, nil

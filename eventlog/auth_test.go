@@ -234,6 +234,7 @@ func TestEmbeddedListenerRequiresCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAuditor(t, l, auditor)
+	checkAuditorTransitions(t, l, auditor)
 
 	// Another postured process may use the node's server as its log.
 	other, err := openAs(t, urls, eventlog.ClientAuth{TLSCA: caFile, NkeyFile: seedOf(t, l, eventlog.RolePostured)}, false)
@@ -299,6 +300,7 @@ func TestSecureClusterAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAuditor(t, w, auditor)
+	checkAuditorTransitions(t, w, auditor)
 	cannotShortenHistory(t, w)
 
 	// Not even a postured node deletes a message or purges the stream.

@@ -21,9 +21,14 @@ import (
 func (l *Log) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := l.js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return l.js.CreateStream(ctx, cfg)
+		if s, err = l.js.CreateStream(ctx, cfg); err == nil {
+			return s, nil
+		}
 	}
 	if err != nil {
+		if denied := l.streamDenied(cfg.Name); denied != nil {
+			return nil, denied
+		}
 		return nil, err
 	}
 	diff := streamDiff(s.CachedInfo().Config, cfg)
@@ -72,4 +77,18 @@ func streamDiff(have, want jetstream.StreamConfig) []string {
 	add("max_age", have.MaxAge != want.MaxAge)
 	add("max_msgs_per_subject", limit(have.MaxMsgsPerSubject) != limit(want.MaxMsgsPerSubject))
 	return diff
+}
+
+// streamDenied is the error of a stream these credentials may not look up
+// or create (a user without the permission gets no answer, only an
+// asynchronous permissions violation, so the request times out): they are
+// read-only credentials, such as the auditor's, where postured's are
+// needed. Not worth a retry.
+func (l *Log) streamDenied(name string) error {
+	for _, op := range []string{"INFO", "CREATE"} {
+		if denied := l.denied("$JS.API.STREAM." + op + "." + name); denied != nil {
+			return fmt.Errorf("%s (STREAM.%s %s): %w", readOnly, op, name, denied)
+		}
+	}
+	return nil
 }

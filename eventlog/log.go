@@ -201,10 +201,11 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		if err != nil {
 			// A user who may not change the stream gets no answer, only
 			// an asynchronous permissions violation: not worth a retry.
-			for _, op := range []string{"INFO", "CREATE"} {
-				if denied := l.denied("$JS.API.STREAM." + op + "." + opts.Stream); denied != nil {
-					return denied
-				}
+			if denied := l.denied("$JS.API.STREAM.INFO." + opts.Stream); opts.Existing && denied != nil {
+				return fmt.Errorf("these NATS credentials may not read the stream; reading needs the auditor's or postured's credentials: %w", denied)
+			}
+			if denied := l.streamDenied(opts.Stream); denied != nil {
+				return denied
 			}
 		}
 		return err
@@ -290,7 +291,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	ctx, cancel := context.WithTimeout(ctx, maxAppendWait)
 	defer cancel()
 	var seq uint64
-	var fullSince time.Time
+	var fullSince, refusedSince time.Time
 	// Each attempt waits for its acknowledgement at most appendAttempt,
 	// so that an acknowledgement lost with a server that died is soon
 	// asked again. The retry carries the same message id.
@@ -310,9 +311,20 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 				return outOfSpace("the event log is out of disk space: "+err.Error(), err)
 			}
 		}
+		if apiErr := refusal(err); apiErr != nil {
+			// A refusal another try will not change (a stream limit, a
+			// store failure): retried for refusalGrace on a cluster, whose
+			// next leader may think otherwise, then answered.
+			if refusedSince.IsZero() {
+				refusedSince = time.Now()
+			}
+			if l.guard != nil || time.Since(refusedSince) >= refusalGrace {
+				return refused(apiErr)
+			}
+		}
 		if err != nil {
 			if denied := l.denied(msg.Subject); denied != nil {
-				return denied // not worth another try
+				return fmt.Errorf("%s: %w", readOnly, denied) // not worth another try
 			}
 			return err
 		}
@@ -329,6 +341,13 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		if errors.Is(err, posture.ErrOutOfSpace) {
 			return 0, err
 		}
+		if errors.Is(err, ErrRefused) {
+			var apiErr *jetstream.APIError
+			errors.As(err, &apiErr)
+			l.log.Error("eventlog: the event log refuses writes", "stream", l.name, "type", e.Type,
+				"status", apiErr.Code, "code", int(apiErr.ErrorCode), "reason", apiErr.Description)
+			return 0, err
+		}
 		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
 	}
 	return seq, nil
@@ -340,6 +359,45 @@ const maxAppendWait = 30 * time.Second
 // outOfSpaceGrace is how long an external server's out-of-space answers are
 // retried before an append fails with them.
 const outOfSpaceGrace = 3 * time.Second
+
+// refusalGrace is how long an external server's refusals (see refusal) are
+// retried before an append fails with them.
+const refusalGrace = 3 * time.Second
+
+// ErrRefused marks an append the stream refused for a reason retrying will
+// not change: a stream limit reached (maximum messages or bytes with the
+// discard-new policy), a store that failed, JetStream not enabled for the
+// account. The error is a SERVICE_UNAVAILABLE posture.Error.
+var ErrRefused = errors.New("eventlog: the stream refused the write")
+
+// refusal returns err's JetStream answer if it is a 503 that another try
+// will not change. Out of space is not one of them (see isOutOfSpace); nor
+// are a cluster without quorum or a leader election, which pass.
+func refusal(err error) *jetstream.APIError {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 503 || isOutOfSpace(err) {
+		return nil
+	}
+	switch apiErr.ErrorCode {
+	case jsErrClusterNotAvailable, jsErrClusterIncomplete, jsErrLastSeqPerSubjectNotReady:
+		return nil
+	}
+	return apiErr
+}
+
+// refused is the error of an append refused by the stream.
+func refused(apiErr *jetstream.APIError) error {
+	return &posture.Error{Code: posture.CodeUnavailable, Err: fmt.Errorf("%w: %w", ErrRefused, apiErr),
+		Message: fmt.Sprintf("the event log refused the write (%s, JetStream error %d): it was not stored; retrying will not help until an operator acts (see the log)",
+			apiErr.Description, apiErr.ErrorCode)}
+}
+
+// Error codes of nats-server for the refusals that pass.
+const (
+	jsErrClusterNotAvailable       = jetstream.ErrorCode(server.JSClusterNotAvailErr)
+	jsErrClusterIncomplete         = jetstream.ErrorCode(server.JSClusterIncompleteErr)
+	jsErrLastSeqPerSubjectNotReady = jetstream.ErrorCode(server.JSStreamExpectedLastSeqPerSubjectNotReady)
+)
 
 // headerRoom is what the headers of an append (message id, expected stream
 // and last sequence) take of the server's payload limit, with a margin.
@@ -356,6 +414,11 @@ func (l *Log) fits(e posture.Event, body []byte) error {
 	}
 	return nil
 }
+
+// readOnly says what a permissions violation on a write means: the
+// credentials are a reader's.
+const readOnly = "these NATS credentials may not write to the event log (read-only credentials, such as the auditor's?): " +
+	"serving and writing (events skip) need postured's credentials, the postured role"
 
 // denied is the connection's last error if it is the server refusing a
 // publish to subject: a user without the permission gets no reply, only that
@@ -503,7 +566,7 @@ func retryWithin(ctx context.Context, attempt time.Duration, f func(ctx context.
 }
 
 func transient(err error) bool {
-	if errors.Is(err, posture.ErrOutOfSpace) {
+	if errors.Is(err, posture.ErrOutOfSpace) || errors.Is(err, ErrRefused) {
 		return false // decided: the server's answer was retried long enough
 	}
 	var apiErr *jetstream.APIError

@@ -64,6 +64,11 @@ func (l *Log) registry(ctx context.Context) (jetstream.KeyValue, error) {
 				Replicas:    replicas,
 			})
 		}
+		if err != nil {
+			if denied := l.streamDenied("KV_" + nodesBucket); denied != nil {
+				return denied
+			}
+		}
 		return err
 	})
 	if err != nil {

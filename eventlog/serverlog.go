@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
 // serverLog routes the embedded nats-server's log to slog: notices at Info,
-// warnings at Warn, errors and fatal errors at Error, debug and trace lines at
+// warnings at Warn, errors and fatal errors at Error (but a client's
+// permission violation or failed login at Warn), debug and trace lines at
 // Debug. Every record carries component=nats-server.
 //
 // A fatal error does not exit the process (the server's own logger would):
@@ -46,10 +48,31 @@ func (s *serverLog) Debugf(format string, v ...any)  { s.emit(slog.LevelDebug, f
 func (s *serverLog) Tracef(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
 
 func (s *serverLog) Errorf(format string, v ...any) {
-	s.emit(slog.LevelError, format, v)
-	if s.onError != nil {
-		s.onError(fmt.Sprintf(format, v...))
+	msg := fmt.Sprintf(format, v...)
+	level := slog.LevelError
+	if clientFault(msg) {
+		level = slog.LevelWarn
 	}
+	s.emit(level, "%s", []any{msg})
+	if s.onError != nil {
+		s.onError(msg)
+	}
+}
+
+// clientFaults are what the server logs as errors when a client does what
+// it may not: publish or subscribe without the permission, or log in with
+// wrong credentials. They are the client's fault, not the server's, and
+// anyone who can reach the port (an auditor probing, a scanner) could fill
+// the error log with them: they are logged at Warn.
+var clientFaults = []string{"Publish Violation - ", "Subscription Violation - ", "authentication error"}
+
+func clientFault(msg string) bool {
+	for _, f := range clientFaults {
+		if strings.Contains(msg, f) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *serverLog) Fatalf(format string, v ...any) {

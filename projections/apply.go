@@ -27,7 +27,7 @@ func apply(tx *Tx, e posture.Event) error {
 	if err != nil {
 		return fmt.Errorf("projections: %w", err)
 	}
-	tx.event = e
+	tx.event, tx.transitions = e, 0
 	h, ok := handlers[e.Type]
 	if !ok {
 		return fmt.Errorf("projections: event %d: no handler for %q", e.Seq, e.Type)

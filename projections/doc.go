@@ -13,5 +13,11 @@
 // WaitFor is the barrier of read-your-writes: a handler that appended event
 // seq waits for it, then answers from the store.
 //
-// It imports pebble, the evaluator and the root package only.
+// Reads see committed state only: the hot-key cache publishes a batch's
+// values after its commit, and queries that read several keys read them at
+// one cursor (Store.view).
+//
+// It imports the root package, the evaluator, pebble, Masterminds/semver
+// (OS version ranges) and goccy/go-json (encoding/json's output, faster; see
+// tx.go) only.
 package projections

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/seed-0809debe/posture"
@@ -55,6 +56,8 @@ func secondaryKeys(e posture.Entity) []kv {
 	case posture.ExternalJWTSigner:
 		unique("name", v.Name)
 		unique("issuer", v.Issuer)
+	case posture.Webhook:
+		unique("name", v.Name)
 	case posture.CA:
 		unique("name", v.Name)
 		unique("fingerprint", v.Fingerprint)
@@ -348,17 +351,24 @@ func (s *Store) AuthenticatorByFingerprint(fp string) (posture.Authenticator, er
 
 // IdentityAuthenticators lists the authenticators of one identity.
 func (s *Store) IdentityAuthenticators(identityID string) ([]posture.Authenticator, error) {
-	ids, err := childIDs(s.db, posture.KindIdentity, identityID, posture.KindAuthenticator)
+	var out []posture.Authenticator
+	err := s.view(func(r reader) error {
+		ids, err := childIDs(r, posture.KindIdentity, identityID, posture.KindAuthenticator)
+		if err != nil {
+			return err
+		}
+		out = make([]posture.Authenticator, 0, len(ids))
+		for _, id := range ids {
+			a, err := getEntity[posture.Authenticator](r, posture.KindAuthenticator, id)
+			if err != nil {
+				return fmt.Errorf("authenticator %s of identity %s: %w", id, identityID, err)
+			}
+			out = append(out, a)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	out := make([]posture.Authenticator, 0, len(ids))
-	for _, id := range ids {
-		a, err := s.Authenticator(id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
 	}
 	return out, nil
 }

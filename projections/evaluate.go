@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,7 +39,7 @@ func policyState(checks []*posture.Check, d evaluator.Data, at time.Time, verdic
 
 // evalPolicy evaluates a policy's checks at a time. It returns whether all
 // pass and each check's result.
-func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult) {
+func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult, error) {
 	passing := true
 	results := make([]posture.CheckResult, 0, len(checks))
 	for _, cp := range checks {
@@ -46,11 +47,22 @@ func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, 
 		v := evaluator.Evaluate(c, d, at)
 		r := posture.CheckResult{
 			Check: c, Pass: v.Pass, ValidUntil: v.ValidUntil, Semantic: v.Semantic,
-			Actual: raw(v.Actual), Expected: raw(v.Expected),
-			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1,
+			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1, Stale: v.Stale,
+		}
+		if end, ok := evaluator.StaleAfter(c, d.Identity); ok {
+			r.StaleAfter = end
+		}
+		var err error
+		if r.Actual, err = raw(v.Actual); err != nil {
+			return false, nil, fmt.Errorf("check %s: actual: %w", c.ID, err)
+		}
+		if r.Expected, err = raw(v.Expected); err != nil {
+			return false, nil, fmt.Errorf("check %s: expected: %w", c.ID, err)
 		}
 		if v.Criteria != nil {
-			r.Criteria = raw(v.Criteria)
+			if r.Criteria, err = raw(v.Criteria); err != nil {
+				return false, nil, fmt.Errorf("check %s: criteria: %w", c.ID, err)
+			}
 		}
 		if c.TypeID == posture.CheckMFA {
 			r.TimeoutRemaining = evaluator.MFATimeoutRemaining(c, d, at)
@@ -60,19 +72,20 @@ func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, 
 			passing = false
 		}
 	}
-	return passing, results
+	return passing, results, nil
 }
 
 // raw encodes a verdict value without HTML escaping, so that ranges such
-// as ">=1.2.7 <1.3.0" read as written in dumps and audits.
-func raw(v any) json.RawMessage {
+// as ">=1.2.7 <1.3.0" read as written in dumps and audits. An encoding
+// error is an error, never "null".
+func raw(v any) (json.RawMessage, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return json.RawMessage("null")
+		return nil, err
 	}
-	return bytes.TrimRight(b.Bytes(), "\n")
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // policyChecks loads the checks a policy selects, in id order, through a

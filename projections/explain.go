@@ -78,7 +78,11 @@ func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (postur
 func checkExplanation(cr posture.CheckResult, grace time.Duration) posture.CheckExplanation {
 	ce := posture.CheckExplanation{
 		PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
-		Passing: cr.Pass, ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria,
+		Passing: cr.Pass, ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Stale: cr.Stale,
+	}
+	if !cr.StaleAfter.IsZero() {
+		t := cr.StaleAfter
+		ce.StaleAfter = &t
 	}
 	if !cr.ValidUntil.IsZero() {
 		t := cr.ValidUntil

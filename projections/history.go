@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
+	gojson "github.com/goccy/go-json"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -113,11 +113,14 @@ func (tx *Tx) appendHistory(out []byte, r historyRecord) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
-// as encoding/json does.
+// appendString appends s as a JSON string, as encoding/json writes it
+// without HTML escaping (invalid UTF-8 becomes U+FFFD).
 func appendString(out []byte, s string) []byte {
-	out, _ = jsontext.AppendQuote(out, s)
-	return out
+	q, err := gojson.MarshalWithOption(s, gojson.DisableHTMLEscape())
+	if err != nil { // a string always encodes
+		panic(fmt.Sprintf("projections: encode a string: %v", err))
+	}
+	return append(out, q...)
 }
 
 // responseSummary is a one-line description of a posture response.

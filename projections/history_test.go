@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -42,7 +43,9 @@ func TestAppendHistoryMatchesEncodingJSON(t *testing.T) {
 		r := c.record
 		want[i] = posture.HistoryEntry{Seq: c.event.Seq, At: c.event.At, Kind: r.Kind, Event: c.event.Type, APISessionID: r.APISessionID, Summary: r.Summary}
 		if r.Detail != nil {
-			want[i].Detail = raw(r.Detail)
+			if want[i].Detail, err = raw(r.Detail); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	out = append(out, ']')
@@ -76,4 +79,21 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 		t.Fatal(err)
 	}
 	return cmp.Equal(x, y)
+}
+
+// TestAppendStringMatchesEncodingJSON: history strings are written byte for
+// byte as encoding/json writes them without HTML escaping.
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", ">=1.2.7 <1.3.0 & co", "quote \" backslash \\ tab \t nl \n", "\u2028\u2029", "bad \xff utf8", "ctl \x01\x1f", "emoji 😀"} {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+		if got := appendString(nil, s); !bytes.Equal(got, want) {
+			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	}
 }

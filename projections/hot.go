@@ -29,13 +29,38 @@ func isHot(key []byte) bool {
 	return false
 }
 
-// hotCache is a write-through copy of hot keys. Only the apply goroutine
-// writes it: on its own writes (put, delete) and when it reads a hot key
-// from its batch. Readers only look, so a reader never stores a value that
-// apply has since replaced.
+// hotCache is a copy of the committed values of hot keys. Only the apply
+// goroutine writes it: it stages its own writes (put, delete) in the Tx and
+// publishes them under the write lock together with the batch's commit, so
+// a reader never sees a key of a batch that is not committed; and it caches
+// a hot key it read from the store and did not write. Readers only look, so
+// a reader never stores a value that apply has since replaced.
+//
+// A commit is bracketed by begin and end, which take the write lock for a
+// moment each; a reader that holds the read lock while no commit is in
+// flight sees the cache and the database at one cursor (Store.view).
 type hotCache struct {
-	mu sync.RWMutex
-	m  map[string]*hotEntry
+	mu       sync.RWMutex
+	m        map[string]*hotEntry
+	inflight bool // a batch is being committed
+}
+
+// begin marks a commit in flight.
+func (h *hotCache) begin() {
+	h.mu.Lock()
+	h.inflight = true
+	h.mu.Unlock()
+}
+
+// end ends the commit in flight, publishing the batch's staged entries if
+// it was committed.
+func (h *hotCache) end(staged map[string]*hotEntry, committed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if committed {
+		h.publishLocked(staged)
+	}
+	h.inflight = false
 }
 
 // hotEntry is a hot key's value (raw nil: the key is absent) and, once
@@ -51,9 +76,12 @@ type decodedValue struct {
 	v   reflect.Value
 }
 
-func (h *hotCache) load(key []byte) (*hotEntry, bool) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
+// load returns a key's entry; locked says the caller holds the read lock.
+func (h *hotCache) load(key []byte, locked bool) (*hotEntry, bool) {
+	if !locked {
+		h.mu.RLock()
+		defer h.mu.RUnlock()
+	}
 	e, ok := h.m[string(key)]
 	return e, ok
 }
@@ -67,13 +95,24 @@ func (h *hotCache) store(key []byte, e *hotEntry) {
 	h.m[string(key)] = e
 }
 
-// set records a hot key's new value (nil: deleted) and, when v is not nil,
-// the value it was encoded from (not a pointer; the writer does not change
-// it afterwards).
-func (h *hotCache) set(key, raw []byte, v any) {
-	if !isHot(key) {
+// publishLocked makes staged entries visible; the caller holds the write
+// lock and has committed the batch they belong to.
+func (h *hotCache) publishLocked(staged map[string]*hotEntry) {
+	if len(staged) == 0 {
 		return
 	}
+	if h.m == nil {
+		h.m = make(map[string]*hotEntry, len(staged))
+	}
+	for k, e := range staged {
+		h.m[k] = e
+	}
+}
+
+// newHotEntry is a hot key's new value (nil: deleted) and, when v is not
+// nil, the value it was encoded from (not a pointer; the writer does not
+// change it afterwards).
+func newHotEntry(raw []byte, v any) *hotEntry {
 	e := &hotEntry{raw: raw}
 	if v != nil && raw != nil {
 		rv := reflect.ValueOf(v)
@@ -82,7 +121,7 @@ func (h *hotCache) set(key, raw []byte, v any) {
 		}
 		e.decoded.Store(&decodedValue{typ: reflect.PointerTo(rv.Type()), v: rv})
 	}
-	h.store(key, e)
+	return e
 }
 
 // decode fills v (a pointer) from the entry, reusing an earlier decoding.
@@ -101,12 +140,17 @@ func (e *hotEntry) decode(v any) error {
 	return nil
 }
 
-// hotReader reads hot keys from the cache before the underlying reader;
-// with populate (the apply path only) it caches what it had to read.
+// hotReader reads hot keys from the cache before the underlying reader.
+// The apply path sets staged (its batch's uncommitted hot writes, read
+// first) and populate (cache what it had to read: a key it did not write
+// reads the committed value). A view sets locked: it holds the cache's read
+// lock for its whole length.
 type hotReader struct {
 	hot      *hotCache
 	r        reader
+	staged   map[string]*hotEntry
 	populate bool
+	locked   bool
 }
 
 type nopCloser struct{}
@@ -130,7 +174,10 @@ func (h hotReader) Get(key []byte) ([]byte, io.Closer, error) {
 // entry is the cache entry of a hot key, read from the underlying reader
 // when the cache does not hold it (and cached, with populate).
 func (h hotReader) entry(key []byte) (*hotEntry, error) {
-	if e, ok := h.hot.load(key); ok {
+	if e, ok := h.staged[string(key)]; ok {
+		return e, nil
+	}
+	if e, ok := h.hot.load(key, h.locked); ok {
 		return e, nil
 	}
 	v, closer, err := h.r.Get(key)

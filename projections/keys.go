@@ -27,8 +27,9 @@ var (
 // Projections without a version are layout 1; layout 2 keeps an event's
 // history entries for an identity under one key; layout 3 finds one-time
 // enrollment tokens by their hash (never by the token in clear) and keeps
-// what an identity's clients last reported (e/identity-clients/<identityId>).
-const layout = 3
+// what an identity's clients last reported (e/identity-clients/<identityId>);
+// layout 4 adds the fleet summary (summary.go) and the transitions outbox.
+const layout = 4
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

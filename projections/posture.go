@@ -40,6 +40,14 @@ type sessionState struct {
 	// identity, whether it passes.
 	Policies map[string]bool `json:"policies"`
 	Deadline time.Time       `json:"deadline,omitzero"`
+	// Aged is set when a check of these policies has a maxAgeSeconds:
+	// then a resubmission of the same values (fresh evidence) matters.
+	Aged bool `json:"aged,omitempty"`
+	// Standing is the session's standing per policy ("p/<id>") and check
+	// ("c/<id>"): pass, stale or fail (summary.go).
+	Standing map[string]string `json:"standing,omitempty"`
+	// GraceUntil is the end of a running wake/unlock grace window.
+	GraceUntil time.Time `json:"graceUntil,omitzero"`
 }
 
 func init() {
@@ -130,6 +138,9 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 		if err := tx.put(identityPostureKey(p.IdentityID), ip); err != nil {
 			return err
 		}
+		if err := moveEvidence(tx, p.IdentityID, before, ip); err != nil {
+			return err
+		}
 	}
 	if endpoint {
 		st, found, err := loadSessionState(tx, p.APISessionID)
@@ -180,6 +191,19 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 		return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
 	case identityWide && !sameValues(ip, before):
 		return reevaluateWith(tx, p.IdentityID, &ip, tx.graph.sessionsOf(p.IdentityID), e.At, false)
+	case identityWide:
+		// The same values, but fresh: evidence ages matter where a check
+		// has a maxAgeSeconds.
+		sessions := tx.graph.sessionsOf(p.IdentityID)
+		for _, sid := range sessions {
+			st, found, err := loadSessionState(tx, sid)
+			if err != nil {
+				return err
+			}
+			if found && st.Aged {
+				return reevaluateWith(tx, p.IdentityID, &ip, sessions, e.At, false)
+			}
+		}
 	}
 	return nil
 }
@@ -216,6 +240,12 @@ func reevaluate(tx *Tx, identityID string, apiSessions []string, at time.Time, t
 	return reevaluateWith(tx, identityID, nil, apiSessions, at, touched)
 }
 
+// policyChecksOf is a policy with checks and its checks.
+type policyChecksOf struct {
+	id     string
+	checks []*posture.Check
+}
+
 // reevaluateWith is reevaluate with the identity's posture data already at
 // hand (nil: read it).
 func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiSessions []string, at time.Time, touched bool) error {
@@ -234,10 +264,6 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 	}
 	g := tx.graph
 	cache := map[string]*posture.Check{}
-	type policyChecksOf struct {
-		id     string
-		checks []*posture.Check
-	}
 	var withChecks []policyChecksOf
 	for _, pid := range g.selecting(posture.KindServicePolicy, FieldIdentityRoles, identityID) {
 		checks, err := policyChecks(tx.r(), g, pid, cache)
@@ -248,7 +274,14 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 			withChecks = append(withChecks, policyChecksOf{pid, checks})
 		}
 	}
+	aged := false
+	for _, p := range withChecks {
+		for _, c := range p.checks {
+			aged = aged || c.MaxAgeSeconds > 0
+		}
+	}
 	changed := touched
+	standingChanged := false
 	if touched {
 		summary := fmt.Sprintf("%s changed what applies to the identity", tx.event.Type)
 		tx.history(identityID, "", posture.HistoryModel, summary, nil)
@@ -277,6 +310,9 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 			changed = true
 			recordTransitions(tx, identityID, sid, st.Policies, states)
 		}
+		if err := sessionTransitions(tx, identityID, st, withChecks, states, verdicts, cfg.MFAGrace, at); err != nil {
+			return err
+		}
 		// A session loses its grant when a policy stops passing, or with a
 		// model change (a policy, with checks or not, may no longer grant
 		// it).
@@ -285,7 +321,15 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				return err
 			}
 		}
-		if !statesChanged && st.Deadline.Equal(deadline) {
+		standing := sessionStanding(withChecks, states, verdicts)
+		grace := graceUntil(withChecks, st.Posture, cfg.MFAGrace, at)
+		if !maps.Equal(standing, st.Standing) {
+			standingChanged = true
+		}
+		if err := moveGrace(tx, identityID, sid, st.GraceUntil, grace); err != nil {
+			return err
+		}
+		if !statesChanged && st.Deadline.Equal(deadline) && st.Aged == aged && maps.Equal(standing, st.Standing) && st.GraceUntil.Equal(grace) {
 			continue // nothing to write
 		}
 		if !st.Deadline.Equal(deadline) {
@@ -300,8 +344,13 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				}
 			}
 		}
-		st.Policies, st.Deadline = states, deadline
+		st.Policies, st.Deadline, st.Aged, st.Standing, st.GraceUntil = states, deadline, aged, standing, grace
 		if err := tx.put(sessionStateKey(sid), st); err != nil {
+			return err
+		}
+	}
+	if standingChanged {
+		if err := refreshStanding(tx, identityID); err != nil {
 			return err
 		}
 	}
@@ -399,12 +448,14 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 			return ""
 		}
 		return "removed: no passing " + s.Type + " policy left"
-	})
+	}, true)
 }
 
 // removeSessions removes the API session's sessions for which why gives a
 // reason (recorded in the history), and keeps those for which it gives "".
-func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) string) error {
+//
+// With announce, each removal is also a session-removed transition.
+func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) string, announce bool) error {
 	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, KindSession)
 	if err != nil {
 		return err
@@ -423,6 +474,13 @@ func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) strin
 			continue
 		}
 		sessionHistory(tx, s, reason)
+		if announce {
+			t := posture.Transition{Kind: posture.TransitionSessionRemoved, IdentityID: s.IdentityID, APISessionID: apiSessionID,
+				ServiceID: s.ServiceID, ServiceName: serviceName(tx, s.ServiceID), SessionID: s.ID, Reason: reason}
+			if err := tx.transition(t, s.ID); err != nil {
+				return err
+			}
+		}
 		if err := deleteSession(tx, s); err != nil {
 			return err
 		}
@@ -508,11 +566,22 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 			return err
 		}
 	}
+	if found {
+		if err := moveGrace(tx, st.IdentityID, apiSessionID, st.GraceUntil, time.Time{}); err != nil {
+			return err
+		}
+	}
 	ended := func(posture.Session) string { return "removed: its API session ended" }
-	if err := removeSessions(tx, apiSessionID, ended); err != nil {
+	if err := removeSessions(tx, apiSessionID, ended, false); err != nil {
 		return err
 	}
-	return tx.del(sessionStateKey(apiSessionID))
+	if err := tx.del(sessionStateKey(apiSessionID)); err != nil {
+		return err
+	}
+	if found && len(st.Standing) > 0 {
+		return refreshStanding(tx, st.IdentityID)
+	}
+	return nil
 }
 
 // clearMFAPosture forgets the MFA passes of all of an identity's API
@@ -537,6 +606,13 @@ func clearMFAPosture(tx *Tx, identityID string) error {
 
 // dropIdentityPosture removes an identity's posture data and failure ring.
 func dropIdentityPosture(tx *Tx, identityID string) error {
+	var ip posture.IdentityPosture
+	if _, err := getJSON(tx.r(), identityPostureKey(identityID), &ip); err != nil {
+		return err
+	}
+	if err := moveEvidence(tx, identityID, ip, posture.IdentityPosture{}); err != nil {
+		return err
+	}
 	if err := tx.del(identityPostureKey(identityID)); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -12,25 +13,26 @@ import (
 
 // PostureData returns an identity's posture data and the posture of each
 // of its API sessions, in API session id order.
-func (s *Store) PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error) {
-	var ip posture.IdentityPosture
-	if _, err := getJSON(s.r(), identityPostureKey(identityID), &ip); err != nil {
-		return ip, nil, err
-	}
-	ids, err := childIDs(s.db, posture.KindIdentity, identityID, KindAPISession)
-	if err != nil {
-		return ip, nil, err
-	}
-	var sessions []posture.SessionPosture
-	for _, id := range ids {
-		var st sessionState
-		if found, err := getJSON(s.r(), sessionStateKey(id), &st); err != nil {
-			return ip, nil, err
-		} else if found {
-			sessions = append(sessions, st.Posture)
+func (s *Store) PostureData(identityID string) (ip posture.IdentityPosture, sessions []posture.SessionPosture, err error) {
+	err = s.view(func(r reader) error {
+		if _, err := getJSON(r, identityPostureKey(identityID), &ip); err != nil {
+			return err
 		}
-	}
-	return ip, sessions, nil
+		ids, err := childIDs(r, posture.KindIdentity, identityID, KindAPISession)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			var st sessionState
+			if found, err := getJSON(r, sessionStateKey(id), &st); err != nil {
+				return err
+			} else if found {
+				sessions = append(sessions, st.Posture)
+			}
+		}
+		return nil
+	})
+	return ip, sessions, err
 }
 
 // FailedRequests returns an identity's failed service requests, oldest
@@ -54,34 +56,48 @@ func (s *Store) LastChange(identityID string) (time.Time, error) {
 }
 
 // Evaluate evaluates service policies for an API session at a time. A
-// policy without checks passes.
+// policy without checks passes; a policy deleted since the caller listed it
+// is left out. It reads the configuration, the posture and the policies at
+// one cursor.
 func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error) {
-	cfg, err := readConfig(s.r())
+	out := make([]posture.PolicyResult, 0, len(policyIDs))
+	err := s.view(func(r reader) error {
+		cfg, err := readConfig(r)
+		if err != nil {
+			return err
+		}
+		var ip posture.IdentityPosture
+		if _, err := getJSON(r, identityPostureKey(identityID), &ip); err != nil {
+			return err
+		}
+		var st sessionState
+		if _, err := getJSON(r, sessionStateKey(apiSessionID), &st); err != nil {
+			return err
+		}
+		d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace, Ranges: s.ranges}
+		cache := map[string]*posture.Check{}
+		for _, pid := range policyIDs {
+			p, err := getEntity[posture.ServicePolicy](r, posture.KindServicePolicy, pid)
+			if errors.Is(err, posture.ErrNotFound) {
+				continue // deleted since the caller read the graph
+			}
+			if err != nil {
+				return err
+			}
+			checks, err := policyChecks(r, s.graph, pid, cache)
+			if err != nil {
+				return err
+			}
+			passing, results, err := evalPolicy(checks, d, now)
+			if err != nil {
+				return err
+			}
+			out = append(out, posture.PolicyResult{PolicyID: pid, PolicyName: p.Name, Type: p.Type, Passing: passing, Checks: results})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	var ip posture.IdentityPosture
-	if _, err := getJSON(s.r(), identityPostureKey(identityID), &ip); err != nil {
-		return nil, err
-	}
-	var st sessionState
-	if _, err := getJSON(s.r(), sessionStateKey(apiSessionID), &st); err != nil {
-		return nil, err
-	}
-	d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace, Ranges: s.ranges}
-	cache := map[string]*posture.Check{}
-	out := make([]posture.PolicyResult, 0, len(policyIDs))
-	for _, pid := range policyIDs {
-		p, err := getEntity[posture.ServicePolicy](s.r(), posture.KindServicePolicy, pid)
-		if err != nil {
-			continue // deleted since the graph was read
-		}
-		checks, err := policyChecks(s.r(), s.graph, pid, cache)
-		if err != nil {
-			return nil, err
-		}
-		passing, results := evalPolicy(checks, d, now)
-		out = append(out, posture.PolicyResult{PolicyID: pid, PolicyName: p.Name, Type: p.Type, Passing: passing, Checks: results})
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -38,6 +39,9 @@ type Options struct {
 	// MemTableSize is Pebble's memtable (default: walMemTable with a
 	// write-ahead log on disk, bulkMemTable otherwise).
 	MemTableSize uint64
+
+	// readOnly opens the database read-only (tests: every commit fails).
+	readOnly bool
 }
 
 // cacheSize is the Pebble block cache.
@@ -83,6 +87,10 @@ type Store struct {
 	closeOnce  sync.Once
 	heldWrites atomic.Bool // the file system holds Pebble's writes for lack of space
 	broken     atomic.Bool // Pebble failed a write: the database must not be used again
+
+	// beforeCommit, when set (tests), runs just before a batch is
+	// committed.
+	beforeCommit func()
 }
 
 // Open opens (or creates) the projection database and reads its cursor.
@@ -111,6 +119,7 @@ func Open(opts Options) (*Store, error) {
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		DisableWAL:   opts.NoWAL,
+		ReadOnly:     opts.readOnly,
 	}
 	// Point reads dominate (entities, posture, API sessions by token): bloom
 	// filters spare them the data blocks of the tables without the key.
@@ -189,8 +198,28 @@ func (s *Store) checkLayout() error {
 	return nil
 }
 
-// r reads committed state through the hot cache.
+// r reads committed state through the hot cache, one key at a time: two
+// reads may see two different cursors. A query that reads several keys
+// that must agree uses view.
 func (s *Store) r() reader { return hotReader{hot: s.hot, r: s.db} }
+
+// view calls fn with a reader of committed state at one cursor. It holds
+// the hot cache's read lock for the length of fn: no commit starts and no
+// batch is published meanwhile, so the cache and the database agree; when
+// a commit is in flight, fn reads a Pebble snapshot and not the cache. fn
+// reads through r only (calling s.r() inside it may deadlock) and is short:
+// apply publishes its next batch after it. The in-memory role graph is not
+// part of the view.
+func (s *Store) view(fn func(r reader) error) error {
+	s.hot.mu.RLock()
+	defer s.hot.mu.RUnlock()
+	if s.hot.inflight {
+		snap := s.db.NewSnapshot()
+		defer snap.Close()
+		return fn(snap)
+	}
+	return fn(hotReader{hot: s.hot, r: s.db, locked: true})
+}
 
 // Flush writes what the database holds in memory to disk.
 func (s *Store) Flush() error {
@@ -213,8 +242,11 @@ func (s *Store) Close() error {
 	if s.heldWrites.Load() {
 		// A write is held for lack of space: closing would wait for it
 		// (or fail it, which Pebble does not survive). What the store
-		// committed is in its write-ahead log, or replayed from the log.
-		return errors.New("projections: closed without flushing: the disk is full")
+		// committed is in its write-ahead log, or replayed from the log,
+		// so nothing is lost: a warning, not an error that would make a
+		// requested stop look like a failure.
+		s.log.Warn("projections: closed without flushing: the disk is full; the next start replays what was not applied")
+		return nil
 	}
 	if s.noWAL {
 		if err := s.Flush(); err != nil {
@@ -279,7 +311,16 @@ func (s *Store) Apply(events []posture.Event) error {
 			return s.fail(err)
 		}
 	}
-	if err := s.commit(b); err != nil {
+	// The batch's hot keys are published only once it is committed:
+	// nothing of a batch whose commit failed is ever seen. While the commit
+	// is in flight, views read a snapshot instead of the cache (view).
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+	s.hot.begin()
+	err := s.commit(b)
+	s.hot.end(tx.staged, err == nil)
+	if err != nil {
 		return s.fail(err)
 	}
 	s.mu.Lock()
@@ -406,6 +447,9 @@ func (s *Store) Dump(w io.Writer) error {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
+		if bytes.HasPrefix(it.Key(), transitionPrefix) {
+			continue // a queue, not state (transitions.go)
+		}
 		if _, err := fmt.Fprintf(w, "%q %q\n", it.Key(), it.Value()); err != nil {
 			return err
 		}

@@ -126,6 +126,17 @@ func TestReplayDeterminism(t *testing.T) {
 	if !strings.Contains(da, `"e/identities/ident00005"`) || strings.Contains(da, `"e/identities/ident00004"`) {
 		t.Fatalf("the dump does not hold the scenario's state:\n%s", da)
 	}
+	// The scenario exercises evaluation: posture, MFA, a denied request, a
+	// session created and one removed when the MFA deadline passed.
+	for _, want := range []string{`"p/i/ident00002"`, `"e/mfa/ident00002"`, `"p/f/ident00003/`, `passing -> failing`,
+		`Dial session sess000001 for service crm removed`, `\"pol0000001\":false`} {
+		if !strings.Contains(da, want) {
+			t.Errorf("the dump lacks %s: the scenario no longer exercises evaluation", want)
+		}
+	}
+	if strings.Contains(da, `"e/sessions/sess000001"`) {
+		t.Error("the Dial session outlived the MFA deadline")
+	}
 	if diff := cmp.Diff(da, db); diff != "" {
 		t.Fatalf("batching changed the projection (-one +seven):\n%s", diff)
 	}
@@ -224,8 +235,8 @@ func TestOlderLayoutIsRebuilt(t *testing.T) {
 	if got := s.Cursor(); got != 0 {
 		t.Fatalf("cursor %d after opening an older layout, want 0 (rebuild)", got)
 	}
-	// Only the current layout's version (3) is left.
-	if got := dump(t, s); got != "\"v\" \"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x03\"\n" {
+	// Only the current layout's version (4) is left.
+	if got := dump(t, s); got != "\"v\" \"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x04\"\n" {
 		t.Fatalf("an older layout was kept:\n%s", got)
 	}
 	replay(t, s, events, 4)

@@ -24,8 +24,13 @@ type Tx struct {
 	reader reader // the batch through the hot cache
 	graph  *graph
 	hot    *hotCache
+	// staged holds the hot keys the batch wrote, published to the cache
+	// only once the batch is committed.
+	staged map[string]*hotEntry
 	ranges *rangeCache
 	event  posture.Event // the event being applied
+	// transitions counts the transitions derived from the event.
+	transitions int
 	// pending holds the history entries of the event being applied.
 	pending []identityHistory
 	// enc and encoder encode history details, without HTML escaping (so
@@ -37,8 +42,8 @@ type Tx struct {
 }
 
 func newTx(b *pebble.Batch, s *Store) *Tx {
-	tx := &Tx{b: b, graph: s.graph, hot: s.hot, ranges: s.ranges}
-	tx.reader = hotReader{hot: s.hot, r: b, populate: true}
+	tx := &Tx{b: b, graph: s.graph, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
+	tx.reader = hotReader{hot: s.hot, r: b, staged: tx.staged, populate: true}
 	tx.encoder = gojson.NewEncoder(&tx.enc)
 	tx.encoder.SetEscapeHTML(false)
 	return tx
@@ -58,20 +63,26 @@ func (tx *Tx) put(key []byte, v any) error {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
 	// data is ours (the batch keeps a copy): the cache holds it.
-	tx.hot.set(key, data, v)
+	tx.stage(key, data, v)
 	return tx.b.Set(key, data, nil)
 }
 
 func (tx *Tx) putRaw(key, value []byte) error {
-	if isHot(key) {
-		tx.hot.set(key, bytes.Clone(value), nil)
-	}
+	tx.stage(key, bytes.Clone(value), nil)
 	return tx.b.Set(key, value, nil)
 }
 
 func (tx *Tx) del(key []byte) error {
-	tx.hot.set(key, nil, nil)
+	tx.stage(key, nil, nil)
 	return tx.b.Delete(key, nil)
+}
+
+// stage records a hot key's new value (nil: deleted) for the cache; readers
+// see it once the batch is committed.
+func (tx *Tx) stage(key, raw []byte, v any) {
+	if isHot(key) {
+		tx.staged[string(key)] = newHotEntry(raw, v)
+	}
 }
 
 // delPrefix removes every key with the prefix (never a hot key).

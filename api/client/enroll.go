@@ -19,18 +19,35 @@ import (
 // EnrollStore is what enrollment, certificate login and extension, and the
 // ephemeral certificates read (projections.Store implements it).
 type EnrollStore interface {
+	IdentityEnrollmentReader
+	RouterEnrollmentReader
+	CertificateReader
+}
+
+// IdentityEnrollmentReader is what identity enrollment reads: the
+// enrollment of a token, its identity and authenticators, the CAs.
+type IdentityEnrollmentReader interface {
 	Identity(id string) (posture.Identity, error)
 	IdentityByName(name string) (posture.Identity, error)
 	AuthenticatorByFingerprint(fp string) (posture.Authenticator, error)
 	AuthenticatorByUsername(username string) (posture.Authenticator, error)
 	IdentityAuthenticators(identityID string) ([]posture.Authenticator, error)
 	EnrollmentByToken(token string) (posture.Enrollment, error)
-	CertExtension(authenticatorID string) (posture.CertExtension, error)
 	CA(id string) (posture.CA, error)
 	CAs() ([]posture.CA, error)
+}
+
+// RouterEnrollmentReader is what edge-router enrollment reads.
+type RouterEnrollmentReader interface {
 	EdgeRouter(id string) (posture.EdgeRouter, error)
 	EdgeRouterByEnrollmentToken(token string) (posture.EdgeRouter, error)
 	EdgeRouterByFingerprint(fp string) (posture.EdgeRouter, error)
+}
+
+// CertificateReader is what certificate extension and the ephemeral
+// certificates of API sessions read (extend.go, certificates.go).
+type CertificateReader interface {
+	CertExtension(authenticatorID string) (posture.CertExtension, error)
 	SessionCertificate(id string) (posture.SessionCertificate, error)
 	SessionCertificates(apiSessionID string) ([]posture.SessionCertificate, error)
 }

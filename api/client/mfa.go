@@ -1,48 +1,31 @@
 package client
 
 import (
-	"crypto/hmac"
+	"bytes"
+	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base32"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
+	"image/png"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/pquerna/otp"
-	"github.com/pquerna/otp/hotp"
-	"github.com/pquerna/otp/totp"
-	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/api/client/mfacode"
 )
 
-// TOTP parameters (RFC 6238, as authenticator apps expect them).
-const (
-	mfaSecretSize     = 10 // bytes
-	mfaPeriod         = 30 // seconds
-	mfaDigits         = otp.DigitsSix
-	mfaSkew           = 1 // periods accepted either side of the current one
-	recoveryCodeCount = 20
-	recoveryCodeLen   = 6 // base32 characters
-	qrCodeSize        = 256
-)
+// qrCodeSize is the side of the QR code image, in pixels.
+const qrCodeSize = 256
 
 // HeaderMFACode carries a TOTP or recovery code where a body does not.
 const HeaderMFACode = "mfa-validation-code"
-
-// mfaMaxConflicts bounds the retries of an MFA change that keeps losing the
-// race for the identity's MFA subject.
-const mfaMaxConflicts = 20
 
 type mfaView struct {
 	ID              string       `json:"id"`
@@ -62,29 +45,23 @@ func newMFAView(m posture.MFA) mfaView {
 	}
 }
 
-// mfaKeys are an enrollment's opened secrets.
-type mfaKeys struct {
-	secret string // base32 TOTP secret
-	nonce  string // recovery nonce
-}
-
 // openMFA opens an enrollment's sealed secret and recovery nonce (the clear
 // legacy ones of an enrollment from an older log). No enrollment opens to
 // the dummy secret, so that checking a code costs the same either way.
-func (a *API) openMFA(c echo.Context, m *posture.MFA) (mfaKeys, error) {
+func (a *API) openMFA(c echo.Context, m *posture.MFA) (mfacode.Keys, error) {
 	if m == nil {
-		return mfaKeys{secret: dummySecret}, nil
+		return mfacode.NoEnrollment(), nil
 	}
 	ctx := c.Request().Context()
 	secret, err := api.Reveal(ctx, a.Secrets, m.IdentityID, posture.FieldMFASecret, m.SecretSealed, m.Secret)
 	if err != nil {
-		return mfaKeys{}, fmt.Errorf("MFA secret of %s: %w", m.IdentityID, err)
+		return mfacode.Keys{}, fmt.Errorf("MFA secret of %s: %w", m.IdentityID, err)
 	}
 	nonce, err := api.Reveal(ctx, a.Secrets, m.IdentityID, posture.FieldMFARecoveryNonce, m.RecoveryNonceSealed, m.RecoveryNonce)
 	if err != nil {
-		return mfaKeys{}, fmt.Errorf("MFA recovery nonce of %s: %w", m.IdentityID, err)
+		return mfacode.Keys{}, fmt.Errorf("MFA recovery nonce of %s: %w", m.IdentityID, err)
 	}
-	return mfaKeys{secret: secret, nonce: nonce}, nil
+	return mfacode.Keys{Secret: secret, Nonce: nonce}, nil
 }
 
 // mfaOf reads the identity's enrollment; nil when it has none.
@@ -124,10 +101,10 @@ func (a *API) detailMFA(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if v.ProvisioningURL, err = provisioningURL(*m, keys.secret); err != nil {
+		if v.ProvisioningURL, err = mfacode.ProvisioningURL(*m, keys.Secret); err != nil {
 			return err
 		}
-		v.RecoveryCodes = remainingRecoveryCodes(*m, keys)
+		v.RecoveryCodes = mfacode.Remaining(*m, keys)
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	return api.OK(c, v)
@@ -138,7 +115,7 @@ func (a *API) detailMFA(c echo.Context) error {
 // not) must remove it first: 409 MFA_EXISTS.
 func (a *API) enrollMFA(c echo.Context) error {
 	p := api.PrincipalOf(c)
-	raw := make([]byte, mfaSecretSize)
+	raw := make([]byte, mfacode.SecretSize)
 	if _, err := rand.Read(raw); err != nil {
 		return err
 	}
@@ -161,7 +138,7 @@ func (a *API) enrollMFA(c echo.Context) error {
 		Account:             p.Identity.Name,
 		RecoveryNonceSealed: sealedNonce,
 	}
-	m.RecoveryCodes = recoveryHashes(m.IdentityID, secret, recoveryCodes(secret, nonce))
+	m.RecoveryCodes = mfacode.RecoveryHashes(m.IdentityID, secret, mfacode.RecoveryCodes(secret, nonce))
 	err = a.mfaChange(c, p.Identity.ID, func(cur *posture.MFA) ([]posture.Payload, error) {
 		if cur != nil {
 			return nil, &posture.Error{Code: posture.CodeMFAExists, Message: "the current identity already has an MFA enrollment; remove it first"}
@@ -189,7 +166,7 @@ func (a *API) verifyMFA(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := checkCode(m, keys, code, now, false)
+			used, ok := mfacode.Check(m, keys, code, now, false)
 			if m == nil || m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no MFA enrollment waiting for verification"}
 			}
@@ -224,7 +201,7 @@ func (a *API) deleteMFA(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			_, ok := checkCode(m, keys, code, now, true)
+			_, ok := mfacode.Check(m, keys, code, now, true)
 			if m == nil {
 				return nil, noEnrollment()
 			}
@@ -255,16 +232,24 @@ func (a *API) mfaQRCode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	u, err := provisioningURL(*m, keys.secret)
+	u, err := mfacode.ProvisioningURL(*m, keys.Secret)
 	if err != nil {
 		return err
 	}
-	png, err := qrcode.Encode(u, qrcode.Medium, qrCodeSize)
+	key, err := otp.NewKeyFromURL(u)
 	if err != nil {
-		return err
+		return fmt.Errorf("MFA QR code: %w", err)
+	}
+	img, err := key.Image(qrCodeSize, qrCodeSize)
+	if err != nil {
+		return fmt.Errorf("MFA QR code: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return fmt.Errorf("MFA QR code: %w", err)
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
-	return c.Blob(http.StatusOK, "image/png", png)
+	return c.Blob(http.StatusOK, "image/png", buf.Bytes())
 }
 
 // detailRecoveryCodes is GET /current-identity/mfa/recovery-codes: the
@@ -282,7 +267,7 @@ func (a *API) detailRecoveryCodes(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := checkCode(m, keys, code, now, false)
+			used, ok := mfacode.Check(m, keys, code, now, false)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no verified MFA enrollment"}
 			}
@@ -308,7 +293,7 @@ func (a *API) detailRecoveryCodes(c echo.Context) error {
 		return err
 	}
 	v := newMFAView(*m)
-	v.RecoveryCodes = remainingRecoveryCodes(*m, keys)
+	v.RecoveryCodes = mfacode.Remaining(*m, keys)
 	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	if v.RecoveryCodes == nil {
 		v.RecoveryCodes = []string{}
@@ -336,7 +321,7 @@ func (a *API) regenerateRecoveryCodes(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := checkCode(m, keys, code, now, true)
+			used, ok := mfacode.Check(m, keys, code, now, true)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no verified MFA enrollment"}
 			}
@@ -346,7 +331,7 @@ func (a *API) regenerateRecoveryCodes(c echo.Context) error {
 			}
 			return []posture.Payload{posture.MFARecoveryCodesReplaced{
 				IdentityID: m.IdentityID, RecoveryNonceSealed: sealedNonce,
-				RecoveryCodes: recoveryHashes(m.IdentityID, keys.secret, recoveryCodes(keys.secret, nonce)), Used: used,
+				RecoveryCodes: mfacode.RecoveryHashes(m.IdentityID, keys.Secret, mfacode.RecoveryCodes(keys.Secret, nonce)), Used: used,
 			}}, nil
 		})
 	})
@@ -371,7 +356,7 @@ func (a *API) authenticateMFA(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := checkCode(m, keys, code, now, true)
+			used, ok := mfacode.Check(m, keys, code, now, true)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeMFANotEnrolled}
 			}
@@ -427,55 +412,28 @@ func (a *API) withCode(c echo.Context, run func(now time.Time, failed *bool) err
 // event of the identity came in between, the others (mfa.passed) follow.
 // On a lost race decide runs again on the newer state, so that a code is
 // accepted once even when two requests (or two nodes) race with it. It
-// returns once the projection has applied the change.
+// returns once the projection has applied the change (api.Writer.Change).
 func (a *API) mfaChange(c echo.Context, identityID string, decide func(*posture.MFA) ([]posture.Payload, error)) error {
-	ctx := c.Request().Context()
-	w := a.Writer
-	st := api.StampOf(c)
 	subject := posture.SubjectFor(posture.SubjectMFA, identityID)
-	for range mfaMaxConflicts {
-		last, err := w.Log.LastSubjectSeq(ctx, subject)
-		if err != nil {
-			return err
-		}
-		if err := w.Barrier.WaitFor(ctx, last); err != nil {
-			return err
-		}
-		m, err := a.mfaOf(identityID)
-		if err != nil {
-			return err
-		}
-		payloads, err := decide(m)
-		if err != nil || len(payloads) == 0 {
-			return err
-		}
-		if payloads[0].Subject() != subject {
-			return fmt.Errorf("an MFA change must start with an event on %s, not %s", subject, payloads[0].Subject())
-		}
-		var seq uint64
-		for i, p := range payloads {
-			e, err := w.Event(st, p)
+	return a.Writer.Change(c.Request().Context(), api.StampOf(c), api.Change{
+		Subject: subject,
+		// The log's last MFA event of the identity, once applied here: the
+		// enrollment decide reads is the newest.
+		Expect: func(ctx context.Context) (uint64, error) {
+			last, err := a.Writer.Log.LastSubjectSeq(ctx, subject)
 			if err != nil {
-				return err
+				return 0, err
 			}
-			if i == 0 {
-				seq, err = w.Log.AppendIfLast(ctx, e, last)
-			} else {
-				seq, err = w.Log.Append(ctx, e)
-			}
-			if i == 0 && posture.CodeOf(err) == posture.CodeConflict {
-				break
-			}
+			return last, a.Writer.Barrier.WaitFor(ctx, last)
+		},
+		Decide: func() ([]posture.Payload, error) {
+			m, err := a.mfaOf(identityID)
 			if err != nil {
-				return err
+				return nil, err
 			}
-		}
-		if seq == 0 {
-			continue // lost the race: decide again on the newer state
-		}
-		return w.Barrier.WaitFor(ctx, seq)
-	}
-	return &posture.Error{Code: posture.CodeConflict, Message: fmt.Sprintf("the MFA change lost %d races; retry", mfaMaxConflicts)}
+			return decide(m)
+		},
+	})
 }
 
 type codeRequest struct {
@@ -504,132 +462,4 @@ func (a *API) totpIssuer() string {
 		return a.Info.Advertise
 	}
 	return "postured"
-}
-
-// provisioningURL is the otpauth URL of an enrollment with its opened
-// secret, which authenticator apps read (usually from its QR code).
-func provisioningURL(m posture.MFA, secret string) (string, error) {
-	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
-	if err != nil {
-		return "", fmt.Errorf("MFA secret of %s: %w", m.IdentityID, err)
-	}
-	account := m.Account
-	if account == "" {
-		account = m.IdentityID
-	}
-	key, err := totp.Generate(totp.GenerateOpts{
-		Issuer: m.Issuer, AccountName: account, Period: mfaPeriod, SecretSize: mfaSecretSize,
-		Secret: raw, Digits: mfaDigits, Algorithm: otp.AlgorithmSHA1,
-	})
-	if err != nil {
-		return "", err
-	}
-	return key.URL(), nil
-}
-
-// dummySecret and dummyRecoveryHash stand in when there is no enrollment, so
-// that checking a code costs the same either way.
-var (
-	dummySecret       = base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(make([]byte, mfaSecretSize))
-	dummyRecoveryHash = hashRecoveryCode("", dummySecret, "")
-)
-
-// checkCode checks a TOTP (and, when recovery is set, a recovery code)
-// against an enrollment (nil: none, which matches nothing). A TOTP of the
-// current period or one either side is accepted if its time step is later
-// than the last accepted one; a recovery code if it is unused. It returns
-// what the code consumes. Its work does not depend on whether or where the
-// code matches, nor on whether there is an enrollment.
-func checkCode(m *posture.MFA, keys mfaKeys, code string, now time.Time, recovery bool) (posture.MFACode, bool) {
-	secret, last, hashes, identityID := keys.secret, int64(math.MaxInt64), []string(nil), ""
-	if m != nil {
-		last, hashes, identityID = m.LastCounter, m.RecoveryCodes, m.IdentityID
-	}
-	var used posture.MFACode
-	step := now.Unix() / mfaPeriod
-	for s := step - mfaSkew; s <= step+mfaSkew; s++ {
-		want, err := hotp.GenerateCodeCustom(secret, uint64(s), hotp.ValidateOpts{Digits: mfaDigits, Algorithm: otp.AlgorithmSHA1})
-		match := err == nil && subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1
-		if match && s > last {
-			used.Counter = s
-		}
-	}
-	got := hashRecoveryCode(identityID, secret, strings.ToUpper(code))
-	gotLegacy := legacyRecoveryHash(identityID, strings.ToUpper(code))
-	matched := ""
-	for i := range max(len(hashes), recoveryCodeCount) {
-		h := dummyRecoveryHash
-		if i < len(hashes) {
-			h = hashes[i]
-		}
-		want := got
-		if !strings.HasPrefix(h, recoveryHashPrefix) {
-			want = gotLegacy
-		}
-		if subtle.ConstantTimeCompare([]byte(h), []byte(want)) == 1 && i < len(hashes) {
-			matched = h
-		}
-	}
-	switch {
-	case code == "":
-		return posture.MFACode{}, false
-	case used.Counter > 0:
-		return used, true
-	case recovery && matched != "":
-		return posture.MFACode{RecoveryHash: matched}, true
-	}
-	return posture.MFACode{}, false
-}
-
-// recoveryCodes derives an enrollment's recovery codes from its secret and
-// a nonce: twenty codes of six base32 characters.
-func recoveryCodes(secret, nonce string) []string {
-	out := make([]string, recoveryCodeCount)
-	for i := range out {
-		mac := hmac.New(sha256.New, []byte(secret))
-		fmt.Fprintf(mac, "postured recovery code\x00%s\x00%d", nonce, i)
-		out[i] = base32.StdEncoding.EncodeToString(mac.Sum(nil))[:recoveryCodeLen]
-	}
-	return out
-}
-
-// recoveryHashPrefix marks the keyed form of a recovery code's hash.
-const recoveryHashPrefix = "h2:"
-
-// hashRecoveryCode is the stored form of a recovery code: an HMAC keyed
-// with the enrollment's TOTP secret. A code has only 30 bits, so an
-// unkeyed hash in the log would give the code away to a brute force; keyed
-// with the sealed secret, it gives nothing to a reader of the log.
-func hashRecoveryCode(identityID, secret, code string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("postured recovery code hash\x00" + identityID + "\x00" + code))
-	return recoveryHashPrefix + hex.EncodeToString(mac.Sum(nil))
-}
-
-// legacyRecoveryHash is the unkeyed hash of enrollments made before
-// secrets were sealed; such enrollments keep working until they are
-// replaced.
-func legacyRecoveryHash(identityID, code string) string {
-	sum := sha256.Sum256([]byte("postured recovery code\x00" + identityID + "\x00" + code))
-	return hex.EncodeToString(sum[:])
-}
-
-func recoveryHashes(identityID, secret string, codes []string) []string {
-	out := make([]string, len(codes))
-	for i, code := range codes {
-		out[i] = hashRecoveryCode(identityID, secret, code)
-	}
-	return out
-}
-
-// remainingRecoveryCodes are an enrollment's unused recovery codes.
-func remainingRecoveryCodes(m posture.MFA, keys mfaKeys) []string {
-	var out []string
-	for _, code := range recoveryCodes(keys.secret, keys.nonce) {
-		if slices.Contains(m.RecoveryCodes, hashRecoveryCode(m.IdentityID, keys.secret, code)) ||
-			slices.Contains(m.RecoveryCodes, legacyRecoveryHash(m.IdentityID, code)) {
-			out = append(out, code)
-		}
-	}
-	return out
 }

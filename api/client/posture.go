@@ -13,20 +13,40 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/evaluator"
 )
 
 // Store is what the posture, service and session operations read
 // (projections.Store implements it).
 type Store interface {
+	ServiceReader
+	PostureReader
+	SessionReader
+}
+
+// ServiceReader is what the service handlers read (services.go).
+type ServiceReader interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
 	Any(kind posture.Kind) (bool, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	Reachable(policyKind posture.Kind, from, id, to string) []string
 	ServicesFor(identityID, typ string) []posture.Grant
-	Access(identityID, apiSessionID, serviceID, typ string, now time.Time) ([]posture.PolicyResult, error)
+	LastChange(identityID string) (time.Time, error)
+}
+
+// PostureReader is what the posture-response handlers read: the grants
+// and their evaluation, the posture data, a service's name.
+type PostureReader interface {
+	ServicesFor(identityID, typ string) []posture.Grant
 	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
-	LastChange(identityID string) (time.Time, error)
+	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+}
+
+// SessionReader is what the session handlers read (sessions.go).
+type SessionReader interface {
+	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+	Access(identityID, apiSessionID, serviceID, typ string, now time.Time) ([]posture.PolicyResult, error)
 	Session(id string) (posture.Session, error)
 	SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error)
 	APISessionSessions(apiSessionID string) ([]posture.Session, error)
@@ -155,7 +175,20 @@ type postureResponseResult struct {
 	Services []timeoutChange `json:"services"`
 }
 
-func (a *API) createPostureResponse(c echo.Context) error {
+// postureResponses are the posture-response operations: they append the
+// responses and answer, after a wake or unlock, the services whose MFA
+// query it shortened. They read only what PostureReader offers.
+type postureResponses struct {
+	store  PostureReader
+	writer *api.Writer
+	grace  time.Duration // the wake/unlock grace reported to clients
+}
+
+func (a *API) postureResponses() postureResponses {
+	return postureResponses{store: a.Store, writer: a.Writer, grace: a.MFAGrace}
+}
+
+func (a postureResponses) create(c echo.Context) error {
 	var in postureResponseInput
 	if err := api.Decode(c, &in); err != nil {
 		return err
@@ -164,10 +197,10 @@ func (a *API) createPostureResponse(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.recordPosture(c, []posture.PostureResponse{r})
+	return a.record(c, []posture.PostureResponse{r})
 }
 
-func (a *API) createPostureResponseBulk(c echo.Context) error {
+func (a postureResponses) createBulk(c echo.Context) error {
 	var in []postureResponseInput
 	if err := api.Decode(c, &in); err != nil {
 		return err
@@ -187,15 +220,19 @@ func (a *API) createPostureResponseBulk(c echo.Context) error {
 		}
 		out = append(out, r)
 	}
-	return a.recordPosture(c, out)
+	return a.record(c, out)
 }
 
 // recordPosture appends the responses as one event, waits for the
 // projection, and answers the services whose MFA queries a wake or unlock
 // now affects.
-func (a *API) recordPosture(c echo.Context, responses []posture.PostureResponse) error {
+func (a postureResponses) record(c echo.Context, responses []posture.PostureResponse) error {
 	p := api.PrincipalOf(c)
-	if _, err := a.Writer.Append(c, posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses}); err != nil {
+	e, err := a.writer.Event(api.StampOf(c), posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses})
+	if err != nil {
+		return err
+	}
+	if _, err := a.writer.AppendEvent(c.Request().Context(), e); err != nil {
 		return err
 	}
 	woken, unlocked := false, false
@@ -205,8 +242,7 @@ func (a *API) recordPosture(c echo.Context, responses []posture.PostureResponse)
 	}
 	result := postureResponseResult{Services: []timeoutChange{}}
 	if woken || unlocked {
-		var err error
-		if result.Services, err = a.wakeAffected(p, woken, unlocked); err != nil {
+		if result.Services, err = a.wakeAffected(p, e.At, woken, unlocked); err != nil {
 			return err
 		}
 	}
@@ -214,27 +250,37 @@ func (a *API) recordPosture(c echo.Context, responses []posture.PostureResponse)
 }
 
 // wakeAffected lists the services reachable through a policy with an MFA
-// check that prompts on this wake or unlock, when the session has passed
-// MFA and the check's own timeout does not end sooner than the grace.
-func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutChange, error) {
-	_, sessions, err := a.Store.PostureData(p.Identity.ID)
+// check that prompts on the wake or unlock recorded at at, and whose time
+// left that signal shortened: the check then needs a TOTP within the grace.
+// Everything is evaluated at the event's time, with the evaluator's
+// MFATimeoutRemaining, as the projection evaluates it.
+func (a postureResponses) wakeAffected(p *api.Principal, at time.Time, woken, unlocked bool) ([]timeoutChange, error) {
+	_, sessions, err := a.store.PostureData(p.Identity.ID)
 	if err != nil {
 		return nil, err
 	}
-	var passedAt *time.Time
-	for _, s := range sessions {
-		if s.APISessionID == p.Session.ID {
-			passedAt = s.MFAPassedAt
+	var after *posture.SessionPosture
+	for i := range sessions {
+		if sessions[i].APISessionID == p.Session.ID {
+			after = &sessions[i]
 		}
 	}
 	out := []timeoutChange{}
-	if passedAt == nil {
+	if after == nil || after.MFAPassedAt == nil {
 		return out, nil
 	}
-	now := a.Writer.Now()
-	grace := int64(a.MFAGrace.Seconds())
-	grants := a.Store.ServicesFor(p.Identity.ID, "")
-	results, err := a.evaluateGrants(p, grants, now)
+	// before is the session's posture without this signal.
+	before := *after
+	if woken {
+		before.WokenAt = nil
+	}
+	if unlocked {
+		before.UnlockedAt = nil
+	}
+	grace := int64(a.grace.Seconds())
+	dBefore := evaluator.Data{Session: before, MFAGrace: a.grace}
+	grants := a.store.ServicesFor(p.Identity.ID, "")
+	results, err := evaluateGrants(a.store, p, grants, at)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +293,10 @@ func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutCha
 				if ch.TypeID != posture.CheckMFA || !((woken && ch.PromptOnWake) || (unlocked && ch.PromptOnUnlock)) {
 					continue
 				}
-				if ch.TimeoutSeconds > 0 && ch.TimeoutSeconds-int64(now.Sub(*passedAt).Seconds()) <= grace {
+				// A timeout that ends within the grace is not shortened
+				// by the signal.
+				if timeout := evaluator.MFATimeout(ch); timeout != evaluator.NoTimeout &&
+					evaluator.MFATimeoutRemaining(ch, dBefore, at) <= grace {
 					continue
 				}
 				if !found || (ch.TimeoutSeconds > 0 && (best <= 0 || ch.TimeoutSeconds < best)) {
@@ -257,7 +306,7 @@ func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutCha
 			}
 		}
 		if found {
-			name := a.serviceName(g.ServiceID)
+			name := serviceName(a.store, g.ServiceID)
 			if best <= 0 {
 				best = -1
 			}
@@ -267,8 +316,13 @@ func (a *API) wakeAffected(p *api.Principal, woken, unlocked bool) ([]timeoutCha
 	return out, nil
 }
 
+// policyEvaluator evaluates policies for an API session (Store.Evaluate).
+type policyEvaluator interface {
+	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
+}
+
 // evaluateGrants evaluates, once each, the policies of a set of grants.
-func (a *API) evaluateGrants(p *api.Principal, grants []posture.Grant, now time.Time) (map[string]posture.PolicyResult, error) {
+func evaluateGrants(store policyEvaluator, p *api.Principal, grants []posture.Grant, now time.Time) (map[string]posture.PolicyResult, error) {
 	seen := map[string]bool{}
 	var pids []string
 	for _, g := range grants {
@@ -279,7 +333,7 @@ func (a *API) evaluateGrants(p *api.Principal, grants []posture.Grant, now time.
 			}
 		}
 	}
-	results, err := a.Store.Evaluate(p.Identity.ID, p.Session.ID, pids, now)
+	results, err := store.Evaluate(p.Identity.ID, p.Session.ID, pids, now)
 	if err != nil {
 		return nil, err
 	}
@@ -292,9 +346,10 @@ func (a *API) evaluateGrants(p *api.Principal, grants []posture.Grant, now time.
 
 // postureRoutes are posture responses, services and sessions.
 func (a *API) postureRoutes() []api.Route {
+	pr := a.postureResponses()
 	return []api.Route{
-		{Method: http.MethodPost, Path: "/posture-response", Access: api.Session, Handler: a.createPostureResponse},
-		{Method: http.MethodPost, Path: "/posture-response-bulk", Access: api.Session, Handler: a.createPostureResponseBulk},
+		{Method: http.MethodPost, Path: "/posture-response", Access: api.Session, Handler: pr.create},
+		{Method: http.MethodPost, Path: "/posture-response-bulk", Access: api.Session, Handler: pr.createBulk},
 		{Method: http.MethodGet, Path: "/services", Access: api.Session, Handler: a.listServices},
 		{Method: http.MethodGet, Path: "/services/:id", Access: api.Session, Handler: a.detailService},
 		{Method: http.MethodPut, Path: "/services/:id", Access: api.Admin, Handler: func(c echo.Context) error { return a.ServiceAdmin.UpdateService(c) }},

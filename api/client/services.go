@@ -19,6 +19,7 @@ type postureQuery struct {
 	IsPassing        bool           `json:"isPassing"`
 	Timeout          int64          `json:"timeout"`
 	TimeoutRemaining int64          `json:"timeoutRemaining"`
+	Stale            bool           `json:"stale,omitempty"`
 	Process          *queryProcess  `json:"process,omitempty"`
 	Processes        []queryProcess `json:"processes,omitempty"`
 	CreatedAt        api.Time       `json:"createdAt"`
@@ -63,7 +64,7 @@ func querySet(r posture.PolicyResult, wokenOrUnlocked time.Time) postureQuerySet
 	for _, cr := range r.Checks {
 		c := cr.Check
 		q := postureQuery{
-			ID: c.ID, QueryType: string(c.TypeID), IsPassing: cr.Pass, Timeout: cr.Timeout, TimeoutRemaining: cr.TimeoutRemaining,
+			ID: c.ID, QueryType: string(c.TypeID), IsPassing: cr.Pass, Timeout: cr.Timeout, TimeoutRemaining: cr.TimeoutRemaining, Stale: cr.Stale,
 			CreatedAt: api.Time(c.CreatedAt), UpdatedAt: api.Time(c.UpdatedAt), Tags: c.Tags,
 			Links: api.SelfLink("posture-checks", c.ID),
 		}
@@ -113,7 +114,7 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 	if only != "" {
 		grants = slices.DeleteFunc(grants, func(g posture.Grant) bool { return g.ServiceID != only })
 	}
-	results, err := a.evaluateGrants(p, grants, now)
+	results, err := evaluateGrants(a.Store, p, grants, now)
 	if err != nil {
 		return nil, err
 	}

@@ -40,10 +40,15 @@ type sessionView struct {
 	Links        api.Links        `json:"_links"`
 }
 
-// serviceName is a service's name ("" when it is gone).
-func (a *API) serviceName(id string) string {
+// entityReader reads one entity as stored (Store.RawEntity).
+type entityReader interface {
+	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+}
+
+// serviceName is a service's name ("" when it cannot be read).
+func serviceName(r entityReader, id string) string {
 	var svc posture.Service
-	if raw, err := a.Store.RawEntity(posture.KindService, id); err == nil {
+	if raw, err := r.RawEntity(posture.KindService, id); err == nil {
 		_ = json.Unmarshal(raw, &svc)
 	}
 	return svc.Name
@@ -55,7 +60,7 @@ func (a *API) sessionView(ctx context.Context, s posture.Session) (sessionView, 
 	if err != nil {
 		return sessionView{}, fmt.Errorf("session %s: %w", s.ID, err)
 	}
-	name := a.serviceName(s.ServiceID)
+	name := serviceName(a.Store, s.ServiceID)
 	tags := s.Tags
 	if tags == nil {
 		tags = posture.Tags{}
@@ -78,6 +83,12 @@ func sessionType(s string) (string, bool) {
 	return "", false
 }
 
+// serviceNotFound is the answer to a session request for a service that
+// does not exist or that the identity has no policy of the type for.
+func serviceNotFound(id string) error {
+	return posture.Invalid("serviceId", "service not found", id)
+}
+
 // createSession is POST /sessions. One passing policy of the type is
 // enough; a policy without checks passes. A refusal is recorded as a failed
 // service request and answered 409 INVALID_POSTURE with the failing
@@ -94,9 +105,13 @@ func (a *API) createSession(c echo.Context) error {
 	if strings.TrimSpace(in.ServiceID) == "" {
 		return posture.Invalid("serviceId", "is required", in.ServiceID)
 	}
+	// A service that does not exist and one the identity may not use get
+	// the same answer, the real controller's for the second (400
+	// COULD_NOT_VALIDATE, "service not found"), so that the answer does
+	// not tell which services exist.
 	raw, err := a.Store.RawEntity(posture.KindService, in.ServiceID)
 	if errors.Is(err, posture.ErrNotFound) {
-		return posture.NotFound("service", in.ServiceID)
+		return serviceNotFound(in.ServiceID)
 	}
 	if err != nil {
 		return err
@@ -111,7 +126,7 @@ func (a *API) createSession(c echo.Context) error {
 		return err
 	}
 	if len(results) == 0 {
-		return posture.Invalid("serviceId", "service not found: no "+typ+" permission for this service", in.ServiceID)
+		return serviceNotFound(in.ServiceID)
 	}
 	var passing []string
 	for _, r := range results {
@@ -183,7 +198,7 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 			}
 			f.Checks = append(f.Checks, posture.CheckFailure{
 				PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
-				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic,
+				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic, Stale: cr.Stale,
 			})
 			data[r.PolicyID] = append(data[r.PolicyID], failedCheck{ID: cr.Check.ID, TypeID: string(cr.Check.TypeID)})
 		}

@@ -40,7 +40,7 @@ func (a *API) cas() *resource[posture.CA, caInput] {
 			}
 		},
 		build: a.buildCA,
-		view:  a.caView,
+		view:  pure(a.caView),
 		shred: true,
 	}
 }

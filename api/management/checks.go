@@ -32,6 +32,8 @@ type checkInput struct {
 	PromptOnWake          *bool          `json:"promptOnWake,omitempty"`
 	PromptOnUnlock        *bool          `json:"promptOnUnlock,omitempty"`
 	IgnoreLegacyEndpoints *bool          `json:"ignoreLegacyEndpoints,omitempty"`
+	MaxAgeSeconds         *int64         `json:"maxAgeSeconds,omitempty"`
+	OnStale               *string        `json:"onStale,omitempty"`
 }
 
 type osInput struct {
@@ -51,7 +53,7 @@ type processInput struct {
 func (a *API) checks() *resource[posture.Check, checkInput] {
 	return &resource[posture.Check, checkInput]{
 		a: a, kind: posture.KindCheck, noun: "posture check",
-		input: checkToInput, build: a.buildCheck, view: checkView,
+		input: checkToInput, build: a.buildCheck, view: pure(checkView),
 		aliases: [][]string{{"roleAttributes", "attributes"}, {"domains", "macAddresses"}},
 	}
 }
@@ -73,6 +75,9 @@ func checkToInput(c posture.Check) checkInput {
 	}
 	for _, p := range c.Processes {
 		in.Processes = append(in.Processes, toInput(p))
+	}
+	if c.MaxAgeSeconds > 0 {
+		in.MaxAgeSeconds, in.OnStale = &c.MaxAgeSeconds, &c.OnStale
 	}
 	if c.TypeID == posture.CheckMFA {
 		in.TimeoutSeconds, in.PromptOnWake, in.PromptOnUnlock, in.IgnoreLegacyEndpoints =
@@ -164,7 +169,32 @@ func (a *API) buildCheck(in checkInput, old *posture.Check, now time.Time) (post
 		c.PromptOnUnlock = deref(in.PromptOnUnlock, false)
 		c.IgnoreLegacyEndpoints = deref(in.IgnoreLegacyEndpoints, false)
 	}
+	if err != nil {
+		return c, err
+	}
+	c.MaxAgeSeconds, c.OnStale, err = staleRule(typ, in.MaxAgeSeconds, in.OnStale)
 	return c, err
+}
+
+// staleRule validates maxAgeSeconds and onStale: an age of evidence in
+// seconds (absent or 0: no limit) for the checks that judge reported
+// evidence, and "deny" (the default) or "allow".
+func staleRule(typ posture.CheckType, maxAge *int64, onStale *string) (int64, string, error) {
+	age := deref(maxAge, 0)
+	mode := strings.ToLower(strings.TrimSpace(deref(onStale, "")))
+	switch {
+	case age < 0:
+		return 0, "", posture.Invalid("maxAgeSeconds", "must be 0 (no limit) or a positive number of seconds", age)
+	case age > 0 && typ == posture.CheckMFA:
+		return 0, "", posture.Invalid("maxAgeSeconds", "does not apply to MFA checks (use timeoutSeconds)", age)
+	case mode != "" && mode != posture.OnStaleDeny && mode != posture.OnStaleAllow:
+		return 0, "", posture.Invalid("onStale", `must be "deny" or "allow"`, deref(onStale, ""))
+	case age == 0:
+		return 0, "", nil
+	case mode == "":
+		mode = posture.OnStaleDeny
+	}
+	return age, mode, nil
 }
 
 func operatingSystems(in []osInput) ([]posture.OperatingSystem, error) {
@@ -315,6 +345,9 @@ func checkView(c posture.Check) any {
 		"id": c.ID, "name": c.Name, "typeId": c.TypeID, "roleAttributes": c.RoleAttributes,
 		"tags": c.Tags, "version": 1, "createdAt": api.Time(c.CreatedAt), "updatedAt": api.Time(c.UpdatedAt),
 		"_links": api.SelfLink(string(posture.KindCheck), c.ID),
+	}
+	if c.MaxAgeSeconds > 0 {
+		v["maxAgeSeconds"], v["onStale"] = c.MaxAgeSeconds, c.OnStale
 	}
 	switch c.TypeID {
 	case posture.CheckOS:

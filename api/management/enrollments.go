@@ -238,14 +238,14 @@ func (a *API) identityResourceRoutes() []api.Route {
 // enrollmentSummary is the enrollment field of an identity detail:
 // {ott: {id, jwt, token, expiresAt}, ottca: {..., caId, ca}, updb: {...,
 // username}} for its pending enrollments.
-func (a *API) enrollmentSummary(identityID string) map[string]any {
+func (a *API) enrollmentSummary(identityID string) (map[string]any, error) {
 	out := map[string]any{}
 	if a.Enrollments == nil {
-		return out
+		return out, nil
 	}
 	list, err := a.Enrollments.IdentityEnrollments(identityID)
 	if err != nil {
-		return out
+		return nil, err
 	}
 	for _, e := range list {
 		v := map[string]any{
@@ -262,7 +262,7 @@ func (a *API) enrollmentSummary(identityID string) map[string]any {
 		}
 		out[e.Method] = v
 	}
-	return out
+	return out, nil
 }
 
 func (a *API) caRef(id string) any {
@@ -303,7 +303,7 @@ func (a *API) enrollmentView(e posture.Enrollment) any {
 // enrollments are read and deleted as a resource; they are created by
 // createEnrollment (or with their identity) and never updated.
 func (a *API) enrollments() *resource[posture.Enrollment, enrollmentInput] {
-	return &resource[posture.Enrollment, enrollmentInput]{a: a, kind: posture.KindEnrollment, noun: "enrollment", view: a.enrollmentView}
+	return &resource[posture.Enrollment, enrollmentInput]{a: a, kind: posture.KindEnrollment, noun: "enrollment", view: pure(a.enrollmentView)}
 }
 
 func (a *API) identityEnrollments(c echo.Context) error {
@@ -315,7 +315,11 @@ func (a *API) identityEnrollments(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.List(c, a.enrollments().views(all))
+	views, err := a.enrollments().views(all)
+	if err != nil {
+		return err
+	}
+	return api.List(c, views)
 }
 
 type enrollmentInput struct {

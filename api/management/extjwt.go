@@ -48,7 +48,7 @@ func (a *API) extJWTSigners() *resource[posture.ExternalJWTSigner, extJWTInput] 
 			}
 		},
 		build: a.buildExtJWTSigner,
-		view:  extJWTSignerView,
+		view:  pure(extJWTSignerView),
 		// A signer has a certificate or a key set: a patch that sets one
 		// drops the other.
 		aliases: [][]string{{"certPem", "jwksEndpoint"}},

@@ -2,6 +2,7 @@ package management
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -100,16 +101,31 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 	return i, nil
 }
 
-func (a *API) identityView(i posture.Identity) any {
-	f := api.IdentityFacts{MFAEnabled: a.isMFAEnabled(i.ID), Enrollment: a.enrollmentSummary(i.ID)}
-	f.Authenticators, _ = a.Store.IdentityAuthenticators(i.ID)
-	f.Client, _ = a.Store.ClientInfo(i.ID)
-	f.HasAPISession, _ = a.Store.HasAPISession(i.ID)
+// identityView reads what the API shows beside the identity; a read that
+// fails fails the request (only a missing record reads as absent).
+func (a *API) identityView(i posture.Identity) (any, error) {
+	mfa, err := a.Login.MFAEnabled(i.ID)
+	if err != nil {
+		return nil, fmt.Errorf("identity %s: MFA: %w", i.ID, err)
+	}
+	f := api.IdentityFacts{MFAEnabled: mfa}
+	if f.Enrollment, err = a.enrollmentSummary(i.ID); err != nil {
+		return nil, fmt.Errorf("identity %s: enrollments: %w", i.ID, err)
+	}
+	if f.Authenticators, err = a.Store.IdentityAuthenticators(i.ID); err != nil {
+		return nil, fmt.Errorf("identity %s: authenticators: %w", i.ID, err)
+	}
+	if f.Client, err = a.Store.ClientInfo(i.ID); err != nil {
+		return nil, fmt.Errorf("identity %s: client info: %w", i.ID, err)
+	}
+	if f.HasAPISession, err = a.Store.HasAPISession(i.ID); err != nil {
+		return nil, fmt.Errorf("identity %s: API sessions: %w", i.ID, err)
+	}
 	links := api.SelfLink(string(posture.KindIdentity), i.ID)
 	for _, sub := range []string{"service-policies", "services", "edge-routers", "posture-data", "failed-service-requests", "authenticators"} {
 		links[sub] = api.Link{Href: "./identities/" + i.ID + "/" + sub}
 	}
-	return api.IdentityView(i, f, links)
+	return api.IdentityView(i, f, links), nil
 }
 
 func nilIfEmpty(s string) any {
@@ -136,12 +152,6 @@ func (a *API) deleteIdentityMFA(c echo.Context) error {
 		return err
 	}
 	return api.Empty(c)
-}
-
-// isMFAEnabled reports whether the identity has a verified MFA enrollment.
-func (a *API) isMFAEnabled(identityID string) bool {
-	enabled, err := a.Login.MFAEnabled(identityID)
-	return err == nil && enabled
 }
 
 func (a *API) identityRoutes() []api.Route {

@@ -49,6 +49,12 @@ type API struct {
 	Posture   PostureStore
 	Explainer Explainer
 	Writer    *api.Writer
+	// Fleet reads the fleet view (GET /posture-summary, summary.go).
+	Fleet FleetStore
+	// Deliveries reads webhook deliveries; Webhooks sends test events
+	// (webhooks.go).
+	Deliveries WebhookStore
+	Webhooks   WebhookSender
 
 	// Controllers lists the live nodes (GET /controllers); nil: no route.
 	Controllers *api.Controllers
@@ -88,6 +94,8 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.relationRoutes()...)
 	routes = append(routes, a.extJWTRoutes()...)
 	routes = append(routes, a.postureRoutes()...)
+	routes = append(routes, a.summaryRoutes()...)
+	routes = append(routes, a.webhookRoutes()...)
 	routes = append(routes, a.pkiRoutes()...)
 	if a.Controllers != nil {
 		routes = append(routes, a.Controllers.Route(api.Admin))

@@ -26,7 +26,7 @@ func (a *API) servicePolicies() *resource[posture.ServicePolicy, servicePolicyIn
 				ServiceRoles: p.ServiceRoles, PostureCheckRoles: p.PostureCheckRoles, Tags: p.Tags}
 		},
 		build: a.buildServicePolicy,
-		view:  a.servicePolicyView,
+		view:  pure(a.servicePolicyView),
 	}
 }
 
@@ -167,7 +167,7 @@ func (a *API) edgeRouterPolicies() *resource[posture.EdgeRouterPolicy, edgeRoute
 			return posture.EdgeRouterPolicy{ID: f.id, Name: f.name, Semantic: f.semantic, IdentityRoles: f.a,
 				EdgeRouterRoles: f.b, Tags: f.tags, CreatedAt: f.createdAt, UpdatedAt: now}, err
 		},
-		view: func(p posture.EdgeRouterPolicy) any {
+		view: pure(func(p posture.EdgeRouterPolicy) any {
 			return map[string]any{
 				"id": p.ID, "name": p.Name, "semantic": p.Semantic, "isSystem": false,
 				"identityRoles": p.IdentityRoles, "edgeRouterRoles": p.EdgeRouterRoles,
@@ -176,7 +176,7 @@ func (a *API) edgeRouterPolicies() *resource[posture.EdgeRouterPolicy, edgeRoute
 				"tags":                   p.Tags, "createdAt": api.Time(p.CreatedAt), "updatedAt": api.Time(p.UpdatedAt),
 				"_links": a.policyLinks(posture.KindEdgeRouterPolicy, p.ID, "identities", "edge-routers"),
 			}
-		},
+		}),
 	}
 }
 
@@ -195,7 +195,7 @@ func (a *API) serviceEdgeRouterPolicies() *resource[posture.ServiceEdgeRouterPol
 			return posture.ServiceEdgeRouterPolicy{ID: f.id, Name: f.name, Semantic: f.semantic, ServiceRoles: f.a,
 				EdgeRouterRoles: f.b, Tags: f.tags, CreatedAt: f.createdAt, UpdatedAt: now}, err
 		},
-		view: func(p posture.ServiceEdgeRouterPolicy) any {
+		view: pure(func(p posture.ServiceEdgeRouterPolicy) any {
 			return map[string]any{
 				"id": p.ID, "name": p.Name, "semantic": p.Semantic,
 				"serviceRoles": p.ServiceRoles, "edgeRouterRoles": p.EdgeRouterRoles,
@@ -204,7 +204,7 @@ func (a *API) serviceEdgeRouterPolicies() *resource[posture.ServiceEdgeRouterPol
 				"tags":                   p.Tags, "createdAt": api.Time(p.CreatedAt), "updatedAt": api.Time(p.UpdatedAt),
 				"_links": a.policyLinks(posture.KindServiceEdgeRouterPolicy, p.ID, "services", "edge-routers"),
 			}
-		},
+		}),
 	}
 }
 
@@ -260,7 +260,7 @@ func (a *API) edgeRouters() *resource[posture.EdgeRouter, edgeRouterInput] {
 			r.Tags, err = tags(in.Tags)
 			return r, err
 		},
-		view:    a.edgeRouterView,
+		view:    pure(a.edgeRouterView),
 		aliases: [][]string{{"roleAttributes", "attributes"}},
 		shred:   true,
 	}

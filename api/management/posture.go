@@ -32,6 +32,8 @@ type postureSlot struct {
 	LastUpdatedAt  *api.Time `json:"lastUpdatedAt"`
 	PostureCheckID string    `json:"postureCheckId"`
 	TimedOut       bool      `json:"timedOut"`
+	// AgeSeconds is how old the fact is, in whole seconds, when read.
+	AgeSeconds int64 `json:"ageSeconds"`
 }
 
 type domainData struct {
@@ -86,9 +88,9 @@ type postureDataView struct {
 	Processes             []processData          `json:"processes"`
 }
 
-func slot(checkID string, at time.Time) postureSlot {
+func slot(checkID string, at, now time.Time) postureSlot {
 	t := api.Time(at)
-	return postureSlot{LastUpdatedAt: &t, PostureCheckID: checkID}
+	return postureSlot{LastUpdatedAt: &t, PostureCheckID: checkID, AgeSeconds: int64(max(now.Sub(at), 0) / time.Second)}
 }
 
 // postureData is GET /identities/:id/posture-data. As on the real
@@ -99,21 +101,22 @@ func (a *API) postureData(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	now := a.Writer.Now()
 	v := postureDataView{APISessionPostureData: map[string]sessionData{}, Processes: []processData{}}
 	if ip.Domain != nil {
-		v.Domain = domainData{slot(ip.Domain.CheckID, ip.Domain.At), ip.Domain.Domain}
+		v.Domain = domainData{slot(ip.Domain.CheckID, ip.Domain.At, now), ip.Domain.Domain}
 	}
 	if ip.MAC != nil {
-		v.MAC = macData{slot(ip.MAC.CheckID, ip.MAC.At), ip.MAC.Addresses}
+		v.MAC = macData{slot(ip.MAC.CheckID, ip.MAC.At, now), ip.MAC.Addresses}
 	}
 	if ip.OS != nil {
-		v.OS = osData{postureSlot: slot(ip.OS.CheckID, ip.OS.At), Type: strings.ToLower(ip.OS.Type), Version: ip.OS.Version}
+		v.OS = osData{postureSlot: slot(ip.OS.CheckID, ip.OS.At, now), Type: strings.ToLower(ip.OS.Type), Version: ip.OS.Version}
 		if ip.OS.Build != "" {
 			v.OS.Build = &ip.OS.Build
 		}
 	}
 	for _, p := range ip.Processes {
-		v.Processes = append(v.Processes, processData{slot(p.CheckID, p.At), p.Path, p.IsRunning, p.Hash, p.SignerFingerprints})
+		v.Processes = append(v.Processes, processData{slot(p.CheckID, p.At, now), p.Path, p.IsRunning, p.Hash, p.SignerFingerprints})
 	}
 	for _, s := range sessions {
 		v.APISessionPostureData[s.APISessionID] = sessionData{

@@ -38,7 +38,7 @@ func (a *API) exists(kind posture.Kind, noun, id string) error {
 }
 
 // related answers the views of entities by id, filtered and paged.
-func related[T posture.Entity](a *API, c echo.Context, ids []string, noun string, view func(T) any) error {
+func related[T posture.Entity](a *API, c echo.Context, ids []string, noun string, view func(T) (any, error)) error {
 	out := make([]any, 0, len(ids))
 	for _, id := range ids {
 		e, err := get[T](a.Store, noun, id)
@@ -48,13 +48,17 @@ func related[T posture.Entity](a *API, c echo.Context, ids []string, noun string
 		if err != nil {
 			return err
 		}
-		out = append(out, view(e))
+		v, err := view(e)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
 	}
 	return api.List(c, out)
 }
 
 // sub is a route that lists the entities related to one entity.
-func sub[T posture.Entity](a *API, parent posture.Kind, parentNoun, path, noun string, ids func(id string) []string, view func(T) any) api.Route {
+func sub[T posture.Entity](a *API, parent posture.Kind, parentNoun, path, noun string, ids func(id string) []string, view func(T) (any, error)) api.Route {
 	return api.Route{Method: http.MethodGet, Path: "/" + string(parent) + "/:id/" + path, Access: api.Admin,
 		Handler: func(c echo.Context) error {
 			id := c.Param("id")
@@ -74,15 +78,15 @@ func (a *API) relationRoutes() []api.Route {
 		return func(id string) []string { return a.Store.Selecting(kind, field, id) }
 	}
 	identityView := a.identityView
-	serviceView := a.serviceView
-	policyView := a.servicePolicyView
-	routerView := a.edgeRouterView
+	serviceView := pure(a.serviceView)
+	policyView := pure(a.servicePolicyView)
+	routerView := pure(a.edgeRouterView)
 	erpView := a.edgeRouterPolicies().view
 	serpView := a.serviceEdgeRouterPolicies().view
 	return []api.Route{
 		sub(a, sp, "service policy", "identities", "identity", selected(sp, identityRoles), identityView),
 		sub(a, sp, "service policy", "services", "service", selected(sp, serviceRoles), serviceView),
-		sub(a, sp, "service policy", "posture-checks", "posture check", selected(sp, postureCheckRoles), checkView),
+		sub(a, sp, "service policy", "posture-checks", "posture check", selected(sp, postureCheckRoles), pure(checkView)),
 		sub(a, erp, "edge router policy", "identities", "identity", selected(erp, identityRoles), identityView),
 		sub(a, erp, "edge router policy", "edge-routers", "edge router", selected(erp, edgeRouterRoles), routerView),
 		sub(a, serp, "service edge router policy", "services", "service", selected(serp, serviceRoles), serviceView),
@@ -94,7 +98,7 @@ func (a *API) relationRoutes() []api.Route {
 		sub(a, posture.KindService, "service", "service-policies", "service policy", selecting(sp, serviceRoles), policyView),
 		sub(a, posture.KindService, "service", "service-edge-router-policies", "service edge router policy", selecting(serp, serviceRoles), serpView),
 		sub(a, posture.KindService, "service", "edge-routers", "edge router", a.serviceRouters, routerView),
-		sub(a, posture.KindService, "service", "configs", "config", a.serviceConfigs, a.configView),
+		sub(a, posture.KindService, "service", "configs", "config", a.serviceConfigs, pure(a.configView)),
 		sub(a, posture.KindCheck, "posture check", "service-policies", "service policy", selecting(sp, postureCheckRoles), policyView),
 		sub(a, posture.KindEdgeRouter, "edge router", "edge-router-policies", "edge router policy", selecting(erp, edgeRouterRoles), erpView),
 		sub(a, posture.KindEdgeRouter, "edge router", "service-edge-router-policies", "service edge router policy", selecting(serp, edgeRouterRoles), serpView),

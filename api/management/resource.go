@@ -28,7 +28,7 @@ type resource[T posture.Entity, In any] struct {
 	// create. It runs inside the model change, so it sees the latest state.
 	build func(in In, old *T, now time.Time) (T, error)
 	// view is the entity as the API shows it.
-	view func(T) any
+	view func(T) (any, error)
 	// aliases are groups of input keys that spell the same field; a patch
 	// that sets one clears the others from the current state.
 	aliases [][]string
@@ -80,12 +80,21 @@ func (r *resource[T, In]) routes() []api.Route {
 	}
 }
 
-func (r *resource[T, In]) views(items []T) []any {
+func (r *resource[T, In]) views(items []T) ([]any, error) {
 	out := make([]any, len(items))
 	for i, it := range items {
-		out[i] = r.view(it)
+		v, err := r.view(it)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
 	}
-	return out
+	return out, nil
+}
+
+// pure adapts a view that reads nothing (and so cannot fail).
+func pure[T any](view func(T) any) func(T) (any, error) {
+	return func(e T) (any, error) { return view(e), nil }
 }
 
 func (r *resource[T, In]) list(c echo.Context) error {
@@ -93,7 +102,11 @@ func (r *resource[T, In]) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.List(c, r.views(items))
+	views, err := r.views(items)
+	if err != nil {
+		return err
+	}
+	return api.List(c, views)
 }
 
 func (r *resource[T, In]) detail(c echo.Context) error {
@@ -101,7 +114,11 @@ func (r *resource[T, In]) detail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.OK(c, r.view(e))
+	v, err := r.view(e)
+	if err != nil {
+		return err
+	}
+	return api.OK(c, v)
 }
 
 func (r *resource[T, In]) create(c echo.Context) error {

@@ -32,7 +32,7 @@ func (a *API) services() *resource[posture.Service, serviceInput] {
 				MaxIdleTimeMillis: &s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy, Tags: s.Tags}
 		},
 		build:   a.buildService,
-		view:    a.serviceView,
+		view:    pure(a.serviceView),
 		aliases: [][]string{{"roleAttributes", "attributes"}},
 	}
 }
@@ -149,11 +149,11 @@ func (a *API) configTypes() *resource[posture.ConfigType, configTypeInput] {
 			t.Tags, err = tags(in.Tags)
 			return t, err
 		},
-		view: func(t posture.ConfigType) any {
+		view: pure(func(t posture.ConfigType) any {
 			return map[string]any{"id": t.ID, "name": t.Name, "schema": t.Schema, "tags": t.Tags,
 				"createdAt": api.Time(t.CreatedAt), "updatedAt": api.Time(t.UpdatedAt),
 				"_links": api.SelfLink(string(posture.KindConfigType), t.ID)}
-		},
+		}),
 		canDelete: func(t posture.ConfigType) error {
 			ids, err := a.Store.ConfigsOfType(t.ID)
 			if err != nil {
@@ -215,7 +215,7 @@ func (a *API) configs() *resource[posture.Config, configInput] {
 			c.Tags, err = tags(in.Tags)
 			return c, err
 		},
-		view: a.configView,
+		view: pure(a.configView),
 		canDelete: func(cfg posture.Config) error {
 			services, err := list[posture.Service](a.Store)
 			if err != nil {

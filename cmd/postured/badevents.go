@@ -58,10 +58,11 @@ func (s haltingSource) Consume(ctx context.Context, from uint64, fn func([]postu
 		if !errors.As(err, &bad) {
 			return err
 		}
-		s.halt.Stop(bad.Seq, bad.Reason)
+		// Logged first: whoever sees the halt finds its line in the log.
 		s.logger.Error("projection stopped at a message that is not an event: inspect it with `postured events inspect --seq N`, "+
 			"and skip it with `postured events skip --seq N --reason ...` to go on (against a running node, with --nats-url and postured's NATS credentials)",
 			"seq", bad.Seq, "subject", bad.Subject, "reason", bad.Reason)
+		s.halt.Stop(bad.Seq, bad.Reason)
 		if _, err := s.log.WaitForSkip(ctx, bad); err != nil {
 			return err
 		}

@@ -286,6 +286,8 @@ func TestRestartedNodeGoesOnAfterSkip(t *testing.T) {
 	skip := []string{"events", "skip", "--seq", fmt.Sprint(ack.Sequence), "--reason", "test"}
 	if _, err := command(t, append(skip, nats("auditor")...)...); err == nil {
 		t.Fatal("the auditor recorded a skip decision")
+	} else if !strings.Contains(err.Error(), "may not write") || !strings.Contains(err.Error(), "postured's credentials") {
+		t.Fatalf("events skip as the auditor: %q does not say that postured's credentials are needed", err)
 	}
 	if _, err := command(t, append(skip, nats("postured")...)...); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ func (n *node) newCheckpointer(s *serveCmd) (*eventlog.Checkpointer, error) {
 		Verify:   checkpointVerifier(cert),
 		Logger:   n.log,
 		Fed:      true,
+		Now:      n.clock.Now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)

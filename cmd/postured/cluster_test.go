@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jonboulle/clockwork"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/eventlog/natstest"
+	"github.com/seed-0809debe/posture/expiry"
 )
 
 // startTwoNodes starts a three-server NATS cluster and two postured nodes
@@ -100,9 +102,10 @@ func startClusterNodeWith(t testing.TB, nc *natstest.Cluster, pkiDir, name strin
 
 // postResult is one answered (or failed) request of a load.
 type postResult struct {
-	status    int
-	requestID string
-	err       error
+	status         int
+	requestID      string
+	err            error
+	sentAfterFault bool // sent once the fault was injected
 }
 
 // post sends body to url with an API session token, from any goroutine.
@@ -301,7 +304,11 @@ func TestClusterTokenWorksOnEveryNode(t *testing.T) {
 // through two postured nodes; a third of the way in, the NATS server
 // leading the stream is shut down. Appends retry on the remaining quorum
 // with the same message id: every response answered 2xx is in the log
-// exactly once, and both projections are byte-equal.
+// exactly once, and both projections are byte-equal. No failure is tolerated:
+// an append retries on the remaining quorum (same message id) for as long as
+// the request lasts, which outlasts the election. The test fails when no
+// server was shut down or when no request was sent after the shutdown (the
+// fault was not injected, or too late to matter).
 func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 	nc, a, b := startTwoNodes(t)
 	const clients, total = 16, 2000
@@ -313,7 +320,7 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 
 	results := make([]postResult, total)
 	var next, done atomic.Int64
-	killNow, killed := make(chan struct{}), make(chan string, 1)
+	killNow, killed, down := make(chan struct{}), make(chan string, 1), make(chan struct{})
 	go func() {
 		<-killNow
 		// The stream leader if a node is connected to it (an election and
@@ -324,7 +331,7 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 			victim = nc.Server(connA)
 		}
 		if victim == nil {
-			killed <- "nothing"
+			killed <- ""
 			return
 		}
 		leader := ""
@@ -332,6 +339,7 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 			leader = ", the stream leader,"
 		}
 		victim.Shutdown()
+		close(down)
 		killed <- fmt.Sprintf("%s%s (A was connected to %s, B to %s)", victim.Name(), leader, connA, connB)
 	}()
 	start := time.Now()
@@ -344,7 +352,15 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 				if i >= total {
 					return
 				}
-				results[i] = post(n.http, n.srv.URL+clientAPI+"/posture-response", eps[c].token, body)
+				sentAfter := false
+				select {
+				case <-down:
+					sentAfter = true
+				default:
+				}
+				r := post(n.http, n.srv.URL+clientAPI+"/posture-response", eps[c].token, body)
+				r.sentAfterFault = sentAfter
+				results[i] = r
 				if done.Add(1) == total/3 {
 					close(killNow)
 				}
@@ -352,17 +368,27 @@ func TestClusterSurvivesNATSNodeLoss(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf("shut down %s a third of the way in; %d requests in %s", <-killed, total, time.Since(start).Round(time.Millisecond))
+	victim := <-killed
+	if victim == "" {
+		t.Fatal("no NATS server was shut down: neither node was connected to a server of the cluster, the fault was not injected")
+	}
+	t.Logf("shut down %s a third of the way in; %d requests in %s", victim, total, time.Since(start).Round(time.Millisecond))
 
 	ok, failed := checkExactlyOnce(t, results, postureByRequest(t, a.testNode))
 	t.Logf("%d answered 2xx, %d not", ok, failed)
-	if ok < total*9/10 {
-		for _, r := range results {
-			if r.err != nil || r.status/100 != 2 {
-				t.Fatalf("only %d of %d requests succeeded; first failure: %d %v", ok, total, r.status, r.err)
-			}
+	after := 0
+	for i, r := range results {
+		if r.sentAfterFault {
+			after++
+		}
+		if r.err != nil || r.status/100 != 2 {
+			t.Errorf("request %d failed (sent after the shutdown: %v): %d %v", i, r.sentAfterFault, r.status, r.err)
 		}
 	}
+	if after == 0 {
+		t.Fatal("no request was sent after the shutdown: the fault came too late to be tested")
+	}
+	t.Logf("%d requests sent after the shutdown", after)
 	if diff := cmp.Diff(a.dumpCaughtUp(t), b.dumpCaughtUp(t)); diff != "" {
 		t.Fatalf("the projections of A and B differ (-A +B):\n%s", diff)
 	}
@@ -434,11 +460,15 @@ func TestClusterFailoverKeepsAPISessions(t *testing.T) {
 }
 
 // TestClusterDeadlineFiresOnce: an MFA check with a 2-second timeout, two
-// nodes running their timer loops. The deadline becomes one
-// deadline.reached event; what B's timer appends for it is the same message
-// and lands on the same sequence.
+// nodes running their timer loops on one fake clock (nodes' clocks agree).
+// When the clock passes the deadline, both timers tick: the deadline
+// becomes one deadline.reached event; what B's timer appends for it is the
+// same message and lands on the same sequence.
 func TestClusterDeadlineFiresOnce(t *testing.T) {
-	_, a, b := startTwoNodes(t)
+	nc, pkiDir := natstest.Start(t, 3), t.TempDir()
+	clk := clockwork.NewFakeClockAt(time.Now().UTC().Truncate(time.Second))
+	onClock := func(c *serveCmd) { c.clock = clk }
+	a, b := startClusterNode(t, nc, pkiDir, "node-a", onClock), startClusterNode(t, nc, pkiDir, "node-b", onClock)
 	admin := a.adminToken(t)
 	svc := a.create(t, admin, "services", map[string]any{"name": "timed"})
 	mfa := a.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-2s", "timeoutSeconds": 2})
@@ -455,18 +485,24 @@ func TestClusterDeadlineFiresOnce(t *testing.T) {
 	if err := b.store.WaitFor(t.Context(), a.lastSeq(t)); err != nil {
 		t.Fatal(err)
 	}
-	due, err := b.store.DueDeadlines(time.Now().Add(time.Minute), 10)
+	due, err := b.store.DueDeadlines(clk.Now().Add(time.Minute), 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("deadlines pending on B: %+v %v", due, err)
 	}
 
+	clk.Advance(due[0].Deadline.Add(expiry.Delay).Sub(clk.Now()))
+	for _, n := range []*clusterNode{a, b} {
+		if _, err := n.deadlines.Tick(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e := a.waitForEvent(t, start+1, posture.TypeDeadlineReached, 15*time.Second)
 	if err := b.store.WaitFor(t.Context(), e.Seq); err != nil {
 		t.Fatal(err)
 	}
 	// B's timer appends the same event (its id is derived from the
 	// deadline): the stream answers with the first copy's sequence.
-	if seq, err := b.writer.Log.Append(t.Context(), api.DeadlineEvent(due[0])); err != nil || seq != e.Seq {
+	if seq, err := b.writer.Log.Append(t.Context(), expiry.Event(due[0])); err != nil || seq != e.Seq {
 		t.Fatalf("B's copy of the deadline: seq %d (want %d) %v", seq, e.Seq, err)
 	}
 	if ids := b.sessionIDs(t, ep.token); len(ids) != 0 {

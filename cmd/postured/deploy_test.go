@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/pki"
 )
 
 // TestDeployNATSConfig reads deploy/nats/nats-{1,2,3}.conf as nats-server
@@ -64,6 +66,17 @@ func TestDeployNATSConfig(t *testing.T) {
 		}
 		if opts.TLSConfig == nil || opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
 			t.Errorf("nats-%d: TLS on clients %v, on routes %v ", i, opts.TLSConfig != nil, opts.Cluster.TLSConfig)
+		}
+		// Clients and routes: TLS 1.2 at least, ECDHE with AEAD only, the
+		// suites of HTTPS.
+		for what, c := range map[string]*tls.Config{"clients": opts.TLSConfig, "routes": opts.Cluster.TLSConfig} {
+			if c == nil {
+				continue
+			}
+			if c.MinVersion != pki.MinTLSVersion || !slices.Equal(c.CipherSuites, pki.CipherSuites()) {
+				t.Errorf("nats-%d: TLS on %s: min version %s, suites %v; want %s and %v", i, what,
+					tls.VersionName(c.MinVersion), suiteNames(c.CipherSuites), tls.VersionName(pki.MinTLSVersion), pki.CipherSuiteNames())
+			}
 		}
 		if opts.Cluster.Username != "route" || opts.Cluster.Password != env["NATS_ROUTE_PASSWORD"] || len(opts.Routes) != 3 {
 			t.Errorf("nats-%d: routes %v authenticated as %q", i, opts.Routes, opts.Cluster.Username)
@@ -142,4 +155,12 @@ func readEnv(t *testing.T, path string) map[string]string {
 		}
 	}
 	return env
+}
+
+func suiteNames(ids []uint16) []string {
+	var names []string
+	for _, id := range ids {
+		names = append(names, tls.CipherSuiteName(id))
+	}
+	return names
 }

@@ -414,8 +414,9 @@ func TestEnrollTokenRace(t *testing.T) {
 // another method, bad and missing CSRs are refused and change nothing: the
 // token still works afterwards.
 func TestEnrollRefusals(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	clk := useStepClock(n)
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
 	id, enr := n.enrolledIdentity(t, admin, "careful", map[string]any{"ott": true})
 	_, updb := n.enrolledIdentity(t, admin, "password-user", map[string]any{"updb": "pw-user"})
@@ -439,7 +440,9 @@ func TestEnrollRefusals(t *testing.T) {
 	}
 
 	// Expiry: 180 minutes later the token is refused, and nothing changes.
+	// The node has one clock: the admin's API session idled out meanwhile.
 	clk.Advance(180*time.Minute + time.Second)
+	admin = n.adminToken(t)
 	expectError(t, enroll("method=ott&token="+enr.Token, good), http.StatusBadRequest, posture.CodeEnrollmentExpired, "")
 	r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/updb?token=" + updb.Token, contentType: "application/json",
 		body: jsonBody(t, map[string]string{"password": "secret-pw"})})

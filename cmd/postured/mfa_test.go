@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/makiuchi-d/gozxing"
 	gozxingqr "github.com/makiuchi-d/gozxing/qrcode"
 	"github.com/pquerna/otp"
@@ -40,13 +41,19 @@ func (c *stepClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// useStepClock makes the node's write path (event times, TOTP checks) read
-// a clock the test moves, so that a test needs no sleep to get a fresh TOTP
-// period.
-func useStepClock(n *testNode) *stepClock {
-	clk := newStepClock(time.Now())
-	n.client.Writer.Now = clk.Now
+// useFakeClock gives the node to be started a fake clock, its one clock
+// (event times, TOTP checks, session expiry, timers), which the test moves:
+// a test needs no sleep to get a fresh TOTP period.
+func useFakeClock(cfg *serveCmd) *clockwork.FakeClock {
+	clk := clockwork.NewFakeClockAt(time.Now())
+	cfg.clock = clk
 	return clk
+}
+
+// testClock is a clock a test moves (stepClock, clockwork.FakeClock).
+type testClock interface {
+	Now() time.Time
+	Advance(time.Duration)
 }
 
 // totpAt is the TOTP of a secret at a time, computed as an authenticator app
@@ -114,7 +121,7 @@ func (n *testNode) enrollMFA(t testing.TB, tok string) (mfaDetail, string) {
 
 // enrollAndVerifyMFA enrolls the identity and verifies the enrollment, then
 // moves the clock to the next TOTP period.
-func (n *testNode) enrollAndVerifyMFA(t testing.TB, tok string, clk *stepClock) (mfaDetail, string) {
+func (n *testNode) enrollAndVerifyMFA(t testing.TB, tok string, clk testClock) (mfaDetail, string) {
 	t.Helper()
 	d, secret := n.enrollMFA(t, tok)
 	if r := n.do(t, http.MethodPost, api.ClientBase+"/current-identity/mfa/verify", tok, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
@@ -148,8 +155,9 @@ var base32Code = regexp.MustCompile(`^[A-Z2-7]{6}$`)
 // regeneration invalidating the old codes, disabling, and an admin's
 // removal.
 func TestMFALifecycle(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	clk := useStepClock(n)
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
 	tok := n.createUser(t, "mfa-user", "mfa-password", false)
 	var me struct {
@@ -342,8 +350,9 @@ func TestMFALifecycle(t *testing.T) {
 // TestMFACodeAcceptedOnce races two partial sessions with the same TOTP:
 // exactly one completes.
 func TestMFACodeAcceptedOnce(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	clk := useStepClock(n)
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
 	tok := n.createUser(t, "race-user", "race-password", false)
 	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
 	const sessions = 6

@@ -7,17 +7,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 )
 
 // TestMFADeadlinesRemoveSessions: an MFA check with a 2-second timeout and
 // one that prompts on wake with a 2-second grace. Both grant sessions after
-// an MFA pass; each deadline is appended as a fact when it passes, and the
-// projection removes the session that lost its only policy.
+// an MFA pass; each deadline is appended as a fact the moment it passes (one
+// millisecond after the verdict's ValidUntil, not before), and the
+// projection removes the session that lost its only policy. The node runs on
+// a fake clock that the test moves: no wall-clock wait.
 func TestMFADeadlinesRemoveSessions(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.MFAGrace = 2 * time.Second
+	clk := clockwork.NewFakeClockAt(time.Now().UTC().Truncate(time.Second))
+	cfg.clock = clk
 	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
 	timed := n.create(t, admin, "services", map[string]any{"name": "timed"})
@@ -36,7 +42,8 @@ func TestMFADeadlinesRemoveSessions(t *testing.T) {
 		t.Fatalf("without MFA: %d %s", r.Status, r.Body)
 	}
 
-	// An MFA pass on this API session.
+	// An MFA pass on this API session, at t0.
+	t0 := clk.Now()
 	if _, err := n.writer.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.MFAPassed{IdentityID: ep.id, APISessionID: ep.apiSessionID}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +54,9 @@ func TestMFADeadlinesRemoveSessions(t *testing.T) {
 		}
 	}
 
-	// A wake: the response names the service whose MFA query now needs a
-	// TOTP within the grace.
+	// A wake at t0+1s: the response names the service whose MFA query now
+	// needs a TOTP within the grace.
+	clk.Advance(time.Second)
 	r = n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"typeId": "ENDPOINT_STATE", "id": "0", "woken": true})
 	if r.Status != http.StatusCreated {
 		t.Fatalf("wake: %d %s", r.Status, r.Body)
@@ -68,16 +76,38 @@ func TestMFADeadlinesRemoveSessions(t *testing.T) {
 	if len(wake.Services) != 1 || wake.Services[0].ID != woken || wake.Services[0].TimeoutRemaining != 2 || wake.Services[0].PostureQueryType != "MFA" {
 		t.Fatalf("wake response: %s", data)
 	}
-	// Within the grace the wake-prompted policy still passes.
-	if ids := n.sessionIDs(t, ep.token); len(ids) != 2 {
-		t.Fatalf("sessions within the grace: %v", ids)
-	}
 
-	// Each deadline becomes a fact when it passes; the sessions go.
-	from := start + 1
-	for len(n.sessionIDs(t, ep.token)) > 0 {
-		e := n.waitForEvent(t, from, posture.TypeDeadlineReached, 15*time.Second)
-		from = e.Seq + 1
+	// at moves the clock to t0+d, runs the deadline loop once (the node's
+	// own loop may tick too: the stream keeps one copy) and returns the
+	// sessions the endpoint still has.
+	at := func(d time.Duration) []string {
+		t.Helper()
+		clk.Advance(t0.Add(d).Sub(clk.Now()))
+		if _, err := n.deadlines.Tick(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.store.WaitFor(t.Context(), n.lastSeq(t)); err != nil {
+			t.Fatal(err)
+		}
+		return n.sessionIDs(t, ep.token)
+	}
+	// The MFA timeout's ValidUntil is t0+2s: the verdict holds through it.
+	if ids := at(2 * time.Second); len(ids) != 2 {
+		t.Fatalf("sessions at the MFA timeout: %v, want both", ids)
+	}
+	if ids := at(2*time.Second + time.Millisecond - time.Nanosecond); len(ids) != 2 {
+		t.Fatalf("sessions a nanosecond before the timeout's deadline: %v, want both", ids)
+	}
+	// One millisecond after it, the deadline is a fact: the timed session
+	// goes; the wake's grace (until t0+3s) still holds.
+	if ids := at(2*time.Second + time.Millisecond); len(ids) != 1 {
+		t.Fatalf("sessions once the MFA timeout passed: %v, want the woken one", ids)
+	}
+	if ids := at(3 * time.Second); len(ids) != 1 {
+		t.Fatalf("sessions at the end of the grace: %v, want the woken one", ids)
+	}
+	if ids := at(3*time.Second + time.Millisecond); len(ids) != 0 {
+		t.Fatalf("sessions once the grace passed: %v, want none", ids)
 	}
 
 	// Now both are refused, and the failure shows why.

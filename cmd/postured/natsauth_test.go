@@ -59,6 +59,24 @@ func TestClusterOverTLSWithCredentials(t *testing.T) {
 			t.Errorf("%s: refused after %s", c.what, took)
 		}
 	}
+
+	// The auditor's credentials may read but not write: serve says that
+	// postured's are needed.
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.NatsURL, cfg.StreamReplicas, cfg.natsFlags = nc.URLs, 3, natsFlags{NatsNkey: sec.AuditorSeed, NatsTLSCA: sec.CAFile}
+	start := time.Now()
+	n, err := startNode(t.Context(), &cfg, "127.0.0.1:1280", slog.New(slog.DiscardHandler))
+	if err == nil {
+		defer n.Close()
+		err = n.ready(t.Context(), &cfg)
+	}
+	if err == nil || !strings.Contains(err.Error(), "may not write") || !strings.Contains(err.Error(), "postured's credentials") {
+		t.Errorf("serve with the auditor's credentials: %v, want that postured's credentials are needed", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("serve with the auditor's credentials: refused after %s", took)
+	}
+	t.Logf("serve with the auditor's credentials: %v", err)
 }
 
 // TestStartupErrorsSayWhy: serve with an unreachable --nats-url, or a data

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -85,8 +86,9 @@ func TestFailedLoginsAreRateLimited(t *testing.T) {
 // TestWrongMFACodesAreRateLimited: wrong TOTP codes count against the
 // identity; once it has none left, even a right code is refused (429).
 func TestWrongMFACodesAreRateLimited(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	clk := useStepClock(n)
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
 	n.client.Login.Limiter.Configure(api.LimiterOptions{SubjectBurst: 2, SubjectEvery: time.Minute, Now: clk.Now})
 	tok := n.createUser(t, "limited-user", "limited-password", false)
 	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
@@ -99,4 +101,43 @@ func TestWrongMFACodesAreRateLimited(t *testing.T) {
 	if r := n.do(t, http.MethodPost, api.ClientBase+"/authenticate/mfa", partial, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
 		t.Fatalf("after a minute: %d %s", r.Status, r.Body)
 	}
+}
+
+// TestFullLimiterForgetsNoFailure: when the limiter remembers as many keys
+// as it may, new usernames do not push out the failures it holds (which
+// would let an attacker with many keys erase a user's recorded failures):
+// a new key is refused instead, until buckets refill and can be forgotten.
+func TestFullLimiterForgetsNoFailure(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	clk := newStepClock(time.Now())
+	n.client.Login.Limiter.Configure(api.LimiterOptions{
+		SubjectBurst: 2, SubjectEvery: time.Minute, SourceBurst: 1000, MaxKeys: 4, Now: clk.Now,
+	})
+	// The admin's failures from this address are used up.
+	for range 2 {
+		expectError(t, n.passwordLogin(t, "admin", "wrong-password"), 401, posture.CodeInvalidAuth, "")
+	}
+	expectError(t, n.passwordLogin(t, "admin", testAdminPassword), 429, posture.CodeTooManyRequests, "")
+	// Failures for other usernames fill the limiter (4 keys), then new
+	// usernames are refused; none of them erases the admin's failures.
+	for i := range 20 {
+		r := n.passwordLogin(t, fmt.Sprintf("guess-%02d", i), "wrong-password")
+		switch {
+		case i < 3 && r.Status != http.StatusUnauthorized:
+			t.Fatalf("username %d while there is room: %d %s", i, r.Status, r.Body)
+		case i >= 3:
+			expectError(t, r, 429, posture.CodeTooManyRequests, "")
+		}
+		if i%5 == 4 {
+			clk.Advance(time.Second) // past the pause between scans of a full limiter
+		}
+	}
+	expectError(t, n.passwordLogin(t, "admin", testAdminPassword), 429, posture.CodeTooManyRequests, "")
+	// Once the buckets have refilled they are forgotten, and there is room
+	// again.
+	clk.Advance(2 * time.Minute)
+	if r := n.passwordLogin(t, "admin", testAdminPassword); r.Status != http.StatusOK {
+		t.Fatalf("after the buckets refilled: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.passwordLogin(t, "guess-new", "wrong-password"), 401, posture.CodeInvalidAuth, "")
 }

@@ -116,8 +116,8 @@ func TestNoSecretInClear(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsListen = freeAddr(t)
 	var logs lockedBuffer
+	clk := useFakeClock(&cfg)
 	n := startLoggedNode(t, cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	clk := useStepClock(n)
 	admin := n.adminToken(t)
 	tail := follow(t, "--nats-url", "tls://"+cfg.NatsListen, "--nats-tls-ca", filepath.Join(cfg.DataDir, "pki", "ca.pem"),
 		"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", "auditor.nk"), "--from", fmt.Sprint(n.lastSeq(t)+1))
@@ -308,8 +308,8 @@ func TestDeletingAnIdentityShredsItsSecrets(t *testing.T) {
 	// role's permissions: destroying a key must be one of them.
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsListen = freeAddr(t)
+	clk := useFakeClock(&cfg)
 	n := startTestNode(t, cfg)
-	clk := useStepClock(n)
 	admin := n.adminToken(t)
 	ep := n.endpoint(t, admin, "leaver")
 	n.enrollAndVerifyMFA(t, ep.token, clk)
@@ -341,8 +341,9 @@ func TestDeletingAnIdentityShredsItsSecrets(t *testing.T) {
 // (migrate on read): a TOTP and a recovery code of the old enrollment log
 // in, the old enrollment shows its token and enrolls with it.
 func TestLegacyClearSecretsStillWork(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	clk := useStepClock(n)
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
 	var me struct {
 		ID string `json:"id"`

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/errgroup"
 
@@ -26,9 +27,11 @@ import (
 	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/console"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/expiry"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
 	"github.com/seed-0809debe/posture/secrets"
+	"github.com/seed-0809debe/posture/webhooks"
 )
 
 type serveCmd struct {
@@ -43,7 +46,7 @@ type serveCmd struct {
 	WriteTimeout      time.Duration `default:"2m" help:"Time from the end of a request's headers to the end of its answer."`
 	IdleTimeout       time.Duration `default:"2m" help:"Time a keep-alive connection may stay idle between requests."`
 	MaxConnections    int           `default:"4096" help:"Connections open at once, in all (0: no cap); further ones wait to be accepted."`
-	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Trusted proxies are exempt (0: no cap)."`
+	MaxConnsPerSource int           `name:"max-connections-per-source" default:"128" help:"Connections open at once from one client address (IPv6: one /64); further ones are closed. Also the requests in progress from it (HTTP/2 carries many on one connection); further ones are answered 429. Trusted proxies are exempt (0: no cap)."`
 	TrustedProxies    []string      `name:"trusted-proxies" sep:"," help:"Networks (CIDR, comma-separated) of reverse proxies whose X-Forwarded-For header is believed for the client's address (rate limits, audit). Default: none; the peer address is the client's."`
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
@@ -51,6 +54,10 @@ type serveCmd struct {
 	DiskReserveMiB    int64         `name:"disk-reserve-mib" default:"64" help:"Disk space (MiB) kept free under the data directory: the embedded log refuses writes (503) below it, the projection stops applying below half of it; both resume by themselves once space is freed. 0: only a full disk stops them."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
 	MFAGrace          time.Duration `name:"mfa-grace" default:"5m" help:"Grace period after a wake or unlock before an MFA check that prompts on it fails."`
+	WebhookTimeout    time.Duration `name:"webhook-timeout" default:"10s" help:"Time a webhook receiver has to answer one delivery attempt."`
+	WebhookBackoff    time.Duration `name:"webhook-backoff" default:"5s" help:"Delay before the first retry of a failed webhook delivery; it doubles with each retry (with jitter) up to --webhook-max-backoff."`
+	WebhookMaxBackoff time.Duration `name:"webhook-max-backoff" default:"1h" help:"Longest delay between two attempts of a webhook delivery."`
+	WebhookGiveUp     time.Duration `name:"webhook-give-up" default:"24h" help:"Age of a transition after which its webhook delivery is given up."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
 	LogLevel          string        `default:"info" enum:"debug,info,warn,error" help:"Log level."`
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
@@ -60,6 +67,11 @@ type serveCmd struct {
 	CheckpointEvery    int           `default:"10000" help:"Append a signed checkpoint of the log every this many events (at most 50000)."`
 	CheckpointInterval time.Duration `default:"1m" help:"Longest an event waits to be covered by a signed checkpoint."`
 	NoCheckpoints      bool          `name:"no-checkpoints" help:"Do not append signed checkpoints of the log (another node may)."`
+
+	// clock is the node's one clock: event times, TOTP checks, session
+	// expiry and the timer loops' tickers (default: the real clock; tests
+	// set a fake one).
+	clock clockwork.Clock
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -85,7 +97,7 @@ func (s *serveCmd) advertise(ln net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-func (s *serveCmd) Run(ctx context.Context) error {
+func (s *serveCmd) Run(ctx context.Context) (err error) {
 	log := s.logger()
 
 	// The listener comes first so that --listen :0 knows its port before
@@ -99,7 +111,11 @@ func (s *serveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer n.Close()
+	defer func() {
+		if cerr := n.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
 	ln = s.limitListener(ln, n.trusted, log)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -137,15 +153,22 @@ func (s *serveCmd) Run(ctx context.Context) error {
 const (
 	readHeaderTimeout = 10 * time.Second
 	maxHeaderBytes    = 64 << 10
+	// maxStreams caps the HTTP/2 streams of one connection (Go's default
+	// is 250): with --max-connections-per-source connections, one address
+	// could otherwise hold 128 × 250 requests. Requests in progress per
+	// source are capped as well (api.InFlight).
+	maxStreams = 16
 )
 
 // httpServer is the HTTPS server of a node, with the time limits that keep
 // slow clients from holding connections: the request headers within 10 s
 // (the TLS handshake too), the whole request within --read-timeout, the
 // answer within --write-timeout, an idle keep-alive connection for
-// --idle-timeout; headers of at most 64 KiB.
+// --idle-timeout; headers of at most 64 KiB; at most 16 concurrent
+// HTTP/2 streams per connection.
 func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger) *http.Server {
 	return &http.Server{
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 		Handler:           h,
 		TLSConfig:         cfg,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -175,6 +198,8 @@ func (s *serveCmd) limitListener(ln net.Listener, trusted []*net.IPNet, log *slo
 type node struct {
 	log        *slog.Logger
 	elog       *eventlog.Log
+	trans      *eventlog.Transitions // the transitions stream
+	hooks      *webhooks.Dispatcher  // webhook deliveries
 	store      *projections.Store
 	ca         *pki.CA
 	secrets    *secrets.Keyring
@@ -190,6 +215,7 @@ type node struct {
 	serving    atomic.Pointer[echo.Echo] // what ServeHTTP serves: the probes while starting, then handler
 	instanceID string
 	trusted    []*net.IPNet   // --trusted-proxies
+	inFlight   *api.InFlight  // requests in progress per source (--max-connections-per-source)
 	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
@@ -199,7 +225,11 @@ type node struct {
 	runDone    chan struct{} // closed when the projection consumer returns
 	runErr     error
 	closeOnce  sync.Once
+	closeErr   error         // what Close returned
 	lock       *datadir.Lock // the data directory's, held until Close
+	clock      clockwork.Clock
+	deadlines  *expiry.Deadlines
+	idle       *expiry.Idle
 
 	checkpointer    *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
 	checkpointsDone chan struct{}          // closed when the checkpointer returns
@@ -234,8 +264,12 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	clock := s.clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
 	n := &node{log: log, advertise: advertise, timeout: s.APISessionTimeout, runDone: make(chan struct{}), trusted: trusted, lock: lock,
-		checkpointsDone: make(chan struct{})}
+		inFlight: &api.InFlight{PerSource: s.MaxConnsPerSource, Exempt: trusted}, checkpointsDone: make(chan struct{}), clock: clock}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -267,6 +301,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		DiskReserve: s.DiskReserveMiB << 20,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if n.trans, err = n.elog.OpenTransitions(openCtx, eventlog.TransitionsOptions{Replicas: s.StreamReplicas}); err != nil {
 		return nil, err
 	}
 	if url := n.elog.ListenURL(); url != "" {
@@ -320,7 +357,8 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 // newEcho is an echo instance of the node with the probes and the metrics.
 func (n *node) newEcho() *echo.Echo {
 	e := api.New(api.Options{Logger: n.log, InstanceID: n.instanceID, Version: version,
-		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted})
+		SystemPaths: api.SystemPaths, Metrics: n.metrics, TrustedProxies: n.trusted,
+		InFlight: n.inFlight})
 	api.RegisterSystem(e, n.metrics, n.health)
 	return e
 }
@@ -353,12 +391,12 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
-	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: time.Now}
+	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: n.clock.Now}
 	if err := bootstrap(openCtx, w, n.store, s, n.log); err != nil {
 		return err
 	}
 
-	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: time.Now, Timeout: s.APISessionTimeout, Logger: n.log, CatchUp: n.catchUp}
+	n.auth = &api.Auth{Sessions: n.store, Log: w.Log, Now: n.clock.Now, Timeout: s.APISessionTimeout, Logger: n.log, CatchUp: n.catchUp}
 	info := &api.Info{
 		Version: version, Revision: revision, BuildDate: buildDate, Advertise: n.advertise,
 		Specs: []api.Spec{
@@ -375,10 +413,17 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		return err
 	}
 	n.writer = w
+	n.deadlines = &expiry.Deadlines{Log: w.Log, Due: n.store, Clock: n.clock, Logger: n.log}
+	n.idle = &expiry.Idle{Log: w.Log, Sessions: n.store, Clock: n.clock, Timeout: s.APISessionTimeout,
+		Interval: min(s.APISessionTimeout/4, 30*time.Second), Forget: n.auth.Forget, Logger: n.log}
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
-		Tokens: signer, MFAGrace: s.MFAGrace, Started: time.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
+		Tokens: signer, MFAGrace: s.MFAGrace, Started: n.clock.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
 		Secrets: n.secrets}
-	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Writer: w,
+	n.hooks = webhooks.New(webhooks.Options{Stream: n.trans.Stream(), Subjects: n.trans.Subjects(),
+		Store: n.store, Secrets: n.secrets, Log: w.Log, Logger: n.log, Timeout: s.WebhookTimeout,
+		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp})
+	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Writer: w,
+		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store,
 		Secrets: n.secrets}
 	n.client.ServiceAdmin = n.management
@@ -399,20 +444,8 @@ func (n *node) tlsConfig() *tls.Config {
 	// Client certificates are requested, not required, and verified by the
 	// handlers (cert login, enrollment, extension) against postured's CA
 	// and the verified CAs.
-	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: tls.VersionTLS12,
-		CipherSuites: tls12Suites, ClientAuth: tls.RequestClientCert}
-}
-
-// tls12Suites are the TLS 1.2 cipher suites offered: ECDHE key exchange
-// (forward secrecy) with an AEAD cipher only; no CBC, no SHA-1 MAC, no RSA
-// key exchange. TLS 1.3 suites are not configurable in Go (all AEAD).
-var tls12Suites = []uint16{
-	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	return &tls.Config{Certificates: []tls.Certificate{n.serverCert}, MinVersion: pki.MinTLSVersion,
+		CipherSuites: pki.CipherSuites(), ClientAuth: tls.RequestClientCert}
 }
 
 // Run runs the background loops until ctx ends or the projection stops.
@@ -429,10 +462,13 @@ func (n *node) Run(ctx context.Context) error {
 			return nil
 		}
 	})
-	g.Go(func() error { return n.auth.SweepIdle(gctx, n.store, min(n.timeout/4, 30*time.Second)) })
-	deadlines := &api.Deadlines{Log: n.writer.Log, Due: n.store, Now: time.Now, Logger: n.log}
+	g.Go(func() error { return n.idle.Run(gctx) })
+	g.Go(func() error { return n.auth.Run(gctx) })
 	g.Go(func() error { return n.announce(gctx) })
-	g.Go(func() error { return deadlines.Run(gctx) })
+	g.Go(func() error { return n.deadlines.Run(gctx) })
+	relay := &api.TransitionRelay{Outbox: n.store, Stream: n.trans, Logger: n.log}
+	g.Go(func() error { return relay.Run(gctx) })
+	g.Go(func() error { return n.hooks.Run(gctx) })
 	return g.Wait()
 }
 
@@ -447,10 +483,12 @@ func (n *node) catchUp(ctx context.Context) error {
 	return n.store.WaitFor(ctx, last)
 }
 
-// Close stops the projection consumer and closes the store and the log. It
-// may be called more than once.
+// Close stops the projection consumer and closes the store, the log and
+// the data directory's lock, and returns what failed of it (joined). It may
+// be called more than once; later calls return the first call's error.
 func (n *node) Close() error {
 	n.closeOnce.Do(func() {
+		var errs []error
 		stopped := true
 		if n.cancelRun != nil {
 			n.cancelRun()
@@ -470,14 +508,21 @@ func (n *node) Close() error {
 			}
 		}
 		if n.store != nil && stopped {
-			n.store.Close()
+			if err := n.store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close the projections: %w", err))
+			}
 		}
 		if n.elog != nil {
-			n.elog.Close()
+			if err := n.elog.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close the event log: %w", err))
+			}
 		}
-		n.lock.Release()
+		if err := n.lock.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("release the data directory: %w", err))
+		}
+		n.closeErr = errors.Join(errs...)
 	})
-	return nil
+	return n.closeErr
 }
 
 // natsListenTLS is the TLS configuration of the embedded NATS server's
@@ -498,7 +543,9 @@ func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, er
 	if err != nil {
 		return nil, fmt.Errorf("--nats-listen: %w", err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	// The same versions and suites as HTTPS: ECDHE with AEAD only.
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: pki.MinTLSVersion,
+		CipherSuites: pki.CipherSuites()}, nil
 }
 
 // closeWait bounds how long Close waits for the projection consumer.

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -132,4 +133,106 @@ func BenchmarkSlowClients(b *testing.B) {
 			b.ReportMetric(versionMS, "version-ms")
 		})
 	}
+}
+
+// BenchmarkSlowClientsHTTP2 is BenchmarkSlowClients over HTTP/2, from one
+// address with the default limits: b.N POSTs that announce a 100,000-byte
+// body and send one byte, multiplexed 16 to a connection (the most the
+// server allows). Reported: the POSTs held (the rest refused: 429, or the
+// connection closed over the per-source cap), the resident memory and the
+// time another address waits for GET /version. Run with -benchtime
+// 20000x.
+func BenchmarkSlowClientsHTTP2(b *testing.B) {
+	if b.N == 1 {
+		return
+	}
+	dir := b.TempDir()
+	p := startBinary(b, dir, "POSTURED_ADMIN_PASSWORD="+testAdminPassword)
+	pid := p.cmd.Process.Pid
+	before, _ := rssMB(b, pid)
+	caPEM, err := os.ReadFile(filepath.Join(dir, "pki", "ca.pem"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	var held, refused atomic.Int64
+	var mu sync.Mutex
+	var bodies []*io.PipeWriter
+	defer func() {
+		for _, w := range bodies {
+			w.CloseWithError(io.ErrUnexpectedEOF)
+		}
+	}()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range 64 {
+		wg.Go(func() {
+			for {
+				start := next.Add(maxStreams) - maxStreams
+				if start >= int64(b.N) {
+					return
+				}
+				n := min(maxStreams, int64(b.N)-start)
+				tr := &http.Transport{ForceAttemptHTTP2: true,
+					DialContext:     (&net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 2, 0, 1)}}).DialContext,
+					TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}
+				c := &http.Client{Transport: tr, Timeout: 3 * time.Second}
+				if resp, err := c.Get(p.base + api.ClientBase + "/version"); err != nil {
+					refused.Add(n)
+					continue
+				} else {
+					resp.Body.Close()
+				}
+				c.Timeout = 0
+				var cw sync.WaitGroup
+				for range n {
+					r, w := io.Pipe()
+					mu.Lock()
+					bodies = append(bodies, w)
+					mu.Unlock()
+					req, _ := http.NewRequest(http.MethodPost, p.base+api.ClientBase+"/authenticate?method=password", r)
+					req.ContentLength = 100000
+					go func() { _, _ = w.Write([]byte("{")) }()
+					cw.Go(func() {
+						// A POST held has no answer until its body ends: one
+						// within 2 s is a refusal.
+						done := make(chan struct{})
+						go func() {
+							defer close(done)
+							if resp, err := c.Do(req); err == nil {
+								resp.Body.Close()
+							}
+						}()
+						select {
+						case <-done:
+							refused.Add(1)
+						case <-time.After(2 * time.Second):
+							held.Add(1)
+						}
+					})
+				}
+				cw.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	after, _ := rssMB(b, pid)
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
+	start := time.Now()
+	versionMS := -1.0
+	if resp, err := fresh.Get(p.base + api.ClientBase + "/version"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			versionMS = float64(time.Since(start).Microseconds()) / 1000
+		}
+	}
+	b.ReportMetric(float64(held.Load()), "held")
+	b.ReportMetric(float64(refused.Load()), "refused")
+	b.ReportMetric(before, "rss-MB-before")
+	b.ReportMetric(after, "rss-MB")
+	b.ReportMetric(versionMS, "version-ms")
 }

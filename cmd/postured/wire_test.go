@@ -1,8 +1,8 @@
 package main
 
-// Wire conformance with the OpenZiti clients (issue 15): each test is one
-// numbered item, written from what the real controller answers
-// (shared/reference/openziti-wire.md).
+// Wire conformance with the OpenZiti clients: each test is one item, written
+// from what the real controller (edge-api 0.26.34) answers; README.md's "Wire
+// compatibility with OpenZiti clients" lists them.
 
 import (
 	"crypto/ecdsa"

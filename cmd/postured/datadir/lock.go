@@ -64,7 +64,8 @@ func Acquire(dir string) (*Lock, error) {
 		return nil, fmt.Errorf("datadir: lock %s: %w", path, err)
 	}
 	// The holder's pid replaces the previous holder's.
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -1,0 +1,204 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// fakeLog is the event log of handler tests: it keeps what is appended.
+type fakeLog struct {
+	events []posture.Event
+	err    error // returned by Append when set
+}
+
+func (l *fakeLog) Append(_ context.Context, e posture.Event) (uint64, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	l.events = append(l.events, e)
+	return uint64(len(l.events)), nil
+}
+
+func (l *fakeLog) AppendIfLast(ctx context.Context, e posture.Event, _ uint64) (uint64, error) {
+	return l.Append(ctx, e)
+}
+
+func (l *fakeLog) LastSubjectSeq(context.Context, string) (uint64, error) {
+	return uint64(len(l.events)), nil
+}
+
+// appliedBarrier is a projection that has applied everything.
+type appliedBarrier struct{}
+
+func (appliedBarrier) WaitFor(context.Context, uint64) error { return nil }
+func (appliedBarrier) LastModelSeq() uint64                  { return 0 }
+
+// fakePosture is a PostureReader over fixed data: one service granted by
+// policies whose evaluation is given.
+type fakePosture struct {
+	grants   []posture.Grant
+	results  []posture.PolicyResult
+	sessions []posture.SessionPosture
+	evalAt   time.Time // the time Evaluate was last asked for
+}
+
+func (f *fakePosture) ServicesFor(string, string) []posture.Grant { return f.grants }
+func (f *fakePosture) Evaluate(_, _ string, _ []string, now time.Time) ([]posture.PolicyResult, error) {
+	f.evalAt = now
+	return f.results, nil
+}
+func (f *fakePosture) PostureData(string) (posture.IdentityPosture, []posture.SessionPosture, error) {
+	return posture.IdentityPosture{}, f.sessions, nil
+}
+func (f *fakePosture) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
+	if kind == posture.KindService && id == "svc1" {
+		return json.RawMessage(`{"id":"svc1","name":"crm"}`), nil
+	}
+	return nil, posture.ErrNotFound
+}
+
+var handlerNow = time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
+
+// servePosture serves the posture-response operations of a caller over
+// httptest, with the store and log given, and the writer's clock at
+// handlerNow.
+func servePosture(t *testing.T, store PostureReader, log *fakeLog, method, path, body string) (*httptest.ResponseRecorder, api.ErrorBody) {
+	t.Helper()
+	pr := postureResponses{store: store, grace: 2 * time.Minute,
+		writer: &api.Writer{Log: log, Barrier: appliedBarrier{}, Now: func() time.Time { return handlerNow }}}
+	e := echo.New()
+	e.HTTPErrorHandler = api.ErrorHandler(slog.New(slog.DiscardHandler))
+	caller := func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			api.WithPrincipal(c, &api.Principal{Identity: posture.Identity{ID: "ident1"}, Session: posture.APISession{ID: "apis1", IdentityID: "ident1"}})
+			return next(c)
+		}
+	}
+	e.POST(clientPosturePath, pr.create, caller)
+	e.POST(clientPosturePath+"-bulk", pr.createBulk, caller)
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	var eb api.ErrorBody
+	if rec.Code >= 400 {
+		if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
+			t.Fatalf("error answer is not an envelope: %s", rec.Body)
+		}
+	}
+	return rec, eb
+}
+
+const clientPosturePath = "/posture-response"
+
+func mfaResult(check posture.Check) posture.PolicyResult {
+	return posture.PolicyResult{PolicyID: "pol1", Passing: true, Checks: []posture.CheckResult{{Check: check, Pass: true}}}
+}
+
+func TestPostureResponseHandlers(t *testing.T) {
+	passed := handlerNow.Add(-10 * time.Minute)
+	session := []posture.SessionPosture{{APISessionID: "apis1", MFAPassedAt: &passed, WokenAt: &handlerNow}}
+	grant := []posture.Grant{{ServiceID: "svc1", Policies: []string{"pol1"}}}
+	onWake := posture.Check{ID: "chk1", TypeID: posture.CheckMFA, PromptOnWake: true, TimeoutSeconds: -1}
+	for _, tc := range []struct {
+		name       string
+		store      *fakePosture
+		logErr     error
+		path, body string
+		status     int
+		code       string // error code, for an error
+		field      string // the error's field
+		services   string // the answer's services, as JSON
+		appended   int
+	}{
+		{name: "OS response", store: &fakePosture{}, path: clientPosturePath,
+			body: `{"id":"chk-os","typeId":"OS","type":"Windows","version":"10.0.19045"}`, status: 201, services: `[]`, appended: 1},
+		{name: "missing id", store: &fakePosture{}, path: clientPosturePath,
+			body: `{"typeId":"OS","type":"Windows","version":"10.0.19045"}`, status: 400, code: posture.CodeCouldNotValidate, field: "id"},
+		{name: "not JSON", store: &fakePosture{}, path: clientPosturePath, body: `{"id":`, status: 400, code: posture.CodeCouldNotParseBody},
+		{name: "empty bulk", store: &fakePosture{}, path: clientPosturePath + "-bulk", body: `[]`, status: 400, code: posture.CodeCouldNotValidate},
+		{name: "bulk field names its index", store: &fakePosture{}, path: clientPosturePath + "-bulk",
+			body: `[{"id":"a","typeId":"OS","type":"Windows","version":"10"},{"typeId":"OS"}]`, status: 400, code: posture.CodeCouldNotValidate, field: "[1].id"},
+		{name: "log refuses", store: &fakePosture{}, logErr: errors.New("no quorum"), path: clientPosturePath,
+			body: `{"id":"chk-os","typeId":"OS","type":"Windows","version":"10"}`, status: 500, code: posture.CodeUnhandled},
+		{name: "wake shortens an MFA check that prompts on it", path: clientPosturePath,
+			store: &fakePosture{grants: grant, sessions: session, results: []posture.PolicyResult{mfaResult(onWake)}},
+			body:  `{"id":"state","typeId":"ENDPOINT_STATE","woken":true}`, status: 201,
+			services: `[{"id":"svc1","name":"crm","postureQueryType":"MFA","timeout":-1,"timeoutRemaining":120}]`, appended: 1},
+		{name: "wake leaves a timeout that ends within the grace", path: clientPosturePath,
+			store: &fakePosture{grants: grant, sessions: session, results: []posture.PolicyResult{mfaResult(posture.Check{ID: "chk2", TypeID: posture.CheckMFA, PromptOnWake: true, TimeoutSeconds: 660})}},
+			body:  `{"id":"state","typeId":"ENDPOINT_STATE","woken":true}`, status: 201, services: `[]`, appended: 1},
+		{name: "wake with a timeout beyond the grace", path: clientPosturePath,
+			store: &fakePosture{grants: grant, sessions: session, results: []posture.PolicyResult{mfaResult(posture.Check{ID: "chk3", TypeID: posture.CheckMFA, PromptOnWake: true, TimeoutSeconds: 3600})}},
+			body:  `{"id":"state","typeId":"ENDPOINT_STATE","woken":true}`, status: 201,
+			services: `[{"id":"svc1","name":"crm","postureQueryType":"MFA","timeout":3600,"timeoutRemaining":120}]`, appended: 1},
+		{name: "unlock does not shorten a wake-only check", path: clientPosturePath,
+			store: &fakePosture{grants: grant, sessions: session, results: []posture.PolicyResult{mfaResult(onWake)}},
+			body:  `{"id":"state","typeId":"ENDPOINT_STATE","unlocked":true}`, status: 201, services: `[]`, appended: 1},
+		{name: "wake without an MFA pass", path: clientPosturePath,
+			store: &fakePosture{grants: grant, sessions: []posture.SessionPosture{{APISessionID: "apis1"}}, results: []posture.PolicyResult{mfaResult(onWake)}},
+			body:  `{"id":"state","typeId":"ENDPOINT_STATE","woken":true}`, status: 201, services: `[]`, appended: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &fakeLog{err: tc.logErr}
+			rec, eb := servePosture(t, tc.store, log, http.MethodPost, tc.path, tc.body)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			if tc.code != "" {
+				if eb.Error.Code != tc.code {
+					t.Fatalf("error code %s, want %s: %s", eb.Error.Code, tc.code, rec.Body)
+				}
+				if cause, _ := eb.Error.Cause.(map[string]any); tc.field != "" && (cause == nil || cause["field"] != tc.field) {
+					t.Fatalf("error cause %v, want field %s", eb.Error.Cause, tc.field)
+				}
+				if strings.Contains(rec.Body.String(), "no quorum") {
+					t.Fatalf("an internal error reached the caller: %s", rec.Body)
+				}
+			}
+			if len(log.events) != tc.appended {
+				t.Fatalf("%d events appended, want %d", len(log.events), tc.appended)
+			}
+			if tc.appended == 0 {
+				return
+			}
+			e := log.events[0]
+			pl, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec2, ok := pl.(posture.PostureRecorded)
+			if !ok || rec2.IdentityID != "ident1" || rec2.APISessionID != "apis1" || len(rec2.Responses) != 1 || !e.At.Equal(handlerNow) || e.Actor != "ident1" {
+				t.Fatalf("appended %s %+v at %s by %s", e.Type, pl, e.At, e.Actor)
+			}
+			var answer struct {
+				Data struct {
+					Services json.RawMessage `json:"services"`
+				} `json:"data"`
+			}
+			body, _ := io.ReadAll(rec.Body)
+			if err := json.Unmarshal(body, &answer); err != nil {
+				t.Fatal(err)
+			}
+			if string(answer.Data.Services) != tc.services {
+				t.Fatalf("services %s, want %s", answer.Data.Services, tc.services)
+			}
+			if len(tc.store.grants) > 0 && tc.services != `[]` && !tc.store.evalAt.Equal(e.At) {
+				t.Fatalf("evaluated at %s, want the event's time %s", tc.store.evalAt, e.At)
+			}
+		})
+	}
+}

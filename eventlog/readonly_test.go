@@ -1,0 +1,87 @@
+package eventlog_test
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/pki"
+)
+
+// TestAuditorCredentialsSayWhy: the auditor's credentials where postured's
+// are needed (serve opening the data key bucket, an append such as events
+// skip) fail with a message that says so, not only the server's
+// "permissions violation"; and the embedded server logs the auditor's
+// violations at WARN, not ERROR, so that probing cannot fill the error log.
+func TestAuditorCredentialsSayWhy(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.Open(filepath.Join(dir, "pki"), pki.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.ServiceCertificate([]string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := eventlog.Open(ctx, eventlog.Options{
+		Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		ListenTLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	urls := []string{l.ListenURL()}
+	auth := eventlog.ClientAuth{TLSCA: filepath.Join(dir, "pki", "ca.pem"), NkeyFile: seedOf(t, l, eventlog.RoleAuditor)}
+
+	say := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s with the auditor's credentials: no error", what)
+		}
+		for _, want := range []string{"may not write", "auditor's", "postured's credentials", "Permissions Violation"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s with the auditor's credentials: %q does not say %q", what, err, want)
+			}
+		}
+	}
+	// Reading the stream is allowed; the data key bucket, which a node
+	// opens next, is not.
+	auditor, err := openAs(t, urls, auth, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = auditor.OpenKeys(ctx)
+	say("opening the data key bucket to serve", err)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("refused after %s", took)
+	}
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	defer acancel()
+	_, err = auditor.Append(actx, event("audit", 1))
+	say("an append", err)
+
+	violations := 0
+	for _, r := range logs.records(t) {
+		msg, _ := r["msg"].(string)
+		if r["component"] != "nats-server" || !strings.Contains(msg, "Violation") {
+			continue
+		}
+		violations++
+		if r["level"] != "WARN" {
+			t.Errorf("a client's permission violation logged at %v: %s", r["level"], msg)
+		}
+	}
+	if violations == 0 {
+		t.Errorf("no permission violation in the server's log:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,328 @@
+package projections
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/evaluator"
+)
+
+// Fleet summary keys (the read model of GET /posture-summary):
+//
+//	f/i/<identityId>            the identity's standing: "p/<policyId>" and
+//	                            "c/<checkId>" -> pass | stale | fail
+//	f/n/<p|c>/<id>              how many identities pass, fail, are stale
+//	f/g/<until>/<apiSessionId>  a running grace window -> identity id
+//	f/e/<at>/<identityId>       the identity's oldest evidence (empty value)
+//
+// An identity's standing is the best over its API sessions (a policy it
+// passes in one session counts as passing): pass, then stale (failing only
+// for stale evidence), then fail. Identities without an API session have
+// no standing. Counters move by the difference of an identity's standing
+// before and after each event, so a read is a scan of the counters, never
+// of the identities.
+func fleetIdentityKey(id string) []byte { return []byte("f/i/" + id) }
+func fleetCountKey(key string) []byte   { return []byte("f/n/" + key) }
+func graceKey(t time.Time, apiSessionID string) []byte {
+	return []byte(fmt.Sprintf("f/g/%020d/%s", t.UnixNano(), apiSessionID))
+}
+func evidenceKey(t time.Time, identityID string) []byte {
+	return []byte(fmt.Sprintf("f/e/%020d/%s", t.UnixNano(), identityID))
+}
+
+var (
+	fleetCountPrefix = []byte("f/n/")
+	gracePrefix      = []byte("f/g/")
+	evidencePrefix   = []byte("f/e/")
+)
+
+// Standing states.
+const (
+	StandPass  = "pass"
+	StandStale = "stale"
+	StandFail  = "fail"
+)
+
+func standRank(s string) int {
+	switch s {
+	case StandPass:
+		return 0
+	case StandStale:
+		return 1
+	}
+	return 2
+}
+
+// counts is the stored value of a fleet counter.
+type counts struct {
+	Pass  int64 `json:"pass"`
+	Fail  int64 `json:"fail"`
+	Stale int64 `json:"stale"`
+}
+
+func (c *counts) add(state string, d int64) {
+	switch state {
+	case StandPass:
+		c.Pass += d
+	case StandStale:
+		c.Stale += d
+	default:
+		c.Fail += d
+	}
+}
+
+// sessionStanding is one API session's standing per policy and check.
+func sessionStanding(policies []policyChecksOf, states map[string]bool, verdicts map[string]evaluator.Verdict) map[string]string {
+	if len(policies) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(policies)*2)
+	for _, p := range policies {
+		state := StandPass
+		if !states[p.id] {
+			state = StandStale
+			for _, c := range p.checks {
+				if v := verdicts[c.ID]; !v.Pass && !v.Stale {
+					state = StandFail
+				}
+			}
+		}
+		out["p/"+p.id] = state
+		for _, c := range p.checks {
+			v := verdicts[c.ID]
+			switch {
+			case v.Pass:
+				out["c/"+c.ID] = StandPass
+			case v.Stale:
+				out["c/"+c.ID] = StandStale
+			default:
+				out["c/"+c.ID] = StandFail
+			}
+		}
+	}
+	return out
+}
+
+// graceUntil is the end of the latest grace window running at the instant
+// in the session (zero: none).
+func graceUntil(policies []policyChecksOf, s posture.SessionPosture, grace time.Duration, at time.Time) time.Time {
+	var until time.Time
+	if s.MFAPassedAt == nil {
+		return until
+	}
+	consider := func(ev *time.Time) {
+		if ev == nil || ev.Before(*s.MFAPassedAt) {
+			return
+		}
+		if end := ev.Add(max(grace, 0)).UTC(); !end.Before(at) && end.After(until) {
+			until = end
+		}
+	}
+	for _, p := range policies {
+		for _, c := range p.checks {
+			if c.TypeID != posture.CheckMFA {
+				continue
+			}
+			if c.PromptOnWake {
+				consider(s.WokenAt)
+			}
+			if c.PromptOnUnlock {
+				consider(s.UnlockedAt)
+			}
+		}
+	}
+	return until
+}
+
+// moveGrace re-indexes a session's grace window.
+func moveGrace(tx *Tx, identityID, apiSessionID string, old, now time.Time) error {
+	if old.Equal(now) {
+		return nil
+	}
+	if !old.IsZero() {
+		if err := tx.del(graceKey(old, apiSessionID)); err != nil {
+			return err
+		}
+	}
+	if !now.IsZero() {
+		return tx.putRaw(graceKey(now, apiSessionID), []byte(identityID))
+	}
+	return nil
+}
+
+// refreshStanding recomputes an identity's standing from its API sessions
+// and moves the counters by the difference.
+func refreshStanding(tx *Tx, identityID string) error {
+	agg := map[string]string{}
+	for _, sid := range tx.graph.sessionsOf(identityID) {
+		st, found, err := loadSessionState(tx, sid)
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue
+		}
+		for k, v := range st.Standing {
+			if cur, ok := agg[k]; !ok || standRank(v) < standRank(cur) {
+				agg[k] = v
+			}
+		}
+	}
+	var old map[string]string
+	if _, err := getJSON(tx.r(), fleetIdentityKey(identityID), &old); err != nil {
+		return err
+	}
+	if maps.Equal(old, agg) {
+		return nil
+	}
+	for k, v := range old {
+		if agg[k] != v {
+			if err := bump(tx, k, v, -1); err != nil {
+				return err
+			}
+		}
+	}
+	for k, v := range agg {
+		if old[k] != v {
+			if err := bump(tx, k, v, 1); err != nil {
+				return err
+			}
+		}
+	}
+	if len(agg) == 0 {
+		return tx.del(fleetIdentityKey(identityID))
+	}
+	return tx.put(fleetIdentityKey(identityID), agg)
+}
+
+func bump(tx *Tx, key, state string, d int64) error {
+	var c counts
+	if _, err := getJSON(tx.r(), fleetCountKey(key), &c); err != nil {
+		return err
+	}
+	c.add(state, d)
+	if c == (counts{}) {
+		return tx.del(fleetCountKey(key))
+	}
+	return tx.put(fleetCountKey(key), c)
+}
+
+// oldestEvidence is the time of an identity's oldest fact (zero: none).
+func oldestEvidence(ip posture.IdentityPosture) time.Time {
+	var t time.Time
+	keep := func(at time.Time) {
+		if t.IsZero() || at.Before(t) {
+			t = at
+		}
+	}
+	if ip.OS != nil {
+		keep(ip.OS.At)
+	}
+	if ip.MAC != nil {
+		keep(ip.MAC.At)
+	}
+	if ip.Domain != nil {
+		keep(ip.Domain.At)
+	}
+	for _, p := range ip.Processes {
+		keep(p.At)
+	}
+	return t
+}
+
+// moveEvidence re-indexes an identity's oldest evidence.
+func moveEvidence(tx *Tx, identityID string, before, after posture.IdentityPosture) error {
+	old, now := oldestEvidence(before), oldestEvidence(after)
+	if old.Equal(now) {
+		return nil
+	}
+	if !old.IsZero() {
+		if err := tx.del(evidenceKey(old, identityID)); err != nil {
+			return err
+		}
+	}
+	if !now.IsZero() {
+		return tx.putRaw(evidenceKey(now, identityID), nil)
+	}
+	return nil
+}
+
+// FleetCounts lists the counts of every policy and check with identities
+// standing on it.
+func (s *Store) FleetCounts() ([]posture.FleetCount, error) {
+	var out []posture.FleetCount
+	err := scan(s.r(), fleetCountPrefix, func(key, value []byte) (bool, error) {
+		kind, id, _ := strings.Cut(string(key[len(fleetCountPrefix):]), "/")
+		var c counts
+		if err := unmarshal(value, &c); err != nil {
+			return false, fmt.Errorf("projections: %s: %w", key, err)
+		}
+		fc := posture.FleetCount{Kind: kind, ID: id, Pass: c.Pass, Fail: c.Fail, Stale: c.Stale}
+		out = append(out, fc)
+		return true, nil
+	})
+	return out, err
+}
+
+// timedRange lists, in time order, up to limit entries of a time index
+// with from <= t <= until, and counts all of them.
+func (s *Store) timedRange(prefix []byte, from, until time.Time, limit int, fromValue, countAll bool) ([]posture.TimedIdentity, int, error) {
+	lower := []byte(fmt.Sprintf("%s%020d/", prefix, max(from.UnixNano(), 0)))
+	upper := []byte(fmt.Sprintf("%s%020d0", prefix, until.UnixNano()))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	var out []posture.TimedIdentity
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(out) >= limit {
+			if !countAll {
+				break
+			}
+			n++
+			continue
+		}
+		n++
+		rest := string(it.Key()[len(prefix):])
+		ns, id, _ := strings.Cut(rest, "/")
+		nanos, err := strconv.ParseInt(ns, 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("projections: %q: %w", it.Key(), err)
+		}
+		t := posture.TimedIdentity{At: time.Unix(0, nanos).UTC()}
+		if fromValue {
+			t.IdentityID, t.APISessionID = string(it.Value()), id
+		} else {
+			t.IdentityID = id
+		}
+		out = append(out, t)
+	}
+	return out, n, it.Error()
+}
+
+// InGrace lists the API sessions inside a grace window at now, the ones
+// ending first first, and counts them.
+func (s *Store) InGrace(now time.Time, limit int) ([]posture.TimedIdentity, int, error) {
+	return s.timedRange(gracePrefix, now, time.Unix(0, 1<<63-1), limit, true, true)
+}
+
+// LosingAccess lists the deadlines already known between now and until:
+// API sessions whose passing verdict ends then, unless something changes.
+func (s *Store) LosingAccess(now, until time.Time, limit int) ([]posture.TimedIdentity, int, error) {
+	return s.timedRange(dueIndexPrefix, now, until, limit, true, true)
+}
+
+// OldestEvidence lists the identities with the oldest evidence, oldest
+// first.
+func (s *Store) OldestEvidence(limit int) ([]posture.TimedIdentity, error) {
+	out, _, err := s.timedRange(evidencePrefix, time.Unix(0, 0), time.Unix(0, 1<<63-1), limit, false, false)
+	return out, err
+}

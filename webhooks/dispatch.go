@@ -1,0 +1,338 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Store lists the webhooks (projections.Store implements it).
+type Store interface {
+	Webhooks() ([]posture.Webhook, error)
+}
+
+// Secrets opens a webhook's sealed secret (*secrets.Keyring implements it).
+type Secrets interface {
+	OpenString(ctx context.Context, owner, field, sealed string) (string, error)
+}
+
+// Log records delivery attempts (eventlog.Log implements it).
+type Log interface {
+	Append(ctx context.Context, e posture.Event) (uint64, error)
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	// Stream is the transitions stream; Subjects its subject prefix
+	// ("postured-transitions.").
+	Stream   jetstream.Stream
+	Subjects string
+	Store    Store
+	Secrets  Secrets
+	Log      Log
+	Now      func() time.Time
+	Logger   *slog.Logger
+	// MinBackoff and MaxBackoff bound the delay before a retry (defaults
+	// 5s and 1h): the n-th retry waits about MinBackoff*2^(n-1), capped,
+	// with equal jitter (half fixed, half random).
+	MinBackoff, MaxBackoff time.Duration
+	// GiveUpAfter is how old a transition may get before its delivery is
+	// given up (default 24h).
+	GiveUpAfter time.Duration
+	// Timeout bounds one attempt (default 10s).
+	Timeout time.Duration
+	// Poll is how often the list of webhooks is read again (default 1s).
+	Poll time.Duration
+}
+
+// Dispatcher delivers transitions to the webhooks. Every node may run one:
+// the nodes share each webhook's durable consumer.
+type Dispatcher struct {
+	opts Options
+}
+
+// New returns a Dispatcher.
+func New(opts Options) *Dispatcher {
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 5 * time.Second
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(time.Hour, opts.MinBackoff)
+	}
+	if opts.GiveUpAfter <= 0 {
+		opts.GiveUpAfter = 24 * time.Hour
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{opts: opts}
+}
+
+// ConsumerName is the durable consumer of a webhook.
+func ConsumerName(webhookID string) string { return "webhook-" + webhookID }
+
+// worker is a running delivery loop of one webhook version.
+type worker struct {
+	updated time.Time
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// Run delivers until ctx ends, following the webhooks as they are created,
+// changed, disabled and deleted.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	workers := map[string]*worker{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, w := range workers {
+			w.cancel()
+		}
+		wg.Wait()
+	}()
+	t := time.NewTicker(d.opts.Poll)
+	defer t.Stop()
+	known := map[string]bool{}
+	for {
+		hooks, err := d.opts.Store.Webhooks()
+		if err != nil {
+			d.opts.Logger.Error("listing webhooks", "err", err)
+		}
+		live := map[string]bool{}
+		for _, h := range hooks {
+			live[h.ID] = true
+			known[h.ID] = true
+			cur := workers[h.ID]
+			if cur != nil && (!h.Enabled || !cur.updated.Equal(h.UpdatedAt)) {
+				cur.cancel()
+				<-cur.done
+				delete(workers, h.ID)
+				cur = nil
+			}
+			if cur == nil && h.Enabled && err == nil {
+				wctx, cancel := context.WithCancel(ctx)
+				w := &worker{updated: h.UpdatedAt, cancel: cancel, done: make(chan struct{})}
+				workers[h.ID] = w
+				wg.Add(1)
+				go func(h posture.Webhook) {
+					defer wg.Done()
+					defer close(w.done)
+					d.deliver(wctx, h)
+				}(h)
+			}
+		}
+		if err == nil {
+			for id, w := range workers {
+				if !live[id] {
+					w.cancel()
+					<-w.done
+					delete(workers, id)
+				}
+			}
+			// A deleted webhook's consumer goes with it.
+			for id := range known {
+				if !live[id] {
+					delete(known, id)
+					if err := d.opts.Stream.DeleteConsumer(ctx, ConsumerName(id)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+						d.opts.Logger.Warn("deleting a webhook's consumer", "webhookId", id, "err", err)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// consumer creates or updates the webhook's durable consumer: from the
+// webhook's creation on, its kinds only, one message outstanding.
+func (d *Dispatcher) consumer(ctx context.Context, h posture.Webhook) (jetstream.Consumer, error) {
+	subjects := []string{d.opts.Subjects + ">"}
+	if len(h.Kinds) > 0 {
+		subjects = subjects[:0]
+		for _, k := range h.Kinds {
+			subjects = append(subjects, d.opts.Subjects+"*."+k)
+		}
+	}
+	start := h.CreatedAt
+	cfg := jetstream.ConsumerConfig{
+		Durable:       ConsumerName(h.ID),
+		Description:   "deliveries of webhook " + h.Name,
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
+		OptStartTime:  &start,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       2*d.opts.Timeout + 5*time.Second,
+		MaxAckPending: 1,
+		MaxDeliver:    -1,
+	}
+	if len(subjects) == 1 {
+		cfg.FilterSubject = subjects[0]
+	} else {
+		cfg.FilterSubjects = subjects
+	}
+	return d.opts.Stream.CreateOrUpdateConsumer(ctx, cfg)
+}
+
+// deliver runs the delivery loop of one webhook until ctx ends.
+func (d *Dispatcher) deliver(ctx context.Context, h posture.Webhook) {
+	log := d.opts.Logger.With("webhookId", h.ID)
+	var cons jetstream.Consumer
+	var secret string
+	client, err := newClient(h, d.opts.Timeout)
+	for ctx.Err() == nil {
+		if err == nil && secret == "" {
+			secret, err = d.opts.Secrets.OpenString(ctx, h.ID, posture.FieldWebhookSecret, h.SecretSealed)
+		}
+		if err == nil && cons == nil {
+			cons, err = d.consumer(ctx, h)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("webhook delivery cannot start", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(d.opts.Poll * 5):
+			}
+			err = nil
+			if client == nil {
+				client, err = newClient(h, d.opts.Timeout)
+			}
+			continue
+		}
+		batch, ferr := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if ferr != nil {
+			if ctx.Err() == nil {
+				log.Warn("fetching a transition", "err", ferr)
+				cons = nil
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			d.handle(ctx, h, client, secret, msg)
+		}
+		if berr := batch.Error(); berr != nil && !errors.Is(berr, jetstream.ErrNoMessages) && ctx.Err() == nil {
+			log.Debug("fetching a transition", "err", berr)
+		}
+	}
+}
+
+// handle makes one attempt at a message and acknowledges it, schedules
+// its retry or gives it up, and records the attempt.
+func (d *Dispatcher) handle(ctx context.Context, h posture.Webhook, client *http.Client, secret string, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		d.opts.Logger.Error("a transition without metadata", "err", err)
+		return
+	}
+	var t posture.Transition
+	if err := json.Unmarshal(msg.Data(), &t); err != nil || t.ID == "" {
+		d.opts.Logger.Error("a transition that does not decode: dropped", "webhookId", h.ID, "seq", meta.Sequence.Stream, "err", err)
+		_ = msg.Term()
+		return
+	}
+	payload, err := body(t)
+	if err != nil {
+		_ = msg.Term()
+		return
+	}
+	now := d.opts.Now()
+	r := post(ctx, client, h, secret, t.ID, now, payload)
+	if ctx.Err() != nil {
+		return // stopping: the message is delivered again later
+	}
+	rec := posture.WebhookAttempted{WebhookID: h.ID, DeliveryID: t.ID, Kind: t.Kind, IdentityID: t.IdentityID,
+		Attempt: int(meta.NumDelivered), Status: r.status, LatencyMS: r.latency.Milliseconds(), Error: r.errText()}
+	switch {
+	case r.ok():
+		rec.Outcome = posture.DeliveryDelivered
+		err = msg.Ack()
+	case now.Sub(meta.Timestamp) > d.opts.GiveUpAfter:
+		rec.Outcome = posture.DeliveryFailed
+		err = msg.Term()
+	default:
+		delay := d.backoff(rec.Attempt)
+		at := now.Add(delay).UTC()
+		rec.Outcome, rec.RetryAt = posture.DeliveryRetrying, &at
+		err = msg.NakWithDelay(delay)
+	}
+	if err != nil {
+		d.opts.Logger.Warn("acknowledging a delivery", "webhookId", h.ID, "err", err)
+	}
+	d.record(ctx, rec, now)
+}
+
+// backoff is the delay before retry n (n >= 1): MinBackoff*2^(n-1) capped
+// at MaxBackoff, half of it fixed and half random.
+func (d *Dispatcher) backoff(n int) time.Duration {
+	delay := d.opts.MaxBackoff
+	if n <= 40 {
+		if x := d.opts.MinBackoff << (max(n, 1) - 1); x > 0 && x < delay {
+			delay = x
+		}
+	}
+	half := delay / 2
+	return half + rand.N(half+1)
+}
+
+// record appends the attempt, timed at its start, with an ID derived from
+// the webhook, the delivery and the attempt number.
+func (d *Dispatcher) record(ctx context.Context, rec posture.WebhookAttempted, at time.Time) {
+	e := posture.MustEvent(rec, at)
+	e.ID = posture.DerivedID(posture.TypeWebhookAttempted, rec.WebhookID, rec.DeliveryID, strconv.Itoa(rec.Attempt))
+	e.Actor = "postured"
+	if _, err := d.opts.Log.Append(ctx, e); err != nil && ctx.Err() == nil {
+		d.opts.Logger.Warn("recording a webhook attempt", "webhookId", rec.WebhookID, "err", err)
+	}
+}
+
+// Test sends a test event to a webhook at once, records the attempt and
+// returns it. It does not go through the stream and is not retried.
+func (d *Dispatcher) Test(ctx context.Context, h posture.Webhook) (posture.WebhookAttempted, error) {
+	secret, err := d.opts.Secrets.OpenString(ctx, h.ID, posture.FieldWebhookSecret, h.SecretSealed)
+	if err != nil {
+		return posture.WebhookAttempted{}, fmt.Errorf("webhooks: open the secret: %w", err)
+	}
+	client, err := newClient(h, d.opts.Timeout)
+	if err != nil {
+		return posture.WebhookAttempted{}, err
+	}
+	now := d.opts.Now()
+	id := posture.NewID()
+	payload, err := json.Marshal(CloudEvent{SpecVersion: "1.0", ID: id, Source: source, Type: TypeTest, Time: now.UTC(),
+		DataContentType: "application/json", Data: map[string]string{"webhookId": h.ID, "message": "a test event from postured"}})
+	if err != nil {
+		return posture.WebhookAttempted{}, err
+	}
+	r := post(ctx, client, h, secret, id, now, payload)
+	rec := posture.WebhookAttempted{WebhookID: h.ID, DeliveryID: id, Kind: "test", Attempt: 1, Status: r.status,
+		LatencyMS: r.latency.Milliseconds(), Error: r.errText(), Outcome: posture.DeliveryDelivered}
+	if !r.ok() {
+		rec.Outcome = posture.DeliveryFailed
+	}
+	d.record(ctx, rec, now)
+	return rec, nil
+}

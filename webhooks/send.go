@@ -1,0 +1,96 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// result is the outcome of one attempt.
+type result struct {
+	status  int
+	latency time.Duration
+	err     error
+}
+
+func (r result) ok() bool { return r.err == nil && r.status >= 200 && r.status < 300 }
+
+// errText is the error shown in the deliveries list.
+func (r result) errText() string {
+	switch {
+	case r.err != nil:
+		return r.err.Error()
+	case !r.ok():
+		return "the receiver answered " + strconv.Itoa(r.status)
+	}
+	return ""
+}
+
+// CheckCA validates a PEM bundle of CA certificates.
+func CheckCA(pem string) error {
+	if !x509.NewCertPool().AppendCertsFromPEM([]byte(pem)) {
+		return errors.New("holds no PEM certificate")
+	}
+	return nil
+}
+
+// newClient is the HTTP client of a webhook: TLS verified against the
+// system roots or the webhook's CA, redirects not followed, each attempt
+// bounded by timeout.
+func newClient(w posture.Webhook, timeout time.Duration) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if w.CAPEM != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(w.CAPEM)) {
+			return nil, errors.New("webhooks: the webhook's CA holds no PEM certificate")
+		}
+		tc.RootCAs = pool
+	}
+	return &http.Client{
+		Timeout:   timeout,
+		Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}, nil
+}
+
+// post makes one attempt: the signed CloudEvent to the webhook's URL.
+func post(ctx context.Context, c *http.Client, w posture.Webhook, secret, id string, at time.Time, payload []byte) result {
+	if err := posture.CheckWebhookURL(w.URL, w.AllowInsecureHTTP); err != nil {
+		return result{err: fmt.Errorf("url %w", err)}
+	}
+	sig, err := Sign(secret, id, at, payload)
+	if err != nil {
+		return result{err: err}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(payload))
+	if err != nil {
+		return result{err: err}
+	}
+	req.Header.Set("Content-Type", "application/cloudevents+json")
+	req.Header.Set("User-Agent", "postured-webhooks")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+	req.Header.Set("webhook-signature", sig)
+	start := time.Now()
+	resp, err := c.Do(req)
+	r := result{latency: time.Since(start)}
+	if err != nil {
+		r.err = err
+		return r
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	r.status = resp.StatusCode
+	return r
+}

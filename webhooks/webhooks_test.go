@@ -1,0 +1,91 @@
+package webhooks
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// TestSignVerifies: a signature made with a generated secret verifies with
+// the Standard Webhooks library, and not with another secret or body.
+func TestSignVerifies(t *testing.T) {
+	secret := posture.NewWebhookSecret()
+	if err := posture.CheckWebhookSecret(secret); err != nil {
+		t.Fatal(err)
+	}
+	tr := posture.Transition{ID: "t1", Kind: posture.TransitionPolicyFailing, IdentityID: "i1", At: time.Now().UTC()}
+	payload, err := body(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sig, err := Sign(secret, tr.ID, now, payload)
+	if err != nil || !strings.HasPrefix(sig, "v1,") {
+		t.Fatalf("signature %q: %v", sig, err)
+	}
+	h := http.Header{}
+	h.Set("webhook-id", tr.ID)
+	h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+	h.Set("webhook-signature", sig)
+	wh, _ := standardwebhooks.NewWebhook(secret)
+	if err := wh.Verify(payload, h); err != nil {
+		t.Fatalf("does not verify: %v", err)
+	}
+	if err := wh.Verify(append(payload, ' '), h); err == nil {
+		t.Fatal("a changed body verifies")
+	}
+	other, _ := standardwebhooks.NewWebhook(posture.NewWebhookSecret())
+	if err := other.Verify(payload, h); err == nil {
+		t.Fatal("another secret verifies")
+	}
+	var ce map[string]any
+	if err := json.Unmarshal(payload, &ce); err != nil {
+		t.Fatal(err)
+	}
+	if ce["specversion"] != "1.0" || ce["id"] != "t1" || ce["type"] != "io.postured.transition.policy-failing" || ce["subject"] != "i1" || ce["source"] == "" {
+		t.Fatalf("cloud event: %v", ce)
+	}
+}
+
+// TestBackoff: the n-th retry waits between half and all of
+// min*2^(n-1), capped at the maximum.
+func TestBackoff(t *testing.T) {
+	d := New(Options{MinBackoff: time.Second, MaxBackoff: time.Minute})
+	for n := 1; n <= 100; n++ {
+		full := time.Minute
+		if n <= 6 {
+			full = time.Second << (n - 1)
+		}
+		for range 20 {
+			if got := d.backoff(n); got < full/2 || got > full {
+				t.Fatalf("retry %d: %s, want within [%s, %s]", n, got, full/2, full)
+			}
+		}
+	}
+}
+
+// TestCheckWebhookURL: https, or http only when allowed.
+func TestCheckWebhookURL(t *testing.T) {
+	for _, c := range []struct {
+		url      string
+		insecure bool
+		ok       bool
+	}{
+		{"https://siem.example/hook", false, true},
+		{"http://siem.example/hook", false, false},
+		{"http://siem.example/hook", true, true},
+		{"ftp://siem.example/hook", true, false},
+		{"/relative", true, false},
+	} {
+		if err := posture.CheckWebhookURL(c.url, c.insecure); (err == nil) != c.ok {
+			t.Errorf("%s (insecure %t): %v", c.url, c.insecure, err)
+		}
+	}
+}
