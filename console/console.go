@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"io/fs"
@@ -28,6 +29,12 @@ type Store interface {
 	ServicesFor(identityID, typ string) []posture.Grant
 	Service(id string) (posture.Service, error)
 	Checks() ([]posture.Check, error)
+	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+	// The fleet view's counters and time indexes (no scan of the
+	// identities).
+	FleetCounts() ([]posture.FleetCount, error)
+	InGrace(now time.Time, limit int) ([]posture.TimedIdentity, int, error)
+	LosingAccess(now, until time.Time, limit int) ([]posture.TimedIdentity, int, error)
 	Cursor() uint64
 	PendingDeadlines() (int, error)
 }

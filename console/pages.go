@@ -64,8 +64,24 @@ func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	policies, checks, err := c.summary()
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	grace, _, err := c.opts.Store.InGrace(now, 50)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	losing, _, err := c.opts.Store.LosingAccess(now, now.Add(15*time.Minute), 50)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	c.render(w, r, http.StatusOK, "fleet", map[string]any{
 		"Title": "Fleet", "Rows": rows, "Failures": failures, "Next": next, "After": after, "Counts": counts,
+		"Policies": policies, "Checks": checks, "InGrace": c.timed(now, grace), "Losing": c.timed(now, losing),
 	})
 }
 
@@ -93,11 +109,89 @@ func latest(ip posture.IdentityPosture) time.Time {
 type Counts struct {
 	LogPosition      uint64 `json:"logPosition"`
 	PendingDeadlines int    `json:"pendingDeadlines"`
+	InGrace          int    `json:"inGrace"`
+	LosingAccess     int    `json:"losingAccess"` // within 15 minutes
 }
 
 func (c *Console) countsOf() (Counts, error) {
 	n, err := c.opts.Store.PendingDeadlines()
-	return Counts{LogPosition: c.opts.Store.Cursor(), PendingDeadlines: n}, err
+	if err != nil {
+		return Counts{}, err
+	}
+	now := c.opts.Now()
+	_, grace, err := c.opts.Store.InGrace(now, 1)
+	if err != nil {
+		return Counts{}, err
+	}
+	_, losing, err := c.opts.Store.LosingAccess(now, now.Add(15*time.Minute), 1)
+	return Counts{LogPosition: c.opts.Store.Cursor(), PendingDeadlines: n, InGrace: grace, LosingAccess: losing}, err
+}
+
+// standing is a policy's or a check's fleet counters, with its name.
+type standing struct {
+	posture.FleetCount
+	Name, TypeID string
+}
+
+// summary reads the fleet counters (per policy and per check: identities
+// passing, failing, failing only for stale evidence), sorted by name.
+func (c *Console) summary() (policies, checks []standing, err error) {
+	counts, err := c.opts.Store.FleetCounts()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, fc := range counts {
+		kind := posture.KindServicePolicy
+		if fc.Kind == "c" {
+			kind = posture.KindCheck
+		}
+		var named struct {
+			Name   string `json:"name"`
+			TypeID string `json:"typeId"`
+		}
+		if raw, err := c.opts.Store.RawEntity(kind, fc.ID); err == nil {
+			_ = json.Unmarshal(raw, &named)
+		}
+		st := standing{FleetCount: fc, Name: named.Name, TypeID: named.TypeID}
+		if fc.Kind == "c" {
+			checks = append(checks, st)
+		} else {
+			policies = append(policies, st)
+		}
+	}
+	byName := func(s []standing) {
+		sort.Slice(s, func(i, j int) bool { return s[i].Name < s[j].Name || (s[i].Name == s[j].Name && s[i].ID < s[j].ID) })
+	}
+	byName(policies)
+	byName(checks)
+	return policies, checks, nil
+}
+
+// timedRow is an identity with a moment and the time left until it.
+type timedRow struct {
+	IdentityID, Name, APISessionID, Left string
+	At                                   time.Time
+}
+
+func (c *Console) timed(now time.Time, list []posture.TimedIdentity) []timedRow {
+	out := make([]timedRow, 0, len(list))
+	for _, t := range list {
+		name := t.IdentityID
+		if id, err := c.opts.Store.Identity(t.IdentityID); err == nil {
+			name = id.Name
+		}
+		out = append(out, timedRow{t.IdentityID, name, t.APISessionID, left(now, t.At), t.At})
+	}
+	return out
+}
+
+// left is the time from now to a moment, for people.
+func left(now, t time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	if d <= 0 {
+		return "now"
+	}
+	return d.String()
 }
 
 // counts is GET /console/fleet/counts, read by the fleet page's script to

@@ -214,6 +214,12 @@ func TestConsolePages(t *testing.T) {
 	if p.Status != http.StatusOK || !strings.Contains(p.Body, ">laptop-1</a>") || !strings.Contains(p.Body, "laptops-dial-crm") {
 		t.Fatalf("fleet: %d %s", p.Status, p.Body)
 	}
+	// The fleet summary: laptop-1 passes the policy and its check now.
+	for _, row := range []string{"<td>Policy laptops-dial-crm</td><td>service policy</td><td>1</td><td>0</td><td>0</td>", "<td>Check modern-windows</td><td>OS</td><td>1</td><td>0</td><td>0</td>"} {
+		if !strings.Contains(p.Body, row) {
+			t.Errorf("fleet summary lacks %s", row)
+		}
+	}
 	var counts console.Counts
 	if p := b.get("/console/fleet/counts"); p.Status != http.StatusOK || json.Unmarshal([]byte(p.Body), &counts) != nil || counts.LogPosition != n.store.Cursor() {
 		t.Fatalf("counts: %d %s (cursor %d)", p.Status, p.Body, n.store.Cursor())
@@ -302,8 +308,9 @@ func TestConsoleRefusesNonAdmins(t *testing.T) {
 // TestConsoleMFA: an admin with MFA is asked for a code; pages wait for it;
 // a wrong code is refused and the right one lets the admin in.
 func TestConsoleMFA(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	clk := useStepClock(n)
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
 	tok := n.createUser(t, "mfa-admin", "admin-password", true)
 	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
 	b := newConsoleBrowser(t, n, consoleServer(t, n))
