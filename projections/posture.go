@@ -520,6 +520,12 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	}
 	summary := fmt.Sprintf("%s session for service %s denied: failing policies %s", p.Type, p.ServiceName, strings.Join(failing, ", "))
 	tx.history(p.IdentityID, p.APISessionID, posture.HistorySession, summary, p.PolicyFailures)
+	return trimRing(tx, prefix, posture.MaxFailedRequests)
+}
+
+// trimRing keeps the newest size entries under prefix (keys that sort in
+// the order they were written), deleting the oldest.
+func trimRing(tx *Tx, prefix []byte, size int) error {
 	var keys [][]byte
 	if err := scan(tx.b, prefix, func(key, _ []byte) (bool, error) {
 		keys = append(keys, slices.Clone(key))
@@ -527,7 +533,7 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	}); err != nil {
 		return err
 	}
-	for len(keys) > posture.MaxFailedRequests {
+	for len(keys) > size {
 		if err := tx.del(keys[0]); err != nil {
 			return err
 		}

@@ -26,20 +26,7 @@ func init() {
 		if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), posture.WebhookDelivery{WebhookAttempted: p, At: e.At}); err != nil {
 			return err
 		}
-		var keys [][]byte
-		if err := scan(tx.b, prefix, func(key, _ []byte) (bool, error) {
-			keys = append(keys, slices.Clone(key))
-			return true, nil
-		}); err != nil {
-			return err
-		}
-		for len(keys) > posture.MaxWebhookDeliveries {
-			if err := tx.del(keys[0]); err != nil {
-				return err
-			}
-			keys = keys[1:]
-		}
-		return nil
+		return trimRing(tx, prefix, posture.MaxWebhookDeliveries)
 	})
 }
 
