@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,13 +15,7 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
-)
-
-// Build information, set with -ldflags "-X main.version=...".
-var (
-	version   = "0.1.0-dev"
-	revision  = "unknown"
-	buildDate = "unknown"
+	kongcompletion "github.com/jotaen/kong-completion"
 )
 
 type cli struct {
@@ -30,14 +25,10 @@ type cli struct {
 	Explain explainCmd `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
 	Events  eventsCmd  `cmd:"" help:"The event log."`
 	Nats    natsCmd    `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
-	Version versionCmd `cmd:"" help:"Print the version."`
-}
+	Version    versionCmd                  `cmd:"" help:"Print the version and the VCS revision."`
+	Completion kongcompletion.Completion `cmd:"" help:"Print a shell completion script (bash, zsh or fish) and how to install it."`
 
-type versionCmd struct{}
-
-func (versionCmd) Run(s streams) error {
-	_, err := fmt.Fprintf(s.out, "postured %s (revision %s, built %s)\n", version, revision, buildDate)
-	return err
+	ShowVersion kong.VersionFlag `name:"version" help:"Print the version and the VCS revision, and exit."`
 }
 
 // streams are where a command writes its output and its messages.
@@ -49,9 +40,85 @@ func newParser(c *cli, s streams) (*kong.Kong, error) {
 		kong.Name("postured"),
 		kong.Description("Posture-evaluation controller for zero-trust networks. Every flag can also be set as POSTURED_<FLAG> (for example POSTURED_DATA_DIR)."),
 		kong.DefaultEnvars("POSTURED"),
-		kong.UsageOnError(),
+		kong.Vars{"version": readBuild().String()},
 		kong.Writers(s.out, s.err),
 	)
+}
+
+// Exit codes: 0 success, 1 the command failed, 2 the command line is wrong.
+const (
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// usageError is a wrong value on a command line that the parser could not
+// see (a time, for example): it exits 2 with a hint, as a parse error does.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// complain prints a usage error as one line and a hint where help is, and
+// returns the exit code 2.
+func complain(w io.Writer, err error, path string) int {
+	fmt.Fprintf(w, "postured: error: %v\n", err)
+	fmt.Fprintf(w, "Run '%s --help' for usage.\n", path)
+	return exitUsage
+}
+
+// commandPath is the command a parse reached ("postured explain"), without
+// its positional arguments.
+func commandPath(k *kong.Context) string {
+	path := "postured"
+	if k == nil {
+		return path
+	}
+	if n := k.Selected(); n != nil {
+		path = "postured " + n.Path()
+	}
+	return path
+}
+
+// mainCode runs a command line as the postured binary and returns its exit
+// code; main exits with it.
+func mainCode(ctx context.Context, args []string, s streams) (code int) {
+	var c cli
+	parser, err := newParser(&c, s)
+	if err != nil {
+		panic(err) // the command tree is wrong: a bug
+	}
+	// --version, --help and completion end the parse with kong's Exit:
+	// turn that into a return, so that the caller (main or a test) exits.
+	type exit struct{ code int }
+	parser.Exit = func(code int) { panic(exit{code}) }
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(exit)
+			if !ok {
+				panic(r)
+			}
+			code = e.code
+		}
+	}()
+	// Shell completion: when the shell asks for completions, answer and exit.
+	kongcompletion.Register(parser)
+	k, err := parser.Parse(args)
+	if err != nil {
+		var pe *kong.ParseError
+		if errors.As(err, &pe) {
+			return complain(s.err, err, commandPath(pe.Context))
+		}
+		return complain(s.err, err, "postured")
+	}
+	if err := run(ctx, k, s); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			return complain(s.err, err, commandPath(k))
+		}
+		fmt.Fprintln(s.err, "postured:", err)
+		return exitFailed
+	}
+	return 0
 }
 
 // run runs the parsed command with its context (which ends on SIGINT or
@@ -62,19 +129,8 @@ func run(ctx context.Context, k *kong.Context, s streams) error {
 }
 
 func main() {
-	var c cli
-	std := streams{os.Stdout, os.Stderr}
-	parser, err := newParser(&c, std)
-	if err != nil {
-		panic(err) // the command tree is wrong: a bug
-	}
-	k, err := parser.Parse(os.Args[1:])
-	parser.FatalIfErrorf(err)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, k, std)
+	code := mainCode(ctx, os.Args[1:], streams{out: os.Stdout, err: os.Stderr})
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "postured:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }

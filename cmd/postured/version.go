@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// build describes the running binary, from the build information the Go
+// toolchain records (runtime/debug.ReadBuildInfo): the main module's
+// version (a tag, or a pseudo-version derived from the commit) and the VCS
+// revision, time and modified flag. A build without VCS information (go
+// run, -buildvcs=false, a tree without .git) says "(devel)" and "unknown".
+type build struct {
+	Version  string // main module version: v1.2.3, v0.0.0-20261123221500-a203720abcde+dirty, or (devel)
+	Revision string // full VCS revision, or unknown
+	Time     string // commit time (RFC 3339), or unknown
+	Modified bool   // the tree had uncommitted changes
+}
+
+// readBuild reads the build information of the running binary.
+func readBuild() build {
+	b := build{Version: "(devel)", Revision: "unknown", Time: "unknown"}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	if v := info.Main.Version; v != "" {
+		b.Version = v
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Revision = s.Value
+		case "vcs.time":
+			b.Time = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+// String is the line `postured version` and `postured --version` print.
+func (b build) String() string {
+	rev := b.Revision
+	if b.Modified {
+		rev += ", modified"
+	}
+	return fmt.Sprintf("postured %s (revision %s, committed %s, %s %s/%s)", b.Version, rev, b.Time,
+		runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// The binary's version, revision and commit time, as /version answers them.
+var (
+	version   = readBuild().Version
+	revision  = readBuild().Revision
+	buildDate = readBuild().Time
+)
+
+type versionCmd struct{}
+
+func (versionCmd) Run(s streams) error {
+	_, err := fmt.Fprintln(s.out, readBuild())
+	return err
+}
