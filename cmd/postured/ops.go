@@ -16,13 +16,24 @@ import (
 	"github.com/seed-0809debe/posture/projections"
 )
 
-func parseTime(flag, s string) (time.Time, error) {
+// parseTime reads a time flag: an RFC 3339 time (2026-11-22T10:32:00Z,
+// with or without fractions of a second) or a duration from now (-2h,
+// -90m, -1h30m). The end of a range (end) written in whole seconds includes
+// that whole second, so that --at or --until 10:32:00Z includes the events
+// of 10:32:00.5. A value it cannot read is a usage error.
+func parseTime(flag, s string, end bool, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(d), nil
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return t, fmt.Errorf("--%s: %w", flag, err)
+		return t, usageError{fmt.Errorf("--%s %q: want an RFC 3339 time (2026-11-22T10:32:00Z, 2026-11-22T11:32:00+01:00) or a duration from now (-2h, -30m)", flag, s)}
+	}
+	if end && !strings.Contains(s, ".") {
+		t = t.Add(time.Second - time.Nanosecond)
 	}
 	return t, nil
 }
@@ -36,17 +47,18 @@ type auditCmd struct {
 type auditIdentityCmd struct {
 	logFlags
 	ID    string `arg:"" help:"Identity id."`
-	Since string `help:"Only entries at or after this time (RFC 3339)."`
-	Until string `help:"Only entries at or before this time (RFC 3339)."`
+	Since string `help:"Only entries at or after this time (RFC 3339, or a duration from now such as -2h)."`
+	Until string `help:"Only entries at or before this time (RFC 3339, whole seconds include that second; or a duration from now such as -30m)."`
 	JSON  bool   `name:"json" help:"One JSON object per line instead of a table."`
 }
 
 func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
-	since, err := parseTime("since", a.Since)
+	now := time.Now()
+	since, err := parseTime("since", a.Since, false, now)
 	if err != nil {
 		return err
 	}
-	until, err := parseTime("until", a.Until)
+	until, err := parseTime("until", a.Until, true, now)
 	if err != nil {
 		return err
 	}
@@ -105,13 +117,13 @@ type explainCmd struct {
 	logFlags
 	Identity string `required:"" help:"Identity id."`
 	Service  string `required:"" help:"Service id."`
-	At       string `help:"The moment (RFC 3339); default now."`
+	At       string `help:"The moment (RFC 3339, whole seconds include that second; or a duration from now such as -2h); default now."`
 	Type     string `default:"Dial" enum:"Dial,Bind" help:"Dial or Bind."`
 	JSON     bool   `name:"json" help:"Print the explanation as JSON."`
 }
 
 func (x *explainCmd) Run(ctx context.Context, s streams) error {
-	at, err := parseTime("at", x.At)
+	at, err := parseTime("at", x.At, true, time.Now())
 	if err != nil {
 		return err
 	}

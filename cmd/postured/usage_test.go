@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// runMain runs a command line as the binary does and returns its exit code,
+// stdout and stderr.
+func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut lockedBuffer
+	code = mainCode(t.Context(), args, streams{out: &out, err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+// TestUsageErrors: a wrong command line is one line saying what is wrong
+// and one saying where help is, exit code 2; the full help only on --help.
+func TestUsageErrors(t *testing.T) {
+	data := "--data-dir=" + t.TempDir()
+	for _, c := range []struct {
+		args       []string
+		error, cmd string
+	}{
+		{nil, "expected one of", "postured"},
+		{[]string{"serv"}, "unexpected argument serv", "postured"},
+		{[]string{"explain", "--identity", "i"}, `missing flags: --service=STRING`, "postured explain"},
+		{[]string{"explain", "--identity", "i", "--service", "s", "--bogus"}, "unknown flag --bogus", "postured explain"},
+		{[]string{"serve", "--log-format", "yaml"}, `--log-format must be one of "text","json" but got "yaml"`, "postured serve"},
+		{[]string{"explain", "--identity", "i", "--service", "s", "--at", "yesterday", data},
+			`--at "yesterday": want an RFC 3339 time (2026-11-22T10:32:00Z, 2026-11-22T11:32:00+01:00) or a duration from now (-2h, -30m)`, "postured explain"},
+		{[]string{"audit", "identity", "i", "--since", "22/11/2026", data}, `--since "22/11/2026": want an RFC 3339 time`, "postured audit identity"},
+		{[]string{"replay", "--out", t.TempDir(), "--until", "10:32", data}, `--until "10:32": want an RFC 3339 time`, "postured replay"},
+	} {
+		code, stdout, stderr := runMain(t, c.args...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != exitUsage || stdout != "" || len(lines) != 2 ||
+			!strings.HasPrefix(lines[0], "postured: error: ") || !strings.Contains(lines[0], c.error) ||
+			lines[1] != "Run '"+c.cmd+" --help' for usage." {
+			t.Errorf("postured %q: exit %d, stdout %q, stderr:\n%s\nwant exit 2, %q and the hint for %q", c.args, code, stdout, stderr, c.error, c.cmd)
+		}
+	}
+	// Help is asked for: all of it, on stdout, exit 0.
+	if code, stdout, _ := runMain(t, "explain", "--help"); code != 0 || !strings.Contains(stdout, "Usage: postured explain") || !strings.Contains(stdout, "--at=STRING") {
+		t.Errorf("explain --help: exit %d\n%s", code, stdout)
+	}
+	// A failing command (not a usage error) exits 1.
+	if code, _, stderr := runMain(t, "audit", "identity", "nosuch", data); code != exitFailed || !strings.HasPrefix(stderr, "postured: ") {
+		t.Errorf("audit of an unknown identity: exit %d, %q", code, stderr)
+	}
+}
+
+// TestVersionCommands: `postured version` and `postured --version` print
+// the same line, from the build information (a test binary has no VCS
+// stamp: TestReleaseDeb in cmd/release checks a stamped one).
+func TestVersionCommands(t *testing.T) {
+	want := readBuild().String() + "\n"
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if code, stdout, stderr := runMain(t, args...); code != 0 || stdout != want || stderr != "" {
+			t.Errorf("postured %s: exit %d, %q %q, want %q", args[0], code, stdout, stderr, want)
+		}
+	}
+	if !strings.HasPrefix(want, "postured ") || !strings.Contains(want, "(revision ") || strings.Contains(want, "0.1.0-dev") {
+		t.Errorf("version line %q", want)
+	}
+}
+
+// TestCompletion prints the completion scripts of the three shells.
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash": "complete -o default -o bashdefault -C ",
+		"zsh":  "bashcompinit",
+		"fish": `complete -f -c postured -a "(__complete_postured)"`,
+	} {
+		code, stdout, stderr := runMain(t, "completion", "-c", shell)
+		if code != 0 || !strings.Contains(stdout, want) || stderr != "" {
+			t.Errorf("completion -c %s: exit %d, %q %q, want %q", shell, code, stdout, stderr, want)
+		}
+		if code, stdout, _ := runMain(t, "completion", shell); code != 0 || !strings.Contains(stdout, "postured completion -c "+shell) {
+			t.Errorf("completion %s: exit %d, %q", shell, code, stdout)
+		}
+	}
+	if code, _, stderr := runMain(t, "completion", "tcsh"); code != exitUsage || !strings.Contains(stderr, "must be one of") {
+		t.Errorf("completion tcsh: exit %d, %q", code, stderr)
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	at := func(h, m, s, ns int) time.Time { return time.Date(2026, 11, 22, h, m, s, ns, time.UTC) }
+	for _, c := range []struct {
+		in   string
+		end  bool
+		want time.Time
+	}{
+		{"", true, time.Time{}},
+		{"-2h", true, at(10, 0, 0, 0)},
+		{"-1h30m", false, at(10, 30, 0, 0)},
+		{"2026-11-22T10:32:00Z", false, at(10, 32, 0, 0)},
+		{"2026-11-22T10:32:00Z", true, at(10, 32, 0, 999999999)},    // the whole second
+		{"2026-11-22T11:32:00+01:00", true, at(10, 32, 0, 999999999)}, // another zone
+		{"2026-11-22T10:32:00.5Z", true, at(10, 32, 0, 500000000)},  // fractions: that instant
+		{"2026-11-22T10:32:00.000Z", true, at(10, 32, 0, 0)},
+	} {
+		got, err := parseTime("at", c.in, c.end, now)
+		if err != nil || !got.Equal(c.want) {
+			t.Errorf("parseTime(%q, end=%v) = %v, %v; want %v", c.in, c.end, got, err, c.want)
+		}
+	}
+	if _, err := parseTime("at", "2026-11-22 10:32", true, now); !errors.As(err, new(usageError)) {
+		t.Errorf("a time without T and zone: %v is not a usage error", err)
+	}
+}
+
+// TestWholeSecondIncludesItsEvents: --at and --until written in whole
+// seconds include the events of that second, the way an operator copies a
+// time from a table.
+func TestWholeSecondIncludesItsEvents(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	n := startTestNode(t, cfg)
+	st := newStory(t, n)
+	st.play(t)
+	n.srv.Close()
+	n.Close()
+	data := "--data-dir=" + cfg.DataDir
+
+	timeline := func(args ...string) []posture.HistoryEntry {
+		t.Helper()
+		out, err := command(t, append([]string{"audit", "identity", st.ep.id, data, "--json"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var es []posture.HistoryEntry
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var e posture.HistoryEntry
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			es = append(es, e)
+		}
+		return es
+	}
+	all := timeline()
+	last := all[len(all)-1] // the session created after the good report
+	second := last.At.UTC().Truncate(time.Second).Format(time.RFC3339)
+	if got := timeline("--until", second); len(got) != len(all) {
+		t.Errorf("audit --until %s (the second of the last entry, %s): %d entries, want %d", second, last.At.Format(time.RFC3339Nano), len(got), len(all))
+	}
+	var e posture.Explanation
+	js, err := command(t, "explain", "--identity", st.ep.id, "--service", st.svc, "--at", second, "--json", data)
+	if err != nil || json.Unmarshal([]byte(js), &e) != nil || e.Decision != posture.DecisionGranted {
+		t.Errorf("explain --at %s (the second access was granted in): %v\n%s", second, err, js)
+	}
+}
