@@ -102,9 +102,9 @@ func TestParseTime(t *testing.T) {
 		{"-2h", true, at(10, 0, 0, 0)},
 		{"-1h30m", false, at(10, 30, 0, 0)},
 		{"2026-11-22T10:32:00Z", false, at(10, 32, 0, 0)},
-		{"2026-11-22T10:32:00Z", true, at(10, 32, 0, 999999999)},    // the whole second
+		{"2026-11-22T10:32:00Z", true, at(10, 32, 0, 999999999)},      // the whole second
 		{"2026-11-22T11:32:00+01:00", true, at(10, 32, 0, 999999999)}, // another zone
-		{"2026-11-22T10:32:00.5Z", true, at(10, 32, 0, 500000000)},  // fractions: that instant
+		{"2026-11-22T10:32:00.5Z", true, at(10, 32, 0, 500000000)},    // fractions: that instant
 		{"2026-11-22T10:32:00.000Z", true, at(10, 32, 0, 0)},
 	} {
 		got, err := parseTime("at", c.in, c.end, now)
