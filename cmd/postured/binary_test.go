@@ -62,7 +62,8 @@ type process struct {
 	exited chan error
 }
 
-var listening = regexp.MustCompile(`postured listening on https://(\S+)`)
+// listening finds the address in the line that says it, in text or in JSON.
+var listening = regexp.MustCompile(`postured listening on https://(\S+)|"msg":"listening","url":"https://([^"]+)"`)
 
 func startBinary(t testing.TB, dataDir string, env ...string) *process {
 	t.Helper()
@@ -85,7 +86,7 @@ func startBinary(t testing.TB, dataDir string, env ...string) *process {
 			p.stderr.WriteString(line + "\n")
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
+				addr <- m[1] + m[2]
 			}
 		}
 		p.exited <- cmd.Wait()

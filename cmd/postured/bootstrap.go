@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -88,7 +87,8 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *
 	if password != "" {
 		log.Info("default admin created", "username", s.AdminUsername)
 		if s.AdminPassword == "" {
-			fmt.Fprintf(os.Stderr, "postured: default admin %q created with password %s (shown once; set POSTURED_ADMIN_PASSWORD to choose it)\n", s.AdminUsername, password)
+			s.announce(log, fmt.Sprintf("postured: default admin %q created with password %s (shown once; set POSTURED_ADMIN_PASSWORD to choose it)", s.AdminUsername, password),
+				"default admin password generated (shown once; set POSTURED_ADMIN_PASSWORD to choose it)", "username", s.AdminUsername, "password", password)
 		}
 	}
 	return nil

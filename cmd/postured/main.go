@@ -115,7 +115,9 @@ func mainCode(ctx context.Context, args []string, s streams) (code int) {
 		if errors.As(err, &ue) {
 			return complain(s.err, err, commandPath(k))
 		}
-		fmt.Fprintln(s.err, "postured:", err)
+		if !errors.As(err, new(reported)) {
+			fmt.Fprintln(s.err, "postured:", err)
+		}
 		return exitFailed
 	}
 	return 0

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -72,6 +73,8 @@ type serveCmd struct {
 	// expiry and the timer loops' tickers (default: the real clock; tests
 	// set a fake one).
 	clock clockwork.Clock
+
+	stderr io.Writer // where the log goes: the command's stderr (os.Stderr when unset)
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -79,9 +82,44 @@ func (s *serveCmd) logger() *slog.Logger {
 	_ = level.UnmarshalText([]byte(s.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
 	if s.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(s.errWriter(), opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(s.errWriter(), opts))
+}
+
+func (s *serveCmd) errWriter() io.Writer {
+	if s.stderr == nil {
+		return os.Stderr
+	}
+	return s.stderr
+}
+
+// announce tells the person who started postured something: the text as it
+// is with --log-format text, a log record (msg and attributes) with json,
+// so that every line of a JSON log is JSON.
+func (s *serveCmd) announce(log *slog.Logger, text, msg string, args ...any) {
+	if s.LogFormat == "json" {
+		log.Info(msg, args...)
+		return
+	}
+	fmt.Fprintln(s.errWriter(), text)
+}
+
+// reported is an error serve has already logged: main exits 1 without
+// printing it again (in plain text, into a JSON log).
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
+
+func (s *serveCmd) Run(ctx context.Context, st streams) error {
+	s.stderr = st.err
+	log := s.logger()
+	err := s.serve(ctx, log)
+	if err != nil && s.LogFormat == "json" {
+		log.Error("postured stopped", "err", err)
+		return reported{err}
+	}
+	return err
 }
 
 // advertise is the host:port clients reach this node at.
@@ -97,9 +135,8 @@ func (s *serveCmd) advertise(ln net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-func (s *serveCmd) Run(ctx context.Context) (err error) {
-	log := s.logger()
-
+// serve runs the node until ctx ends.
+func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	// The listener comes first so that --listen :0 knows its port before
 	// the server certificate is issued for it.
 	ln, err := net.Listen("tcp", s.Listen)
@@ -127,7 +164,8 @@ func (s *serveCmd) Run(ctx context.Context) (err error) {
 		}
 		return err
 	})
-	fmt.Fprintf(os.Stderr, "postured listening on https://%s (advertised as https://%s)\n", ln.Addr(), n.advertise)
+	s.announce(log, fmt.Sprintf("postured listening on https://%s (advertised as https://%s)", ln.Addr(), n.advertise),
+		"listening", "url", "https://"+ln.Addr().String(), "advertise", "https://"+n.advertise)
 	g.Go(func() error {
 		// Until the projection has caught up, the probes and the metrics
 		// answer and the APIs are 503.

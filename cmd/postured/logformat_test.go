@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// jsonLines decodes every line of a log; a line that is not a JSON object
+// fails the test.
+func jsonLines(t *testing.T, log string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("not a JSON line on stderr with --log-format json: %q", line)
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+// TestJSONLogEveryLine runs the binary with --log-format json (as the
+// systemd unit does) through a first start, requests and a stop: every line
+// on stderr is a JSON object, the listening address and the generated admin
+// password included, and the password is the one that logs in.
+func TestJSONLogEveryLine(t *testing.T) {
+	p := startBinary(t, t.TempDir(), "POSTURED_LOG_FORMAT=json", "POSTURED_LOG_LEVEL=debug")
+	var password string
+	var sawListening bool
+	for _, rec := range jsonLines(t, p.log()) {
+		switch rec["msg"] {
+		case "listening":
+			sawListening = strings.HasPrefix(rec["url"].(string), "https://127.0.0.1:") && rec["advertise"] != nil
+		case "default admin password generated (shown once; set POSTURED_ADMIN_PASSWORD to choose it)":
+			password, _ = rec["password"].(string)
+		}
+	}
+	if !sawListening || password == "" {
+		t.Fatalf("no listening record or no password record:\n%s", p.log())
+	}
+	tok, err := p.login("admin", password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body, err := p.request(http.MethodGet, "/edge/management/v1/nosuch", tok, nil); err != nil || status != http.StatusNotFound {
+		t.Fatalf("unknown route: %d %s %v", status, body, err)
+	}
+	p.stop(t)
+	jsonLines(t, p.log())
+	if !strings.Contains(p.log(), `"msg":"shutting down"`) {
+		t.Errorf("no shutdown record:\n%s", p.log())
+	}
+
+	// A start that fails says why in JSON too, and exits 1.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--data-dir", file, "--listen", "127.0.0.1:0", "--log-format", "json")
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitFailed {
+		t.Fatalf("serve with a file as data directory: exit %d, %v\n%s", code, err, out)
+	}
+	recs := jsonLines(t, string(out))
+	if last := recs[len(recs)-1]; last["msg"] != "postured stopped" || !strings.Contains(last["err"].(string), "data directory") {
+		t.Errorf("last record %v, want the reason", last)
+	}
+}
