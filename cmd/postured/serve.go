@@ -18,6 +18,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seed-0809debe/posture"
@@ -59,6 +60,7 @@ type serveCmd struct {
 	WebhookBackoff    time.Duration `name:"webhook-backoff" default:"5s" help:"Delay before the first retry of a failed webhook delivery; it doubles with each retry (with jitter) up to --webhook-max-backoff."`
 	WebhookMaxBackoff time.Duration `name:"webhook-max-backoff" default:"1h" help:"Longest delay between two attempts of a webhook delivery."`
 	WebhookGiveUp     time.Duration `name:"webhook-give-up" default:"24h" help:"Age of a transition after which its webhook delivery is given up."`
+	MetricsListen     string        `name:"metrics-listen" help:"Also serve GET /metrics over plain HTTP on this host:port (for a scraper on the host; /metrics on the HTTPS port stays)."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
 	LogLevel          string        `default:"info" enum:"debug,info,warn,error" help:"Log level."`
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
@@ -164,6 +166,22 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 		}
 		return err
 	})
+	if s.MetricsListen != "" {
+		msrv, mln, err := s.metricsServer(n, log)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("--metrics-listen: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return msrv.Close()
+		})
+	}
 	s.announce(log, fmt.Sprintf("postured listening on https://%s (advertised as https://%s)", ln.Addr(), n.advertise),
 		"listening", "url", "https://"+ln.Addr().String(), "advertise", "https://"+n.advertise)
 	g.Go(func() error {
@@ -185,6 +203,23 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 		return err
 	}
 	return nil
+}
+
+// metricsServer serves GET /metrics over plain HTTP on --metrics-listen,
+// for a scraper on the host that should not need postured's CA. Its
+// listener is open when metricsServer returns; the caller serves it.
+func (s *serveCmd) metricsServer(n *node, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", s.MetricsListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry(), promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: s.ReadTimeout,
+		WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
+	return srv, ln, nil
 }
 
 // Limits of the HTTP server that have no flag.
