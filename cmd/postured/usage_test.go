@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,16 @@ func TestVersionCommands(t *testing.T) {
 	}
 	if !strings.HasPrefix(want, "postured ") || !strings.Contains(want, "(revision ") || strings.Contains(want, "0.1.0-dev") {
 		t.Errorf("version line %q", want)
+	}
+	// /version answers the same version and revision.
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	data, _ := n.do(t, http.MethodGet, "/version", "", nil).envelope(t)
+	var v struct{ Version, Revision, BuildDate string }
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	if b := readBuild(); v.Version != b.Version || v.Revision != b.Revision || v.BuildDate != b.Time {
+		t.Errorf("/version %+v, want %+v", v, b)
 	}
 }
 

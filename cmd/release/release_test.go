@@ -2,6 +2,11 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +14,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReleaseDeb builds the linux/amd64 artifacts, checks the Debian
@@ -108,6 +115,10 @@ func TestReleaseDeb(t *testing.T) {
 			}
 			t.Logf("postured %s: %s", args[0], line)
 		}
+		// /version answers the same revision.
+		if v := serveVersion(t, filepath.Join(root, debBinary)); v.Revision != strings.TrimSpace(string(head)) || !strings.HasPrefix(v.Version, "v") {
+			t.Errorf("/version of the packaged binary: %+v, want revision %s", v, head)
+		}
 	}
 
 	// SHA256SUMS holds the binary and the package, and sha256sum agrees.
@@ -125,6 +136,56 @@ func TestReleaseDeb(t *testing.T) {
 	check.Dir = out
 	if b, err := check.CombinedOutput(); err != nil {
 		t.Errorf("sha256sum --check: %v\n%s", err, b)
+	}
+}
+
+// serveVersion starts bin serve on a free port and returns its /version.
+func serveVersion(t *testing.T, bin string) (v struct{ Version, Revision string }) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--log-format", "json")
+	cmd.Env = append(os.Environ(), "POSTURED_ADMIN_PASSWORD=release-test-password")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	var url string
+	for sc := bufio.NewScanner(stderr); sc.Scan() && url == ""; {
+		var rec struct{ Msg, URL string }
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" {
+			url = rec.URL
+		}
+	}
+	if url == "" {
+		t.Fatal("the packaged binary did not say where it listens")
+	}
+	go io.Copy(io.Discard, stderr)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(readFile(t, filepath.Join(dir, "pki", "ca.pem"))))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	// /version is answered once the node has caught up with its (empty) log.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Get(url + "/version")
+		if err == nil && resp.StatusCode == http.StatusOK {
+			var env struct{ Data json.RawMessage }
+			err = json.NewDecoder(resp.Body).Decode(&env)
+			resp.Body.Close()
+			if err == nil && json.Unmarshal(env.Data, &v) == nil {
+				return v
+			}
+		} else if err == nil {
+			resp.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/version: %v", err)
+		}
 	}
 }
 
