@@ -157,6 +157,15 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	}()
 	ln = s.limitListener(ln, n.trusted, log)
 
+	var msrv *http.Server
+	var mln net.Listener
+	if s.MetricsListen != "" {
+		if msrv, mln, err = s.metricsServer(n, log); err != nil {
+			return err
+		}
+		defer mln.Close()
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	srv := s.httpServer(n, n.tlsConfig(), log)
 	g.Go(func() error {
@@ -166,11 +175,7 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 		}
 		return err
 	})
-	if s.MetricsListen != "" {
-		msrv, mln, err := s.metricsServer(n, log)
-		if err != nil {
-			return err
-		}
+	if msrv != nil {
 		g.Go(func() error {
 			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("--metrics-listen: %w", err)
