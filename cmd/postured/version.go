@@ -43,6 +43,10 @@ func readBuild() build {
 
 // String is the line `postured version` and `postured --version` print.
 func (b build) String() string {
+	if b.Revision == "unknown" {
+		return fmt.Sprintf("postured %s (revision unknown: built without VCS information, as go run does; task build or task release stamp it; %s %s/%s)",
+			b.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	}
 	rev := b.Revision
 	if b.Modified {
 		rev += ", modified"
