@@ -14,7 +14,7 @@ import (
 //
 // Logs written before secrets were sealed hold them in clear, in the fields
 // marked legacy: those still decode and work (migrate on read), and stay in
-// clear until rotated (see the README).
+// clear until rotated (see docs/security.md).
 
 // Field names of sealed values: the additional data that binds a sealed
 // value to its use.

@@ -12,7 +12,7 @@ import (
 )
 
 // TestListsReturnAtMost500: limit=-1 and a filter's "limit none" (no limit
-// to OpenZiti clients) answer at most 500 items, as the README says, with
+// to OpenZiti clients) answer at most 500 items, as docs/api.md says, with
 // the total count of all of them.
 func TestListsReturnAtMost500(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))

@@ -129,7 +129,7 @@ func TestSlowClientsOverHTTP2(t *testing.T) {
 // concurrent streams, and a request whose header list is over 64 KiB is
 // answered 431, as over HTTP/1.1. (Go's HTTP/2 server closes the
 // connection instead when a header block is more than about twice the
-// limit, or one field alone is over it: see the README's Hard edges.)
+// limit, or one field alone is over it: see Hard edges in docs/security.md.)
 func TestHTTP2HeaderLimits(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	cfg := n.cfg

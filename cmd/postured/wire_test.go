@@ -1,7 +1,7 @@
 package main
 
 // Wire conformance with the OpenZiti clients: each test is one item, written
-// from what the real controller (edge-api 0.26.34) answers; README.md's "Wire
+// from what the real controller (edge-api 0.26.34) answers; docs/api.md's "Wire
 // compatibility with OpenZiti clients" lists them.
 
 import (
