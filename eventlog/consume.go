@@ -52,6 +52,35 @@ const (
 
 var errStalled = errors.New("eventlog: consumer stalled")
 
+// stallWatch tells a stalled consumer from a quiet one (see Consume).
+type stallWatch struct {
+	lastDelivery, checked, aheadSince time.Time
+}
+
+// delivered records a delivery at now.
+func (w *stallWatch) delivered(now time.Time) { w.lastDelivery, w.aheadSince = now, time.Time{} }
+
+// stalled is asked at each tick of a ticker of stallCheck/2. Quiet for a
+// while, the consumer looks at the log now and then; the log ahead of it
+// (holding next) at two looks stallCheck apart or more: stalled.
+func (w *stallWatch) stalled(ctx context.Context, l *Log, now time.Time, next uint64) bool {
+	if now.Sub(w.lastDelivery) < stallTimeout || now.Sub(w.checked) < stallCheck {
+		return false
+	}
+	w.checked = now
+	ahead, ok := l.ahead(ctx, next)
+	switch {
+	case !ok: // the log unreachable: look again later
+	case !ahead:
+		w.aheadSince = time.Time{}
+	case w.aheadSince.IsZero():
+		w.aheadSince = now
+	default:
+		return true
+	}
+	return false
+}
+
 // consume runs one ordered consumer from *next, advancing *next past every
 // delivered batch, until ctx ends, fn fails, or the consumer stalls.
 func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event) error) error {
@@ -94,8 +123,7 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 
 	check := time.NewTicker(stallCheck / 2)
 	defer check.Stop()
-	var lastDelivery, checked, aheadSince time.Time
-	lastDelivery = time.Now()
+	watch := stallWatch{lastDelivery: time.Now()}
 	batch := make([]posture.Event, 0, MaxBatch)
 	// halt is why the consumer stops after delivering batch: a message
 	// that is not an event and that no decision skips, or an error.
@@ -123,20 +151,7 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 		case <-ctx.Done():
 			return ctx.Err()
 		case now := <-check.C:
-			// Quiet for a while: look at the log now and then. Ahead of
-			// the consumer at two looks stallCheck apart or more: stalled.
-			if now.Sub(lastDelivery) < stallTimeout || now.Sub(checked) < stallCheck {
-				continue
-			}
-			checked = now
-			ahead, ok := l.ahead(ctx, *next)
-			switch {
-			case !ok: // the log unreachable: look again later
-			case !ahead:
-				aheadSince = time.Time{}
-			case aheadSince.IsZero():
-				aheadSince = now
-			default:
+			if watch.stalled(ctx, l, now, *next) {
 				stalled = true
 				return errStalled
 			}
@@ -158,7 +173,7 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 				return err
 			}
 			*next = batch[len(batch)-1].Seq + 1
-			lastDelivery, aheadSince = time.Now(), time.Time{}
+			watch.delivered(time.Now())
 		}
 		if halt != nil {
 			return halt

@@ -94,7 +94,7 @@ func (l *Log) readRawOnce(ctx context.Context, next *uint64, filter string, fn f
 
 	check := time.NewTicker(stallCheck / 2)
 	defer check.Stop()
-	lastDelivery, checked, aheadSince := time.Now(), time.Time{}, time.Time{}
+	watch := stallWatch{lastDelivery: time.Now()}
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,18 +102,7 @@ func (l *Log) readRawOnce(ctx context.Context, next *uint64, filter string, fn f
 		case now := <-check.C:
 			// A filtered reader cannot tell a stall from messages it does
 			// not want: only unfiltered readers are replaced.
-			if filter != "" || now.Sub(lastDelivery) < stallTimeout || now.Sub(checked) < stallCheck {
-				continue
-			}
-			checked = now
-			ahead, ok := l.ahead(ctx, *next)
-			switch {
-			case !ok:
-			case !ahead:
-				aheadSince = time.Time{}
-			case aheadSince.IsZero():
-				aheadSince = now
-			default:
+			if filter == "" && watch.stalled(ctx, l, now, *next) {
 				stalled = true
 				return errStalled
 			}
@@ -128,7 +117,7 @@ func (l *Log) readRawOnce(ctx context.Context, next *uint64, filter string, fn f
 				return err
 			}
 			*next = it.m.seq + 1
-			lastDelivery, aheadSince = time.Now(), time.Time{}
+			watch.delivered(time.Now())
 		}
 	}
 }
