@@ -90,34 +90,8 @@ func postureIngest(b *testing.B, cfg serveCmd) {
 	rawBefore := rawAppendRate(b, benchClients, max(b.N, 5000))
 
 	b.ResetTimer()
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	start, cpuStart := time.Now(), processCPU(b)
-	for i := range benchClients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg.Clone(), MaxIdleConnsPerHost: 1, ForceAttemptHTTP2: false,
-				TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
-			for next.Add(1) <= int64(b.N) {
-				req, _ := http.NewRequest(http.MethodPost, n.srv.URL+clientAPI+"/posture-response", bytes.NewReader(body))
-				req.Header.Set(api.HeaderSession, tokens[i])
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := hc.Do(req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusCreated {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	postPostures(b, n.srv.URL, tlsCfg, tokens, func(int) []byte { return body })
 	ingest := float64(b.N) / time.Since(start).Seconds()
 	cpu := processCPU(b) - cpuStart
 	b.StopTimer()
@@ -222,4 +196,37 @@ func loadBenchModel(b *testing.B, n *testNode, identities, services, policies in
 	if err := n.store.WaitFor(ctx, last.Load()); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// postPostures posts b.N posture responses from benchClients keep-alive
+// HTTP/1.1 clients, client i with tokens[i] and its k-th request's body
+// from body(k), and returns when all were answered 201.
+func postPostures(b *testing.B, base string, tlsCfg *tls.Config, tokens []string, body func(k int) []byte) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for i := range benchClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg.Clone(), MaxIdleConnsPerHost: 1,
+				TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
+			for k := 0; next.Add(1) <= int64(b.N); k++ {
+				req, _ := http.NewRequest(http.MethodPost, base+clientAPI+"/posture-response", bytes.NewReader(body(k)))
+				req.Header.Set(api.HeaderSession, tokens[i])
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
