@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
@@ -12,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,33 +75,6 @@ func scanDir(t *testing.T, dir string, needles []needle) map[string][]string {
 	return found
 }
 
-// startLoggedNode is startTestNode with the node's log going to log.
-func startLoggedNode(t *testing.T, cfg serveCmd, log *slog.Logger) *testNode {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	n, err := openNode(ctx, &cfg, "127.0.0.1:1280", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(n.handler)
-	srv.TLS = n.tlsConfig()
-	srv.StartTLS()
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(runCtx) }()
-	t.Cleanup(func() {
-		srv.Close()
-		stop()
-		<-done
-		n.Close()
-	})
-	return &testNode{node: n, srv: srv, cfg: cfg, http: &http.Client{
-		Timeout:   30 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}},
-	}}
-}
-
 // TestNoSecretInClear enrolls MFA, creates OTT enrollments (one used), an
 // edge router, a CA and a session, then scans every byte of the data
 // directory (the log store, the key bucket, the projections) and every
@@ -117,7 +87,7 @@ func TestNoSecretInClear(t *testing.T) {
 	cfg.NatsListen = freeAddr(t)
 	var logs lockedBuffer
 	clk := useFakeClock(&cfg)
-	n := startLoggedNode(t, cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	n := startTestNodeLog(t, cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	admin := n.adminToken(t)
 	tail := follow(t, "--nats-url", "tls://"+cfg.NatsListen, "--nats-tls-ca", filepath.Join(cfg.DataDir, "pki", "ca.pem"),
 		"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", "auditor.nk"), "--from", fmt.Sprint(n.lastSeq(t)+1))
