@@ -152,3 +152,32 @@ func (n *testNode) login(t testing.TB, base, username, password string) string {
 func (n *testNode) adminToken(t testing.TB) string {
 	return n.login(t, api.ManagementBase, "admin", testAdminPassword)
 }
+
+// Close ends Run's loops before it closes the store they read: a node is
+// closed while they run (as the restart tests do).
+func TestCloseEndsRun(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := openNode(ctx, &cfg, "127.0.0.1:1280", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Run(context.Background()) }()
+	time.Sleep(300 * time.Millisecond) // the loops have started their rounds
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	default:
+		t.Fatal("Close returned while Run's loops still ran")
+	}
+	if err := n.Run(context.Background()); err == nil {
+		t.Fatal("Run on a closed node returned nil")
+	}
+}

@@ -299,8 +299,10 @@ type node struct {
 	management *management.API
 	console    *console.Console // the web console under /console/, once ready
 	timeout    time.Duration
+	runCtx     context.Context // ends when Close is called
 	cancelRun  context.CancelFunc
-	runDone    chan struct{} // closed when the projection consumer returns
+	runDone    chan struct{}  // closed when the projection consumer returns
+	loops      sync.WaitGroup // Run's background loops, which Close waits for
 	runErr     error
 	closeOnce  sync.Once
 	closeErr   error         // what Close returned
@@ -409,8 +411,8 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if n.checkpointer, err = n.newCheckpointer(s); err != nil {
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	n.cancelRun = cancel
+	n.runCtx, n.cancelRun = context.WithCancel(context.Background())
+	runCtx := n.runCtx
 	n.halt = &api.Halt{}
 	go func() {
 		defer close(n.runDone)
@@ -526,12 +528,24 @@ func (n *node) tlsConfig() *tls.Config {
 		CipherSuites: pki.CipherSuites(), ClientAuth: tls.RequestClientCert}
 }
 
-// Run runs the background loops until ctx ends or the projection stops.
+// Run runs the background loops until ctx ends, the projection stops or
+// the node is closed. Close waits for them: they use the store it closes.
 func (n *node) Run(ctx context.Context) error {
+	n.loops.Add(1)
+	defer n.loops.Done()
+	if n.runCtx.Err() != nil {
+		return errors.New("the node is closed")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(n.runCtx, cancel)()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		select {
 		case <-n.runDone:
+			if n.runCtx.Err() != nil {
+				return nil // Close stopped it
+			}
 			if n.runErr == nil {
 				return errors.New("projection consumer stopped")
 			}
@@ -583,6 +597,14 @@ func (n *node) Close() error {
 			case <-n.checkpointsDone:
 			case <-time.After(closeWait):
 				n.log.Warn("closing without stopping the checkpointer", "waited", closeWait)
+			}
+			loops := make(chan struct{})
+			go func() { n.loops.Wait(); close(loops) }()
+			select { // Run's loops end with runCtx too
+			case <-loops:
+			case <-time.After(closeWait):
+				stopped = false
+				n.log.Warn("closing without stopping the background loops", "waited", closeWait)
 			}
 		}
 		if n.store != nil && stopped {
