@@ -68,11 +68,25 @@ func TestConsumeSurvivesKilledServer(t *testing.T) {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		logPath := filepath.Join(dir, "nats.log")
+		logFile, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command(bin, "-c", path)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			logFile.Close()
+			if t.Failed() { // what the server said, to tell a harness fault from a product fault
+				out, _ := os.ReadFile(logPath)
+				t.Logf("%s log:\n%s", name, lastLines(string(out), 40))
+			}
+		})
 		procs[name] = cmd
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
@@ -137,4 +151,10 @@ func TestConsumeSurvivesKilledServer(t *testing.T) {
 		}
 	}
 	t.Logf("SIGKILLed %s; every event delivered %s later", victim, time.Since(killed).Round(time.Millisecond))
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
