@@ -513,7 +513,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
 	if n.console, err = console.New(console.Options{API: n.handler, ManagementBase: api.ManagementBase,
-		ClientBase: api.ClientBase, Store: n.store, Explainer: n.management.Explainer, Now: n.clock.Now, Logger: n.log}); err != nil {
+		ClientBase: api.ClientBase, Store: n.store, Explainer: n.management.Explainer, Impact: n.store, Now: n.clock.Now, Logger: n.log}); err != nil {
 		return err
 	}
 	n.serving.Store(n.handler)
