@@ -202,8 +202,9 @@ func (a *API) buildCheck(in checkInput, old *posture.Check, now time.Time) (post
 
 // enforcement validates a check's enforcement. A new or changed enforceAt
 // of a report-only check must be in the future (a check past it enforces);
-// an unchanged one is kept as it is, so that a check read and written back
-// round-trips.
+// the unchanged enforceAt of a check in report mode is kept as it is, so
+// that a check read and written back round-trips (a check that already
+// switched to enforce cannot go back to reporting with its past enforceAt).
 func enforcement(in *enforcementIn, old *posture.Enforcement, now time.Time) (*posture.Enforcement, error) {
 	if in == nil {
 		return nil, nil
@@ -226,7 +227,7 @@ func enforcement(in *enforcementIn, old *posture.Enforcement, now time.Time) (*p
 			return nil, posture.Invalid("enforcement.enforceAt", "must be an RFC 3339 time (2006-01-02T15:04:05Z) or null", *in.EnforceAt)
 		}
 		t = t.UTC().Truncate(time.Millisecond)
-		unchanged := old != nil && old.EnforceAt != nil && old.EnforceAt.Equal(t)
+		unchanged := old != nil && old.Mode == posture.ReportMode && old.EnforceAt != nil && old.EnforceAt.Equal(t)
 		if e.Mode == posture.ReportMode && !unchanged && !t.After(now) {
 			return nil, posture.Invalid("enforcement.enforceAt",
 				`must be in the future (a check past its enforceAt enforces: use mode "enforce")`, *in.EnforceAt)

@@ -299,6 +299,11 @@ func TestReportOnlyChecks(t *testing.T) {
 	if r := b.do(t, http.MethodGet, mgmt+"/posture-checks/"+osCheck+"/impact", admin, nil); r.Status != http.StatusBadRequest {
 		t.Fatalf("impact of an enforced check: %d %s", r.Status, r.Body)
 	}
+	// A switched check does not go back to reporting with its past
+	// enforceAt; with none (report until changed) it may.
+	if r := b.do(t, http.MethodPatch, mgmt+"/posture-checks/"+osCheck, admin, map[string]any{"enforcement": map[string]any{"mode": "report", "enforceAt": at}}); r.Status != http.StatusBadRequest {
+		t.Fatalf("back to report with the past enforceAt: %d %s", r.Status, r.Body)
+	}
 
 	// The transitions: two would-denies, and per check a failing policy
 	// and a removed session, each once.
