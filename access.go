@@ -24,15 +24,18 @@ type CheckResult struct {
 	TimeoutRemaining int64     // MFA: seconds left, -1 for none
 	Stale            bool      // the evidence is older than the check's maxAgeSeconds
 	StaleAfter       time.Time // with maxAgeSeconds: the last instant the evidence is fresh (zero: none)
+	ReportOnly       bool      // the check only reports at the evaluated time: a failure does not deny
 }
 
 // PolicyResult is a service policy evaluated for an API session: passing
-// when every check passes (a policy without checks always passes).
+// when every enforced check passes (a policy without checks always passes);
+// Strict when every check passes, report-only ones included.
 type PolicyResult struct {
 	PolicyID   string
 	PolicyName string
 	Type       string
 	Passing    bool
+	Strict     bool
 	Checks     []CheckResult
 }
 
@@ -73,6 +76,7 @@ const (
 	HistorySession    = "session"
 	HistoryAPISession = "api-session"
 	HistoryModel      = "model"
+	HistoryWouldDeny  = "would-deny"
 )
 
 // Explanation is an access decision as it stood at a moment: for each API
@@ -131,6 +135,9 @@ type CheckExplanation struct {
 	// StaleAfter: the last instant it is fresh.
 	Stale      bool       `json:"stale,omitempty"`
 	StaleAfter *time.Time `json:"staleAfter,omitempty"`
+	// ReportOnly: the check only reports at the moment, so that its
+	// failure does not deny.
+	ReportOnly bool `json:"reportOnly,omitempty"`
 	// Deadlines: when a passing check stops passing (ValidUntil), and for
 	// MFA the timeout and the wake/unlock grace ends.
 	ValidUntil      *time.Time `json:"validUntil,omitempty"`

@@ -64,6 +64,40 @@ type Check struct {
 	// judges the old values (OnStaleAllow).
 	MaxAgeSeconds int64  `json:"maxAgeSeconds,omitempty"`
 	OnStale       string `json:"onStale,omitempty"`
+
+	// Enforcement is how a failing verdict acts (nil: enforced, as in
+	// OpenZiti). See Enforcement.
+	Enforcement *Enforcement `json:"enforcement,omitempty"`
+}
+
+// Enforcement is a posture check's enforcement mode. A check in report
+// mode is evaluated and recorded like an enforced one, but its failing
+// verdict never denies a session nor removes one: each request it would
+// have denied is recorded as a would-deny. EnforceAt, when set, is the
+// instant the check switches to enforce (a CheckEnforced event in the log).
+type Enforcement struct {
+	Mode      string     `json:"mode"`
+	EnforceAt *time.Time `json:"enforceAt"`
+	// Message is shown to the user (in the client's postureQueries) while
+	// the check only reports.
+	Message string `json:"message,omitempty"`
+}
+
+// Enforcement modes.
+const (
+	EnforceMode = "enforce"
+	ReportMode  = "report"
+)
+
+// MaxEnforcementMessage is the longest enforcement message, in bytes.
+const MaxEnforcementMessage = 500
+
+// ReportOnly reports whether the check only reports at a time: its mode is
+// report and its enforceAt, if any, is still ahead (a check is enforced
+// from the instant of its enforceAt on).
+func (c Check) ReportOnly(at time.Time) bool {
+	e := c.Enforcement
+	return e != nil && e.Mode == ReportMode && (e.EnforceAt == nil || at.Before(*e.EnforceAt))
 }
 
 // What a check with MaxAgeSeconds does with stale evidence.

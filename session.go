@@ -13,10 +13,11 @@ const (
 	TypeSessionCreated  = "session.created"
 	TypeSessionDenied   = "session.denied"
 	TypeSessionDeleted  = "session.deleted"
+	TypeCheckEnforced   = "check.enforced"
 )
 
 func init() {
-	register(PostureRecorded{}, MFAPassed{}, DeadlineReached{}, SessionCreated{}, SessionDenied{}, SessionDeleted{})
+	register(PostureRecorded{}, MFAPassed{}, DeadlineReached{}, SessionCreated{}, SessionDenied{}, SessionDeleted{}, CheckEnforced{})
 }
 
 // Per-identity subjects of posture facts and sessions.
@@ -79,6 +80,11 @@ type SessionCreated struct {
 	Session Session `json:"session"`
 	// Policies are the passing policies that granted it.
 	Policies []string `json:"policies"`
+	// WouldDeny holds, when the session was granted only because failing
+	// checks are report-only, every granting policy with its failing
+	// checks: the request a full enforcement would have denied. It is part
+	// of the event, so that replay records the same would-deny.
+	WouldDeny []PolicyFailure `json:"wouldDeny,omitempty"`
 }
 
 func (SessionCreated) EventType() string { return TypeSessionCreated }
@@ -95,6 +101,8 @@ type CheckFailure struct {
 	Criteria         json.RawMessage `json:"criteria,omitempty"`
 	Semantic         string          `json:"semantic,omitempty"`
 	Stale            bool            `json:"stale,omitempty"`
+	// ReportOnly: the check fails but only reports (Check.ReportOnly).
+	ReportOnly bool `json:"reportOnly,omitempty"`
 }
 
 // PolicyFailure is a failing policy of a denied request and its failing
@@ -127,3 +135,33 @@ type SessionDeleted struct {
 
 func (SessionDeleted) EventType() string { return TypeSessionDeleted }
 func (p SessionDeleted) Subject() string { return SubjectFor(SubjectSession, p.IdentityID) }
+
+// CheckEnforced records that a report-only posture check's enforceAt was
+// reached: from then on the check enforces, and every API session it
+// concerns is re-evaluated (sessions that then fail are removed). Its ID is
+// derived from the check and the instant, so nodes that notice it together
+// record it once; its time is the enforceAt. An event for an enforceAt the
+// check no longer has (it was changed meanwhile) changes nothing.
+type CheckEnforced struct {
+	CheckID   string    `json:"checkId"`
+	EnforceAt time.Time `json:"enforceAt"`
+}
+
+func (CheckEnforced) EventType() string { return TypeCheckEnforced }
+
+// Subject is the model's: the switch changes a check, ordered with every
+// other change of the model.
+func (CheckEnforced) Subject() string { return SubjectModel }
+
+// WouldDeny is a session request granted only because its failing checks
+// are report-only, as admins read it: the request enforcement would have
+// refused, with the same detail as a failed service request.
+type WouldDeny struct {
+	SessionID      string          `json:"sessionId"`
+	APISessionID   string          `json:"apiSessionId"`
+	ServiceID      string          `json:"serviceId"`
+	ServiceName    string          `json:"serviceName"`
+	SessionType    string          `json:"sessionType"`
+	When           time.Time       `json:"when"`
+	PolicyFailures []PolicyFailure `json:"policyFailures"`
+}

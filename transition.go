@@ -28,12 +28,16 @@ const (
 	// TransitionSessionRemoved: a session lost its last passing policy
 	// and was removed.
 	TransitionSessionRemoved = "session-removed"
+	// TransitionWouldDeny: a session was granted only because its failing
+	// checks are report-only: enforcement would have denied it. Checks
+	// holds the failing checks with actual and expected values.
+	TransitionWouldDeny = "report-only-would-deny"
 )
 
 // TransitionKinds lists every transition kind.
 var TransitionKinds = []string{
 	TransitionPolicyPassing, TransitionPolicyFailing, TransitionGraceStarted, TransitionGraceEnded,
-	TransitionMFATimedOut, TransitionEvidenceStale, TransitionSessionRemoved,
+	TransitionMFATimedOut, TransitionEvidenceStale, TransitionSessionRemoved, TransitionWouldDeny,
 }
 
 // Transition is a change of an identity's standing with its cause. It is

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,6 +50,8 @@ type MetricsOptions struct {
 //     out_of_space counts the appends refused for lack of disk space.
 //   - postured_failed_service_requests_total{check_type}: session requests
 //     refused for posture by this node, once per failing check type.
+//   - postured_would_deny_total{check_id}: sessions granted by this node
+//     only because failing checks are report-only, once per such check.
 //   - read at scrape time: postured_log_last_sequence,
 //     postured_consumer_position (the last sequence the projection applied),
 //     postured_projection_lag_events, postured_projection_lag_seconds,
@@ -60,12 +63,13 @@ type MetricsOptions struct {
 //     postured_disk_free_bytes{part}.
 //   - the Go runtime and process collectors.
 type Metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	appends  *prometheus.HistogramVec
-	failed   *prometheus.CounterVec
-	handler  http.Handler
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	appends   *prometheus.HistogramVec
+	failed    *prometheus.CounterVec
+	wouldDeny *prometheus.CounterVec
+	handler   http.Handler
 }
 
 // NewMetrics registers the series.
@@ -93,8 +97,12 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Name: "postured_failed_service_requests_total",
 			Help: "Session requests refused for posture by this node, by the type of a failing check (a request failing several types counts once for each).",
 		}, []string{"check_type"}),
+		wouldDeny: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postured_would_deny_total",
+			Help: "Sessions granted by this node only because failing posture checks are report-only (would-denies), by report-only check id (a request failing several counts once for each).",
+		}, []string{"check_id"}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.appends, m.failed,
+	m.reg.MustRegister(m.requests, m.duration, m.appends, m.failed, m.wouldDeny,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if opts.Disk != nil {
 		m.reg.MustRegister(newDiskCollector(opts.Disk))
@@ -198,6 +206,10 @@ func (m *Metrics) appended(op string, e posture.Event, start time.Time, err erro
 		result = "error"
 	}
 	m.appends.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+	if err == nil && e.Type == posture.TypeSessionCreated && bytes.Contains(e.Data, []byte(`"wouldDeny"`)) {
+		m.countWouldDeny(e)
+		return
+	}
 	if err != nil || e.Type != posture.TypeSessionDenied {
 		return
 	}
@@ -208,9 +220,27 @@ func (m *Metrics) appended(op string, e posture.Event, start time.Time, err erro
 	seen := map[posture.CheckType]bool{}
 	for _, f := range denied.PolicyFailures {
 		for _, c := range f.Checks {
-			if !seen[c.PostureCheckType] {
+			if !c.ReportOnly && !seen[c.PostureCheckType] {
 				seen[c.PostureCheckType] = true
 				m.failed.WithLabelValues(string(c.PostureCheckType)).Inc()
+			}
+		}
+	}
+}
+
+// countWouldDeny counts a session.created event's would-deny once per
+// report-only check.
+func (m *Metrics) countWouldDeny(e posture.Event) {
+	var created posture.SessionCreated
+	if json.Unmarshal(e.Data, &created) != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, f := range created.WouldDeny {
+		for _, c := range f.Checks {
+			if c.ReportOnly && !seen[c.PostureCheckID] {
+				seen[c.PostureCheckID] = true
+				m.wouldDeny.WithLabelValues(c.PostureCheckID).Inc()
 			}
 		}
 	}

@@ -39,6 +39,12 @@ type Store interface {
 	PendingDeadlines() (int, error)
 }
 
+// ImpactReader reads the identities failing a report-only check and what
+// each would lose when it enforces (projections.Store implements it).
+type ImpactReader interface {
+	Impact(checkID, after string, limit int) ([]posture.CheckImpact, bool, error)
+}
+
 // Explainer rebuilds an access decision at a moment (the management API's
 // explainer).
 type Explainer interface {
@@ -59,6 +65,9 @@ type Options struct {
 	ClientBase string
 	Store      Store
 	Explainer  Explainer
+	// Impact, when set, gives the checks page each report-only check's
+	// impact.
+	Impact ImpactReader
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -367,14 +367,106 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "explain", data)
 }
 
-// checks is GET /console/checks: the posture checks and what they expect.
+// checkRow is a posture check on the checks page, with its enforcement as
+// it stands now.
+type checkRow struct {
+	posture.Check
+	// Enforcement: "enforced", "report-only" or "enforced since <time>".
+	Enforcement string
+	ReportOnly  bool
+}
+
+// reportRow is a report-only check's impact: how many identities fail it
+// now and, for the first impactRows, since when and what they would lose.
+type reportRow struct {
+	Check        posture.Check
+	EnforceAt    *time.Time
+	Left         string
+	Failing      int64
+	Losing       int
+	Identities   []impactRow
+	More         bool
+	FailingShown int
+}
+
+type impactRow struct {
+	IdentityID, Name string
+	Since            time.Time
+	For              string
+	Loses            []string
+	SessionsRemoved  int
+}
+
+// impactRows is how many identities a report-only check's impact lists.
+const impactRows = 50
+
+// checks is GET /console/checks: the posture checks with what they expect
+// and their enforcement; for each report-only check, its impact (who fails
+// it now and since when, who would lose access at its enforceAt).
 func (c *Console) checks(w http.ResponseWriter, r *http.Request) {
 	checks, err := c.opts.Store.Checks()
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "checks", map[string]any{"Title": "Posture checks", "Checks": checks})
+	now := c.opts.Now()
+	failing := map[string]int64{}
+	if counts, err := c.opts.Store.FleetCounts(); err == nil {
+		for _, fc := range counts {
+			if fc.Kind == "c" {
+				failing[fc.ID] = fc.ReportOnlyFailing
+			}
+		}
+	}
+	rows := make([]checkRow, 0, len(checks))
+	var reports []reportRow
+	for _, chk := range checks {
+		row := checkRow{Check: chk, Enforcement: "enforced"}
+		e := chk.Enforcement
+		switch {
+		case chk.ReportOnly(now):
+			row.Enforcement, row.ReportOnly = "report-only", true
+		case e != nil && e.EnforceAt != nil:
+			row.Enforcement = "enforced since " + e.EnforceAt.UTC().Format(time.RFC3339)
+		}
+		rows = append(rows, row)
+		if !row.ReportOnly {
+			continue
+		}
+		rep := reportRow{Check: chk, EnforceAt: e.EnforceAt, Failing: failing[chk.ID]}
+		if e.EnforceAt != nil {
+			rep.Left = e.EnforceAt.Sub(now).Truncate(time.Second).String()
+		}
+		if c.opts.Impact != nil {
+			list, more, err := c.opts.Impact.Impact(chk.ID, "", impactRows)
+			if err != nil {
+				c.fail(w, r, err)
+				return
+			}
+			rep.More = more
+			for _, im := range list {
+				ir := impactRow{IdentityID: im.IdentityID, Name: im.IdentityID, Since: im.Since,
+					For: now.Sub(im.Since).Truncate(time.Second).String(), SessionsRemoved: im.SessionsRemoved}
+				if id, err := c.opts.Store.Identity(im.IdentityID); err == nil {
+					ir.Name = id.Name
+				}
+				for _, l := range im.Loses {
+					name := l.ServiceID
+					if svc, err := c.opts.Store.Service(l.ServiceID); err == nil {
+						name = svc.Name
+					}
+					ir.Loses = append(ir.Loses, name+" ("+l.Type+")")
+				}
+				if len(ir.Loses) > 0 || ir.SessionsRemoved > 0 {
+					rep.Losing++
+				}
+				rep.Identities = append(rep.Identities, ir)
+			}
+			rep.FailingShown = len(rep.Identities)
+		}
+		reports = append(reports, rep)
+	}
+	c.render(w, r, http.StatusOK, "checks", map[string]any{"Title": "Posture checks", "Checks": rows, "Reports": reports})
 }
 
 // service is a service an identity's policies grant, for links and choices.

@@ -281,6 +281,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format(time.RFC3339)
 	},
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"deref":       func(t *time.Time) time.Time { return *t },
 	"raw":         func(m json.RawMessage) string { return string(m) },
 	"join":        joinComma,
 	"add":         func(a, b int) int { return a + b },

@@ -22,13 +22,22 @@ type DueLister interface {
 	DueDeadlines(until time.Time, limit int) ([]posture.DeadlineReached, error)
 }
 
+// EnforcementLister lists the report-only checks whose enforceAt is
+// reached by a time (projections.Store implements it).
+type EnforcementLister interface {
+	DueEnforcements(until time.Time, limit int) ([]posture.CheckEnforced, error)
+}
+
 // Deadlines turns passing deadlines into facts: when a posture verdict's
 // ValidUntil has passed, it appends a deadline.reached event, timed just
 // after the deadline (Event). The projection then re-evaluates and removes
-// the sessions that lost access.
+// the sessions that lost access. With Enforce, it also appends the
+// check.enforced event of each report-only check whose enforceAt has come
+// (EnforcedEvent).
 type Deadlines struct {
 	Log      Appender
 	Due      DueLister
+	Enforce  EnforcementLister // optional
 	Clock    clockwork.Clock
 	Logger   *slog.Logger
 	Interval time.Duration // how often to look (default 200ms)
@@ -58,6 +67,16 @@ const (
 func Event(d posture.DeadlineReached) posture.Event {
 	e := posture.MustEvent(d, d.Deadline.Add(Delay))
 	e.ID = posture.DerivedID(posture.TypeDeadlineReached, d.IdentityID, d.APISessionID, d.Deadline.UTC().Format(time.RFC3339Nano))
+	e.Actor = "postured"
+	return e
+}
+
+// EnforcedEvent is the event recording that a report-only check's
+// enforceAt was reached: timed at the enforceAt (the check enforces from
+// that instant on), with an ID derived from the check and the instant.
+func EnforcedEvent(p posture.CheckEnforced) posture.Event {
+	e := posture.MustEvent(p, p.EnforceAt)
+	e.ID = posture.DerivedID(posture.TypeCheckEnforced, p.CheckID, p.EnforceAt.UTC().Format(time.RFC3339Nano))
 	e.Actor = "postured"
 	return e
 }
@@ -97,15 +116,27 @@ func (d *Deadlines) Tick(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	events := make([]posture.Event, 0, len(due))
 	for _, dl := range due {
-		e := Event(dl)
+		events = append(events, Event(dl))
+	}
+	if d.Enforce != nil {
+		checks, err := d.Enforce.DueEnforcements(now, batch)
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range checks {
+			events = append(events, EnforcedEvent(c))
+		}
+	}
+	n := 0
+	for _, e := range events {
 		if at, ok := d.sent[e.ID]; ok && now.Sub(at) < resend {
 			continue
 		}
 		if _, err := d.Log.Append(ctx, e); err != nil {
 			if ctx.Err() == nil {
-				d.logger().Warn("appending a deadline", "identityId", dl.IdentityID, "err", err)
+				d.logger().Warn("appending a timed event", "type", e.Type, "subject", e.Subject, "err", err)
 			}
 			continue
 		}

@@ -199,3 +199,55 @@ func TestIdleSessionsExpireExactly(t *testing.T) {
 		t.Fatalf("forgotten: %v", forgot)
 	}
 }
+
+// dueChecks is an EnforcementLister over fixed report-only checks.
+type dueChecks []posture.CheckEnforced
+
+func (d dueChecks) DueEnforcements(until time.Time, limit int) ([]posture.CheckEnforced, error) {
+	var out []posture.CheckEnforced
+	for _, c := range d {
+		if !c.EnforceAt.After(until) && len(out) < limit {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// TestEnforcementIsReachedAtEnforceAt: a report-only check reports while
+// now < enforceAt; its check.enforced event is appended at the first tick
+// at or after enforceAt, timed at enforceAt, once, with an ID derived from
+// the check and the instant (two nodes append the same event).
+func TestEnforcementIsReachedAtEnforceAt(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(t0)
+	log := newMemLog()
+	due := posture.CheckEnforced{CheckID: "chk1", EnforceAt: t0.Add(time.Minute)}
+	d := &expiry.Deadlines{Log: log, Due: dueList{}, Enforce: dueChecks{due}, Clock: clk}
+	other := &expiry.Deadlines{Log: log, Due: dueList{}, Enforce: dueChecks{due}, Clock: clk}
+	for _, step := range []struct {
+		to   time.Duration
+		want int
+	}{
+		{0, 0},
+		{time.Minute - 1, 0},
+		{time.Minute, 1},
+		{time.Minute + time.Second, 1},
+	} {
+		clk.Advance(t0.Add(step.to).Sub(clk.Now()))
+		for _, n := range []*expiry.Deadlines{d, other} {
+			if _, err := n.Tick(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := len(log.all()); got != step.want {
+			t.Fatalf("at +%s: %d events, want %d", step.to, got, step.want)
+		}
+	}
+	e := log.all()[0]
+	if e.Type != posture.TypeCheckEnforced || !e.At.Equal(due.EnforceAt) || e.Subject != posture.SubjectModel || e.ID != expiry.EnforcedEvent(due).ID {
+		t.Fatalf("event %+v", e)
+	}
+	p, err := e.Decode()
+	if err != nil || p.(posture.CheckEnforced) != due {
+		t.Fatalf("payload %+v, %v", p, err)
+	}
+}

@@ -36,6 +36,9 @@ func secondaryKeys(e posture.Entity) []kv {
 		out = append(out, kv{relationKey(posture.KindIdentity, v.IdentityID, kind, v.ID), nil})
 	case posture.Check:
 		unique("name", v.Name)
+		if k, ok := enforceIndex(v); ok {
+			out = append(out, kv{k, nil})
+		}
 	case posture.Service:
 		unique("name", v.Name)
 	case posture.Config:

@@ -14,7 +14,8 @@ import (
 )
 
 // policyState is what re-evaluation keeps of a policy: whether all its
-// checks pass and the earliest deadline after which a passing one may stop
+// enforced checks pass (a failing report-only check does not make it fail)
+// and the earliest deadline after which a passing one may stop
 // passing (zero: none). verdicts memoises checks by id across the policies
 // evaluated on the same data at the same time (policies often share
 // checks).
@@ -27,7 +28,7 @@ func policyState(checks []*posture.Check, d evaluator.Data, at time.Time, verdic
 			v = evaluator.Evaluate(*c, d, at)
 			verdicts[c.ID] = v
 		}
-		if !v.Pass {
+		if !v.Pass && !c.ReportOnly(at) {
 			passing = false
 		}
 		if v.Pass && !v.ValidUntil.IsZero() && (deadline.IsZero() || v.ValidUntil.Before(deadline)) {
@@ -38,30 +39,31 @@ func policyState(checks []*posture.Check, d evaluator.Data, at time.Time, verdic
 }
 
 // evalPolicy evaluates a policy's checks at a time. It returns whether all
-// pass and each check's result.
-func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, []posture.CheckResult, error) {
-	passing := true
+// enforced checks pass, whether all pass (report-only ones included) and
+// each check's result.
+func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, bool, []posture.CheckResult, error) {
+	passing, strict := true, true
 	results := make([]posture.CheckResult, 0, len(checks))
 	for _, cp := range checks {
 		c := *cp
 		v := evaluator.Evaluate(c, d, at)
 		r := posture.CheckResult{
 			Check: c, Pass: v.Pass, ValidUntil: v.ValidUntil, Semantic: v.Semantic,
-			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1, Stale: v.Stale,
+			Timeout: evaluator.MFATimeout(c), TimeoutRemaining: -1, Stale: v.Stale, ReportOnly: c.ReportOnly(at),
 		}
 		if end, ok := evaluator.StaleAfter(c, d.Identity); ok {
 			r.StaleAfter = end
 		}
 		var err error
 		if r.Actual, err = raw(v.Actual); err != nil {
-			return false, nil, fmt.Errorf("check %s: actual: %w", c.ID, err)
+			return false, false, nil, fmt.Errorf("check %s: actual: %w", c.ID, err)
 		}
 		if r.Expected, err = raw(v.Expected); err != nil {
-			return false, nil, fmt.Errorf("check %s: expected: %w", c.ID, err)
+			return false, false, nil, fmt.Errorf("check %s: expected: %w", c.ID, err)
 		}
 		if v.Criteria != nil {
 			if r.Criteria, err = raw(v.Criteria); err != nil {
-				return false, nil, fmt.Errorf("check %s: criteria: %w", c.ID, err)
+				return false, false, nil, fmt.Errorf("check %s: criteria: %w", c.ID, err)
 			}
 		}
 		if c.TypeID == posture.CheckMFA {
@@ -69,10 +71,11 @@ func evalPolicy(checks []*posture.Check, d evaluator.Data, at time.Time) (bool, 
 		}
 		results = append(results, r)
 		if !v.Pass {
-			passing = false
+			strict = false
+			passing = passing && r.ReportOnly
 		}
 	}
-	return passing, results, nil
+	return passing, strict, results, nil
 }
 
 // raw encodes a verdict value without HTML escaping, so that ranges such

@@ -79,6 +79,7 @@ func checkExplanation(cr posture.CheckResult, grace time.Duration) posture.Check
 	ce := posture.CheckExplanation{
 		PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
 		Passing: cr.Pass, ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Stale: cr.Stale,
+		ReportOnly: cr.ReportOnly,
 	}
 	if !cr.StaleAfter.IsZero() {
 		t := cr.StaleAfter

@@ -321,7 +321,7 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 				return err
 			}
 		}
-		standing := sessionStanding(withChecks, states, verdicts)
+		standing := sessionStanding(withChecks, states, verdicts, at)
 		grace := graceUntil(withChecks, st.Posture, cfg.MFAGrace, at)
 		if !maps.Equal(standing, st.Standing) {
 			standingChanged = true
@@ -610,7 +610,8 @@ func clearMFAPosture(tx *Tx, identityID string) error {
 	return reevaluate(tx, identityID, ids, tx.event.At, false)
 }
 
-// dropIdentityPosture removes an identity's posture data and failure ring.
+// dropIdentityPosture removes an identity's posture data, failure ring and
+// would-deny ring.
 func dropIdentityPosture(tx *Tx, identityID string) error {
 	var ip posture.IdentityPosture
 	if _, err := getJSON(tx.r(), identityPostureKey(identityID), &ip); err != nil {
@@ -623,6 +624,9 @@ func dropIdentityPosture(tx *Tx, identityID string) error {
 		return err
 	}
 	if err := tx.del(changedKey(identityID)); err != nil {
+		return err
+	}
+	if err := tx.delPrefix(wouldDenyPrefix(identityID)); err != nil {
 		return err
 	}
 	return tx.delPrefix(failedPrefix(identityID))

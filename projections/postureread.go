@@ -88,11 +88,11 @@ func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, no
 			if err != nil {
 				return err
 			}
-			passing, results, err := evalPolicy(checks, d, now)
+			passing, strict, results, err := evalPolicy(checks, d, now)
 			if err != nil {
 				return err
 			}
-			out = append(out, posture.PolicyResult{PolicyID: pid, PolicyName: p.Name, Type: p.Type, Passing: passing, Checks: results})
+			out = append(out, posture.PolicyResult{PolicyID: pid, PolicyName: p.Name, Type: p.Type, Passing: passing, Strict: strict, Checks: results})
 		}
 		return nil
 	})

@@ -38,6 +38,11 @@ func init() {
 			names[i] = policyName(tx, id)
 		}
 		sessionHistory(tx, s, "created by policies "+strings.Join(names, ", "))
+		if len(p.WouldDeny) > 0 {
+			if err := recordWouldDeny(tx, e, p); err != nil {
+				return err
+			}
+		}
 		return tx.put(entityKey(KindSession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.SessionDeleted) error {

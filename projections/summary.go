@@ -20,10 +20,13 @@ import (
 //	f/n/<p|c>/<id>              how many identities pass, fail, are stale
 //	f/g/<until>/<apiSessionId>  a running grace window -> identity id
 //	f/e/<at>/<identityId>       the identity's oldest evidence (empty value)
+//	f/r/<checkId>/<identityId>  the identity fails the report-only check:
+//	                            since when (its standing became report)
 //
 // An identity's standing is the best over its API sessions (a policy it
-// passes in one session counts as passing): pass, then stale (failing only
-// for stale evidence), then fail. Identities without an API session have
+// passes in one session counts as passing): pass, then report (passing only
+// because its failing checks are report-only; for a check: failing while it
+// only reports), then stale (failing only for stale evidence), then fail. Identities without an API session have
 // no standing. Counters move by the difference of an identity's standing
 // before and after each event, so a read is a scan of the counters, never
 // of the identities.
@@ -32,6 +35,8 @@ func fleetCountKey(key string) []byte   { return []byte("f/n/" + key) }
 func graceKey(t time.Time, apiSessionID string) []byte {
 	return []byte(fmt.Sprintf("f/g/%020d/%s", t.UnixNano(), apiSessionID))
 }
+func reportKey(checkID, identityID string) []byte { return []byte("f/r/" + checkID + "/" + identityID) }
+func reportPrefix(checkID string) []byte          { return []byte("f/r/" + checkID + "/") }
 func evidenceKey(t time.Time, identityID string) []byte {
 	return []byte(fmt.Sprintf("f/e/%020d/%s", t.UnixNano(), identityID))
 }
@@ -44,32 +49,38 @@ var (
 
 // Standing states.
 const (
-	StandPass  = "pass"
-	StandStale = "stale"
-	StandFail  = "fail"
+	StandPass   = "pass"
+	StandReport = "report"
+	StandStale  = "stale"
+	StandFail   = "fail"
 )
 
 func standRank(s string) int {
 	switch s {
 	case StandPass:
 		return 0
-	case StandStale:
+	case StandReport:
 		return 1
+	case StandStale:
+		return 2
 	}
-	return 2
+	return 3
 }
 
 // counts is the stored value of a fleet counter.
 type counts struct {
-	Pass  int64 `json:"pass"`
-	Fail  int64 `json:"fail"`
-	Stale int64 `json:"stale"`
+	Pass   int64 `json:"pass"`
+	Fail   int64 `json:"fail"`
+	Stale  int64 `json:"stale"`
+	Report int64 `json:"report,omitempty"`
 }
 
 func (c *counts) add(state string, d int64) {
 	switch state {
 	case StandPass:
 		c.Pass += d
+	case StandReport:
+		c.Report += d
 	case StandStale:
 		c.Stale += d
 	default:
@@ -77,18 +88,25 @@ func (c *counts) add(state string, d int64) {
 	}
 }
 
-// sessionStanding is one API session's standing per policy and check.
-func sessionStanding(policies []policyChecksOf, states map[string]bool, verdicts map[string]evaluator.Verdict) map[string]string {
+// sessionStanding is one API session's standing per policy and check at a
+// time (which checks only report depends on it).
+func sessionStanding(policies []policyChecksOf, states map[string]bool, verdicts map[string]evaluator.Verdict, at time.Time) map[string]string {
 	if len(policies) == 0 {
 		return nil
 	}
 	out := make(map[string]string, len(policies)*2)
 	for _, p := range policies {
 		state := StandPass
-		if !states[p.id] {
+		if states[p.id] {
+			for _, c := range p.checks {
+				if !verdicts[c.ID].Pass {
+					state = StandReport // passing only because c reports
+				}
+			}
+		} else {
 			state = StandStale
 			for _, c := range p.checks {
-				if v := verdicts[c.ID]; !v.Pass && !v.Stale {
+				if v := verdicts[c.ID]; !v.Pass && !v.Stale && !c.ReportOnly(at) {
 					state = StandFail
 				}
 			}
@@ -99,6 +117,8 @@ func sessionStanding(policies []policyChecksOf, states map[string]bool, verdicts
 			switch {
 			case v.Pass:
 				out["c/"+c.ID] = StandPass
+			case c.ReportOnly(at):
+				out["c/"+c.ID] = StandReport
 			case v.Stale:
 				out["c/"+c.ID] = StandStale
 			default:
@@ -186,6 +206,9 @@ func refreshStanding(tx *Tx, identityID string) error {
 			if err := bump(tx, k, v, -1); err != nil {
 				return err
 			}
+			if err := moveReport(tx, identityID, k, v, agg[k]); err != nil {
+				return err
+			}
 		}
 	}
 	for k, v := range agg {
@@ -193,12 +216,31 @@ func refreshStanding(tx *Tx, identityID string) error {
 			if err := bump(tx, k, v, 1); err != nil {
 				return err
 			}
+			if _, had := old[k]; !had {
+				if err := moveReport(tx, identityID, k, "", v); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if len(agg) == 0 {
 		return tx.del(fleetIdentityKey(identityID))
 	}
 	return tx.put(fleetIdentityKey(identityID), agg)
+}
+
+// moveReport keeps the index of the identities failing a report-only
+// check (f/r/...): an identity enters it, with the event's time, when its
+// standing on the check becomes report, and leaves it when it is no longer.
+func moveReport(tx *Tx, identityID, key, was, now string) error {
+	checkID, isCheck := strings.CutPrefix(key, "c/")
+	switch {
+	case !isCheck || (was == StandReport) == (now == StandReport):
+		return nil
+	case now == StandReport:
+		return tx.put(reportKey(checkID, identityID), tx.event.At)
+	}
+	return tx.del(reportKey(checkID, identityID))
 }
 
 func bump(tx *Tx, key, state string, d int64) error {
@@ -263,7 +305,7 @@ func (s *Store) FleetCounts() ([]posture.FleetCount, error) {
 		if err := unmarshal(value, &c); err != nil {
 			return false, fmt.Errorf("projections: %s: %w", key, err)
 		}
-		fc := posture.FleetCount{Kind: kind, ID: id, Pass: c.Pass, Fail: c.Fail, Stale: c.Stale}
+		fc := posture.FleetCount{Kind: kind, ID: id, Pass: c.Pass, Fail: c.Fail, Stale: c.Stale, ReportOnlyFailing: c.Report}
 		out = append(out, fc)
 		return true, nil
 	})

@@ -14,18 +14,24 @@ import (
 
 // postureQuery is one check of a policy as a client sees it.
 type postureQuery struct {
-	ID               string         `json:"id"`
-	QueryType        string         `json:"queryType"`
-	IsPassing        bool           `json:"isPassing"`
-	Timeout          int64          `json:"timeout"`
-	TimeoutRemaining int64          `json:"timeoutRemaining"`
-	Stale            bool           `json:"stale,omitempty"`
-	Process          *queryProcess  `json:"process,omitempty"`
-	Processes        []queryProcess `json:"processes,omitempty"`
-	CreatedAt        api.Time       `json:"createdAt"`
-	UpdatedAt        api.Time       `json:"updatedAt"`
-	Tags             posture.Tags   `json:"tags"`
-	Links            api.Links      `json:"_links"`
+	ID               string `json:"id"`
+	QueryType        string `json:"queryType"`
+	IsPassing        bool   `json:"isPassing"`
+	Timeout          int64  `json:"timeout"`
+	TimeoutRemaining int64  `json:"timeoutRemaining"`
+	Stale            bool   `json:"stale,omitempty"`
+	// Enforcement ("report"), Message and EnforceAt are set for a check
+	// that only reports: its isPassing is its verdict, but a failure does
+	// not make the policy fail (OpenZiti SDKs ignore these fields).
+	Enforcement string         `json:"enforcement,omitempty"`
+	Message     string         `json:"message,omitempty"`
+	EnforceAt   *api.Time      `json:"enforceAt,omitempty"`
+	Process     *queryProcess  `json:"process,omitempty"`
+	Processes   []queryProcess `json:"processes,omitempty"`
+	CreatedAt   api.Time       `json:"createdAt"`
+	UpdatedAt   api.Time       `json:"updatedAt"`
+	Tags        posture.Tags   `json:"tags"`
+	Links       api.Links      `json:"_links"`
 }
 
 type queryProcess struct {
@@ -71,6 +77,13 @@ func querySet(r posture.PolicyResult, wokenOrUnlocked time.Time) postureQuerySet
 		if c.TypeID == posture.CheckMFA && (c.PromptOnWake || c.PromptOnUnlock) && wokenOrUnlocked.After(c.UpdatedAt) {
 			// Clients re-prompt when a query's updatedAt moves.
 			q.UpdatedAt = api.Time(wokenOrUnlocked)
+		}
+		if cr.ReportOnly {
+			q.Enforcement, q.Message = posture.ReportMode, c.Enforcement.Message
+			if at := c.Enforcement.EnforceAt; at != nil {
+				t := api.Time(*at)
+				q.EnforceAt = &t
+			}
 		}
 		if c.Process != nil {
 			q.Process = &queryProcess{OSType: c.Process.OSType, Path: c.Process.Path}

@@ -129,13 +129,21 @@ func (a *API) createSession(c echo.Context) error {
 		return serviceNotFound(in.ServiceID)
 	}
 	var passing []string
+	strict := false
 	for _, r := range results {
 		if r.Passing {
 			passing = append(passing, r.PolicyID)
 		}
+		strict = strict || r.Strict
 	}
 	if len(passing) == 0 {
 		return a.deny(c, p, svc, typ, results)
+	}
+	// Granted only because failing checks report: the request full
+	// enforcement would have denied, recorded with the session.
+	var wouldDeny []posture.PolicyFailure
+	if !strict {
+		wouldDeny = policyFailures(results)
 	}
 	ctx := c.Request().Context()
 	if s, err := a.Store.SessionFor(p.Session.ID, typ, svc.ID); err == nil {
@@ -163,7 +171,7 @@ func (a *API) createSession(c echo.Context) error {
 	if s.TokenSealed, err = api.Seal(ctx, a.Secrets, s.IdentityID, posture.FieldSessionToken, token); err != nil {
 		return err
 	}
-	if _, err := a.Writer.Append(c, posture.SessionCreated{Session: s, Policies: passing}); err != nil {
+	if _, err := a.Writer.Append(c, posture.SessionCreated{Session: s, Policies: passing, WouldDeny: wouldDeny}); err != nil {
 		return err
 	}
 	stored, err := a.Store.Session(s.ID)
@@ -190,6 +198,29 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 	}
 	data := map[string][]failedCheck{}
 	var ids []string
+	denied.PolicyFailures = policyFailures(results)
+	for _, f := range denied.PolicyFailures {
+		for _, cf := range f.Checks {
+			if !cf.ReportOnly {
+				data[f.PolicyID] = append(data[f.PolicyID], failedCheck{ID: cf.PostureCheckID, TypeID: string(cf.PostureCheckType)})
+			}
+		}
+		ids = append(ids, f.PolicyID)
+	}
+	if _, err := a.Writer.Append(c, denied); err != nil {
+		return err
+	}
+	return &posture.Error{Code: posture.CodeInvalidPosture, Cause: map[string]any{
+		"message": fmt.Sprintf("Failed to pass posture checks for service policies: [%s]", strings.Join(ids, " ")),
+		"data":    data,
+	}}
+}
+
+// policyFailures lists each evaluated policy with its failing checks
+// (report-only ones marked), as a failed service request or a would-deny
+// records them.
+func policyFailures(results []posture.PolicyResult) []posture.PolicyFailure {
+	out := make([]posture.PolicyFailure, 0, len(results))
 	for _, r := range results {
 		f := posture.PolicyFailure{PolicyID: r.PolicyID, PolicyName: r.PolicyName, Checks: []posture.CheckFailure{}}
 		for _, cr := range r.Checks {
@@ -199,19 +230,12 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 			f.Checks = append(f.Checks, posture.CheckFailure{
 				PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
 				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic, Stale: cr.Stale,
+				ReportOnly: cr.ReportOnly,
 			})
-			data[r.PolicyID] = append(data[r.PolicyID], failedCheck{ID: cr.Check.ID, TypeID: string(cr.Check.TypeID)})
 		}
-		denied.PolicyFailures = append(denied.PolicyFailures, f)
-		ids = append(ids, r.PolicyID)
+		out = append(out, f)
 	}
-	if _, err := a.Writer.Append(c, denied); err != nil {
-		return err
-	}
-	return &posture.Error{Code: posture.CodeInvalidPosture, Cause: map[string]any{
-		"message": fmt.Sprintf("Failed to pass posture checks for service policies: [%s]", strings.Join(ids, " ")),
-		"data":    data,
-	}}
+	return out
 }
 
 func (a *API) listSessions(c echo.Context) error {

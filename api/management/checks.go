@@ -34,6 +34,16 @@ type checkInput struct {
 	IgnoreLegacyEndpoints *bool          `json:"ignoreLegacyEndpoints,omitempty"`
 	MaxAgeSeconds         *int64         `json:"maxAgeSeconds,omitempty"`
 	OnStale               *string        `json:"onStale,omitempty"`
+	Enforcement           *enforcementIn `json:"enforcement,omitempty"`
+}
+
+// enforcementIn is a check's enforcement as the API takes it: mode
+// "enforce" or "report", enforceAt an RFC 3339 time or null, and a message
+// for the user. Absent or null: enforce.
+type enforcementIn struct {
+	Mode      string  `json:"mode"`
+	EnforceAt *string `json:"enforceAt"`
+	Message   string  `json:"message,omitempty"`
 }
 
 type osInput struct {
@@ -78,6 +88,13 @@ func checkToInput(c posture.Check) checkInput {
 	}
 	if c.MaxAgeSeconds > 0 {
 		in.MaxAgeSeconds, in.OnStale = &c.MaxAgeSeconds, &c.OnStale
+	}
+	if e := c.Enforcement; e != nil {
+		in.Enforcement = &enforcementIn{Mode: e.Mode, Message: e.Message}
+		if e.EnforceAt != nil {
+			at := e.EnforceAt.UTC().Format(time.RFC3339Nano)
+			in.Enforcement.EnforceAt = &at
+		}
 	}
 	if c.TypeID == posture.CheckMFA {
 		in.TimeoutSeconds, in.PromptOnWake, in.PromptOnUnlock, in.IgnoreLegacyEndpoints =
@@ -172,8 +189,52 @@ func (a *API) buildCheck(in checkInput, old *posture.Check, now time.Time) (post
 	if err != nil {
 		return c, err
 	}
-	c.MaxAgeSeconds, c.OnStale, err = staleRule(typ, in.MaxAgeSeconds, in.OnStale)
+	if c.MaxAgeSeconds, c.OnStale, err = staleRule(typ, in.MaxAgeSeconds, in.OnStale); err != nil {
+		return c, err
+	}
+	var oldEnforcement *posture.Enforcement
+	if old != nil {
+		oldEnforcement = old.Enforcement
+	}
+	c.Enforcement, err = enforcement(in.Enforcement, oldEnforcement, now)
 	return c, err
+}
+
+// enforcement validates a check's enforcement. A new or changed enforceAt
+// of a report-only check must be in the future (a check past it enforces);
+// the unchanged enforceAt of a check in report mode is kept as it is, so
+// that a check read and written back round-trips (a check that already
+// switched to enforce cannot go back to reporting with its past enforceAt).
+func enforcement(in *enforcementIn, old *posture.Enforcement, now time.Time) (*posture.Enforcement, error) {
+	if in == nil {
+		return nil, nil
+	}
+	e := posture.Enforcement{Mode: strings.ToLower(strings.TrimSpace(in.Mode)), Message: strings.TrimSpace(in.Message)}
+	switch e.Mode {
+	case posture.EnforceMode, posture.ReportMode:
+	case "":
+		return nil, posture.Invalid("enforcement.mode", `is required: "enforce" or "report"`, nil)
+	default:
+		return nil, posture.Invalid("enforcement.mode", `must be "enforce" or "report"`, in.Mode)
+	}
+	if len(e.Message) > posture.MaxEnforcementMessage {
+		return nil, posture.Invalid("enforcement.message",
+			fmt.Sprintf("must be at most %d bytes long", posture.MaxEnforcementMessage), len(e.Message))
+	}
+	if in.EnforceAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(*in.EnforceAt))
+		if err != nil {
+			return nil, posture.Invalid("enforcement.enforceAt", "must be an RFC 3339 time (2006-01-02T15:04:05Z) or null", *in.EnforceAt)
+		}
+		t = t.UTC().Truncate(time.Millisecond)
+		unchanged := old != nil && old.Mode == posture.ReportMode && old.EnforceAt != nil && old.EnforceAt.Equal(t)
+		if e.Mode == posture.ReportMode && !unchanged && !t.After(now) {
+			return nil, posture.Invalid("enforcement.enforceAt",
+				`must be in the future (a check past its enforceAt enforces: use mode "enforce")`, *in.EnforceAt)
+		}
+		e.EnforceAt = &t
+	}
+	return &e, nil
 }
 
 // staleRule validates maxAgeSeconds and onStale: an age of evidence in
@@ -330,6 +391,14 @@ func isHex(s string) bool {
 	return s != ""
 }
 
+// enforcementView is a check's enforcement as the API shows it; a check
+// without one (enforced) has no enforcement field.
+type enforcementView struct {
+	Mode      string    `json:"mode"`
+	EnforceAt *api.Time `json:"enforceAt"`
+	Message   string    `json:"message,omitempty"`
+}
+
 type processView struct {
 	OSType             string   `json:"osType"`
 	Path               string   `json:"path"`
@@ -348,6 +417,14 @@ func checkView(c posture.Check) any {
 	}
 	if c.MaxAgeSeconds > 0 {
 		v["maxAgeSeconds"], v["onStale"] = c.MaxAgeSeconds, c.OnStale
+	}
+	if e := c.Enforcement; e != nil {
+		ev := enforcementView{Mode: e.Mode, Message: e.Message}
+		if e.EnforceAt != nil {
+			at := api.Time(*e.EnforceAt)
+			ev.EnforceAt = &at
+		}
+		v["enforcement"] = ev
 	}
 	switch c.TypeID {
 	case posture.CheckOS:

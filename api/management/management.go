@@ -51,6 +51,9 @@ type API struct {
 	Writer    *api.Writer
 	// Fleet reads the fleet view (GET /posture-summary, summary.go).
 	Fleet FleetStore
+	// Report reads would-denies and the impact of report-only checks
+	// (report.go).
+	Report ReportStore
 	// Deliveries reads webhook deliveries; Webhooks sends test events
 	// (webhooks.go).
 	Deliveries WebhookStore
@@ -95,6 +98,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.extJWTRoutes()...)
 	routes = append(routes, a.postureRoutes()...)
 	routes = append(routes, a.summaryRoutes()...)
+	routes = append(routes, a.reportRoutes()...)
 	routes = append(routes, a.webhookRoutes()...)
 	routes = append(routes, a.pkiRoutes()...)
 	if a.Controllers != nil {

@@ -30,7 +30,8 @@ type fleetCountView struct {
 	Pass   int64  `json:"pass"`
 	Fail   int64  `json:"fail"`
 	Stale  int64  `json:"stale"`
-	// ReportOnlyFailing is always 0: checks have no report-only mode yet.
+	// ReportOnlyFailing: identities that fail a check while it only
+	// reports (for a policy: that pass it only because of that).
 	ReportOnlyFailing int64 `json:"reportOnlyFailing"`
 }
 
@@ -85,7 +86,7 @@ func (a *API) postureSummary(c echo.Context) error {
 	}
 	v := summaryView{At: api.Time(now), Policies: []fleetCountView{}, Checks: []fleetCountView{}, OldestEvidence: []evidenceView{}}
 	for _, fc := range counts {
-		view := fleetCountView{ID: fc.ID, Pass: fc.Pass, Fail: fc.Fail, Stale: fc.Stale}
+		view := fleetCountView{ID: fc.ID, Pass: fc.Pass, Fail: fc.Fail, Stale: fc.Stale, ReportOnlyFailing: fc.ReportOnlyFailing}
 		kind := posture.KindServicePolicy
 		if fc.Kind == "c" {
 			kind = posture.KindCheck

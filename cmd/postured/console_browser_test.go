@@ -169,11 +169,20 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("explain: decision %q, actual %q, expected %q", decision, actual, expected)
 	}
 
-	// Checks, then the identity page at a phone's width.
+	// Checks, with a report-only check's impact, then the identity page
+	// at a phone's width.
+	nic, _ := reportOnlyNIC(t, n)
 	browse(t, ctx, "checks and a phone",
 		chromedp.Navigate(base+"/console/checks"),
 		chromedp.WaitVisible(css("#checks")),
+		chromedp.WaitVisible(css("#impact-"+nic+" table.impact-identities")),
 		shot(dir, "checks"),
+	)
+	if impact := read(t, ctx, "#impact-"+nic); !strings.Contains(impact, "laptop-1") || !strings.Contains(impact, "wiki (Dial)") ||
+		!strings.Contains(impact, "Register your laptop's network card") {
+		t.Fatalf("impact of the report-only check: %s", impact)
+	}
+	browse(t, ctx, "a phone",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/console/identities/"+st.identity),
 		chromedp.WaitVisible(css("#timeline")),

@@ -150,6 +150,21 @@ func denyThenGrant(t testing.TB, n *testNode) consoleStory {
 	return consoleStory{identity: ep.id, service: crm, apiSession: ep.apiSessionID, deniedAt: failed[0].When}
 }
 
+// reportOnlyNIC adds to the console story a report-only MAC check, due to
+// enforce in a day, that alone grants the laptops a wiki: laptop-1, which
+// reports no MAC address, fails it and would lose the wiki.
+func reportOnlyNIC(t testing.TB, n *testNode) (string, time.Time) {
+	t.Helper()
+	admin := n.adminToken(t)
+	enforceAt := time.Now().UTC().Add(24 * time.Hour).Truncate(time.Second)
+	nic := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MAC", "name": "registered-nic", "macAddresses": []string{"aa:bb:cc:dd:ee:ff"},
+		"enforcement": map[string]any{"mode": "report", "enforceAt": enforceAt.Format(time.RFC3339), "message": "Register your laptop's network card"}})
+	wiki := n.create(t, admin, "services", map[string]any{"name": "wiki"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-dial-wiki", "type": "Dial",
+		"identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + wiki}, "postureCheckRoles": []string{"@" + nic}})
+	return nic, enforceAt
+}
+
 // TestConsolePages signs in, reads every page and signs out, as a browser
 // without script would: the cookies' attributes, the CSP, CSRF refusals,
 // the timeline's denial and explain's values.
@@ -260,8 +275,29 @@ func TestConsolePages(t *testing.T) {
 	}
 
 	// Checks.
-	if p := b.get("/console/checks"); p.Status != http.StatusOK || !strings.Contains(p.Body, "modern-windows") || !strings.Contains(p.Body, "&gt;=10.0.19041") {
+	if p := b.get("/console/checks"); p.Status != http.StatusOK || !strings.Contains(p.Body, "modern-windows") || !strings.Contains(p.Body, "&gt;=10.0.19041") ||
+		!strings.Contains(p.Body, "Every check enforces") {
 		t.Fatalf("checks: %d %s", p.Status, p.Body)
+	}
+	// A report-only MAC check that laptop-1 fails: the checks page shows
+	// its enforceAt, its message and its impact; the fleet counts it.
+	nic, enforceAt := reportOnlyNIC(t, n)
+	p = b.get("/console/checks")
+	impact := regexp.MustCompile(`(?s)<article class="impact" id="impact-` + nic + `">(.*?)</article>`).FindStringSubmatch(p.Body)
+	if p.Status != http.StatusOK || impact == nil {
+		t.Fatalf("checks: %d, no impact of the report-only check:\n%s", p.Status, p.Body)
+	}
+	for _, want := range []string{`datetime="` + enforceAt.Format(time.RFC3339Nano) + `"`, "Register your laptop&#39;s network card",
+		`<span class="n failing-count">1</span>`, `<span class="n losing-count">1</span>`, ">laptop-1</a>", "wiki (Dial)"} {
+		if !strings.Contains(impact[1], want) {
+			t.Errorf("impact lacks %q:\n%s", want, impact[1])
+		}
+	}
+	if !regexp.MustCompile(`<td>registered-nic</td><td>MAC</td><td>report-only, enforced from <time`).MatchString(p.Body) {
+		t.Errorf("the checks table does not show the check as report-only:\n%s", p.Body)
+	}
+	if p := b.get("/console/fleet"); !strings.Contains(p.Body, "<td>Check registered-nic</td><td>MAC</td><td>0</td><td>0</td><td>0</td><td>1</td>") {
+		t.Errorf("fleet summary lacks the report-only failing count:\n%s", p.Body)
 	}
 	// Unknown identity, bad window.
 	if p := b.get("/console/identities/nope"); p.Status != http.StatusNotFound {

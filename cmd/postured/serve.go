@@ -493,7 +493,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		return err
 	}
 	n.writer = w
-	n.deadlines = &expiry.Deadlines{Log: w.Log, Due: n.store, Clock: n.clock, Logger: n.log}
+	n.deadlines = &expiry.Deadlines{Log: w.Log, Due: n.store, Enforce: n.store, Clock: n.clock, Logger: n.log}
 	n.idle = &expiry.Idle{Log: w.Log, Sessions: n.store, Clock: n.clock, Timeout: s.APISessionTimeout,
 		Interval: min(s.APISessionTimeout/4, 30*time.Second), Forget: n.auth.Forget, Logger: n.log}
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
@@ -502,7 +502,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.hooks = webhooks.New(webhooks.Options{Stream: n.trans.Stream(), Subjects: n.trans.Subjects(),
 		Store: n.store, Secrets: n.secrets, Log: w.Log, Logger: n.log, Timeout: s.WebhookTimeout,
 		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp})
-	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Writer: w,
+	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Report: n.store, Writer: w,
 		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store,
 		Secrets: n.secrets}
@@ -513,7 +513,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
 	if n.console, err = console.New(console.Options{API: n.handler, ManagementBase: api.ManagementBase,
-		ClientBase: api.ClientBase, Store: n.store, Explainer: n.management.Explainer, Now: n.clock.Now, Logger: n.log}); err != nil {
+		ClientBase: api.ClientBase, Store: n.store, Explainer: n.management.Explainer, Impact: n.store, Now: n.clock.Now, Logger: n.log}); err != nil {
 		return err
 	}
 	n.serving.Store(n.handler)
