@@ -28,8 +28,9 @@ var (
 // history entries for an identity under one key; layout 3 finds one-time
 // enrollment tokens by their hash (never by the token in clear) and keeps
 // what an identity's clients last reported (e/identity-clients/<identityId>);
-// layout 4 adds the fleet summary (summary.go) and the transitions outbox.
-const layout = 4
+// layout 4 adds the fleet summary (summary.go) and the transitions outbox;
+// layout 5 adds the fleet-wide index of failed service requests (p/g/).
+const layout = 5
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

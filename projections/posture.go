@@ -18,13 +18,21 @@ import (
 //	p/s/<apiSessionId>             an API session's posture, policy states and next deadline
 //	p/d/<deadline>/<apiSessionId>  due index of deadlines (nanoseconds, 20 digits) -> identity id
 //	p/f/<identityId>/<seq>         failed service requests, the last MaxFailedRequests
+//	p/g/<seq>/<identityId>         fleet-wide failed service requests, the last MaxFleetFailedRequests
 //	p/c/<identityId>               service-update indicator: when the identity's access last changed
 func identityPostureKey(id string) []byte   { return []byte("p/i/" + id) }
 func sessionStateKey(id string) []byte      { return []byte(sessionStatePrefix + id) }
 func failedPrefix(identityID string) []byte { return []byte("p/f/" + identityID + "/") }
-func changedKey(identityID string) []byte   { return []byte("p/c/" + identityID) }
+func fleetFailedKey(seq uint64, identityID string) []byte {
+	return []byte(fmt.Sprintf("%s%020d/%s", fleetFailedPrefix, seq, identityID))
+}
+func changedKey(identityID string) []byte { return []byte("p/c/" + identityID) }
 
 const sessionStatePrefix = "p/s/"
+
+// fleetFailedPrefix is the fleet-wide index of failed service requests:
+// its keys sort in log order, so the newest is last.
+var fleetFailedPrefix = []byte("p/g/")
 
 var dueIndexPrefix = []byte("p/d/")
 
@@ -504,7 +512,10 @@ func reevaluateAll(tx *Tx, at time.Time, affected func(identityID string) bool) 
 }
 
 // recordFailure adds a denied request to the identity's ring of failed
-// service requests, dropping the oldest beyond MaxFailedRequests.
+// service requests, dropping the oldest beyond MaxFailedRequests, and to
+// the fleet-wide ring, dropping the oldest beyond MaxFleetFailedRequests.
+// Both are keyed by the event's sequence, so a replay rebuilds them as they
+// were.
 func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	f := posture.FailedServiceRequest{
 		APISessionID: p.APISessionID, ServiceID: p.ServiceID, ServiceName: p.ServiceName,
@@ -512,6 +523,12 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	}
 	prefix := failedPrefix(p.IdentityID)
 	if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), f); err != nil {
+		return err
+	}
+	if err := tx.put(fleetFailedKey(e.Seq, p.IdentityID), posture.FleetFailedRequest{IdentityID: p.IdentityID, FailedServiceRequest: f}); err != nil {
+		return err
+	}
+	if err := trimRing(tx, fleetFailedPrefix, posture.MaxFleetFailedRequests); err != nil {
 		return err
 	}
 	failing := make([]string, 0, len(p.PolicyFailures))
@@ -610,7 +627,30 @@ func clearMFAPosture(tx *Tx, identityID string) error {
 	return reevaluate(tx, identityID, ids, tx.event.At, false)
 }
 
-// dropIdentityPosture removes an identity's posture data and failure ring.
+// dropFleetFailures removes an identity's entries from the fleet-wide ring
+// of failed service requests (at most MaxFleetFailedRequests keys to look
+// at; the identity is in the key, so no value is decoded).
+func dropFleetFailures(tx *Tx, identityID string) error {
+	var keys [][]byte
+	if err := scan(tx.b, fleetFailedPrefix, func(key, _ []byte) (bool, error) {
+		// <seq: 20 digits>/<identityId>
+		if rest := key[len(fleetFailedPrefix):]; len(rest) > 21 && string(rest[21:]) == identityID {
+			keys = append(keys, slices.Clone(key))
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := tx.del(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropIdentityPosture removes an identity's posture data and failure
+// rings (its own and its entries in the fleet's).
 func dropIdentityPosture(tx *Tx, identityID string) error {
 	var ip posture.IdentityPosture
 	if _, err := getJSON(tx.r(), identityPostureKey(identityID), &ip); err != nil {
@@ -623,6 +663,9 @@ func dropIdentityPosture(tx *Tx, identityID string) error {
 		return err
 	}
 	if err := tx.del(changedKey(identityID)); err != nil {
+		return err
+	}
+	if err := dropFleetFailures(tx, identityID); err != nil {
 		return err
 	}
 	return tx.delPrefix(failedPrefix(identityID))

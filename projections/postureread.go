@@ -3,9 +3,12 @@ package projections
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/evaluator"
@@ -44,6 +47,30 @@ func (s *Store) FailedRequests(identityID string) ([]posture.FailedServiceReques
 		return true
 	})
 	return out, err
+}
+
+// FleetFailedRequests returns the newest failed service requests across
+// all identities, newest first: at most limit of them, and at most
+// posture.MaxFleetFailedRequests (limit <= 0 asks for all that are kept).
+// It reads the fleet-wide index and never scans the identities.
+func (s *Store) FleetFailedRequests(limit int) ([]posture.FleetFailedRequest, error) {
+	if limit <= 0 || limit > posture.MaxFleetFailedRequests {
+		limit = posture.MaxFleetFailedRequests
+	}
+	out := []posture.FleetFailedRequest{}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: fleetFailedPrefix, UpperBound: prefixEnd(fleetFailedPrefix)})
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.Last(); ok && len(out) < limit; ok = it.Prev() {
+		var f posture.FleetFailedRequest
+		if err := unmarshal(it.Value(), &f); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		out = append(out, f)
+	}
+	return out, it.Close()
 }
 
 // LastChange is when the identity's access last changed (a policy started

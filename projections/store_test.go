@@ -235,8 +235,8 @@ func TestOlderLayoutIsRebuilt(t *testing.T) {
 	if got := s.Cursor(); got != 0 {
 		t.Fatalf("cursor %d after opening an older layout, want 0 (rebuild)", got)
 	}
-	// Only the current layout's version (4) is left.
-	if got := dump(t, s); got != "\"v\" \"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x04\"\n" {
+	// Only the current layout's version (5) is left.
+	if got := dump(t, s); got != "\"v\" \"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x05\"\n" {
 		t.Fatalf("an older layout was kept:\n%s", got)
 	}
 	replay(t, s, events, 4)
