@@ -23,7 +23,8 @@ var handlerNow = time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
 // than not found.
 type memStore struct {
 	entities map[posture.Kind]map[string]json.RawMessage
-	// selected answers Selected and Selecting, by policy id or entity id.
+	// selected answers Selected ("selected <policyId>"), Selecting
+	// ("selecting <id>") and Reachable ("reachable <id>").
 	selected map[string][]string
 	err      error
 }
@@ -106,9 +107,15 @@ func (s *memStore) IDByName(kind posture.Kind, name string) (string, error) {
 	return "", posture.ErrNotFound
 }
 
-func (s *memStore) Selecting(_ posture.Kind, _, id string) []string      { return s.selected[id] }
-func (s *memStore) Selected(_ posture.Kind, policyID, _ string) []string { return s.selected[policyID] }
-func (s *memStore) Reachable(_ posture.Kind, _, id, _ string) []string   { return s.selected[id] }
+func (s *memStore) Selecting(_ posture.Kind, _, id string) []string {
+	return s.selected["selecting "+id]
+}
+func (s *memStore) Selected(_ posture.Kind, policyID, _ string) []string {
+	return s.selected["selected "+policyID]
+}
+func (s *memStore) Reachable(_ posture.Kind, _, id, _ string) []string {
+	return s.selected["reachable "+id]
+}
 
 func (s *memStore) RoleAttributes(kind posture.Kind) []string {
 	raws, _ := s.Raw(kind)
@@ -272,9 +279,16 @@ var admin = &api.Principal{
 // entities given (a fresh store and log per case), as the admin.
 func runManagement(t *testing.T, cases []apitest.Case, entities ...posture.Entity) {
 	t.Helper()
+	runWith(t, cases, func(t *testing.T) (*memStore, *postureStore) { return newMemStore(t, entities...), nil })
+}
+
+// runWith is runManagement over the stores setup makes for each case.
+func runWith(t *testing.T, cases []apitest.Case, setup func(t *testing.T) (*memStore, *postureStore)) {
+	t.Helper()
 	apitest.Run(t, cases, func(t *testing.T, _ apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {
 		log := &apitest.Log{}
-		return newTestAPI(newMemStore(t, entities...), nil, log).Routes(), admin, log
+		store, ps := setup(t)
+		return newTestAPI(store, ps, log).Routes(), admin, log
 	})
 }
 
