@@ -31,6 +31,9 @@ type Log struct {
 	Events []posture.Event
 	// Err, when set, is returned by every append.
 	Err error
+	// Apply, when set, is called with each event appended: a test's fake
+	// projection applies the few events its handler reads back.
+	Apply func(e posture.Event)
 }
 
 // Append records e and returns its sequence (its position, from 1).
@@ -42,6 +45,9 @@ func (l *Log) Append(_ context.Context, e posture.Event) (uint64, error) {
 	}
 	e.Seq = uint64(len(l.Events) + 1)
 	l.Events = append(l.Events, e)
+	if l.Apply != nil {
+		l.Apply(e)
+	}
 	return e.Seq, nil
 }
 
