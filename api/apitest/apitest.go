@@ -8,6 +8,7 @@ package apitest
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -140,6 +141,9 @@ type Request struct {
 	Path   string // with the query, relative to the API's base path
 	Body   string // sent as JSON unless Header sets a Content-Type
 	Header map[string]string
+	// TLS is the connection's TLS state (nil: plain HTTP): its peer
+	// certificates are a mutual TLS client's.
+	TLS *tls.ConnectionState
 }
 
 // Response is what a handler answered.
@@ -181,6 +185,7 @@ func Serve(t testing.TB, routes []api.Route, caller *api.Principal, req Request)
 	for k, v := range req.Header {
 		hr.Header.Set(k, v)
 	}
+	hr.TLS = req.TLS
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, hr)
 	out := Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
@@ -231,6 +236,7 @@ type Case struct {
 	Path   string
 	Body   string
 	Header map[string]string
+	TLS    *tls.ConnectionState
 	// Status is the answer's status.
 	Status int
 	// Code is the error code of an error answer; Field the field its cause
@@ -246,7 +252,7 @@ type Case struct {
 
 // Request is the case's request.
 func (c Case) Request() Request {
-	return Request{Method: c.Method, Path: c.Path, Body: c.Body, Header: c.Header}
+	return Request{Method: c.Method, Path: c.Path, Body: c.Body, Header: c.Header, TLS: c.TLS}
 }
 
 // Expect checks an answer and the events appended against the case. An
