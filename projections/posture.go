@@ -23,16 +23,17 @@ import (
 func identityPostureKey(id string) []byte   { return []byte("p/i/" + id) }
 func sessionStateKey(id string) []byte      { return []byte(sessionStatePrefix + id) }
 func failedPrefix(identityID string) []byte { return []byte("p/f/" + identityID + "/") }
-func fleetFailedKey(seq uint64, identityID string) []byte {
-	return []byte(fmt.Sprintf("%s%020d/%s", fleetFailedPrefix, seq, identityID))
-}
-func changedKey(identityID string) []byte { return []byte("p/c/" + identityID) }
+func changedKey(identityID string) []byte   { return []byte("p/c/" + identityID) }
 
 const sessionStatePrefix = "p/s/"
 
 // fleetFailedPrefix is the fleet-wide index of failed service requests:
 // its keys sort in log order, so the newest is last.
 var fleetFailedPrefix = []byte("p/g/")
+
+func fleetFailedKey(seq uint64, identityID string) []byte {
+	return []byte(fmt.Sprintf("%s%020d/%s", fleetFailedPrefix, seq, identityID))
+}
 
 var dueIndexPrefix = []byte("p/d/")
 
@@ -559,6 +560,28 @@ func trimRing(tx *Tx, prefix []byte, size int) error {
 	return nil
 }
 
+// dropFleetFailures removes an identity's entries from the fleet-wide ring
+// of failed service requests (at most MaxFleetFailedRequests keys to look
+// at; the identity is in the key, so no value is decoded).
+func dropFleetFailures(tx *Tx, identityID string) error {
+	var keys [][]byte
+	if err := scan(tx.b, fleetFailedPrefix, func(key, _ []byte) (bool, error) {
+		// <seq: 20 digits>/<identityId>
+		if rest := key[len(fleetFailedPrefix):]; len(rest) > 21 && string(rest[21:]) == identityID {
+			keys = append(keys, slices.Clone(key))
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := tx.del(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startSessionPosture creates an API session's posture record and
 // evaluates its policies once, so that later facts change states from a
 // known start.
@@ -627,30 +650,7 @@ func clearMFAPosture(tx *Tx, identityID string) error {
 	return reevaluate(tx, identityID, ids, tx.event.At, false)
 }
 
-// dropFleetFailures removes an identity's entries from the fleet-wide ring
-// of failed service requests (at most MaxFleetFailedRequests keys to look
-// at; the identity is in the key, so no value is decoded).
-func dropFleetFailures(tx *Tx, identityID string) error {
-	var keys [][]byte
-	if err := scan(tx.b, fleetFailedPrefix, func(key, _ []byte) (bool, error) {
-		// <seq: 20 digits>/<identityId>
-		if rest := key[len(fleetFailedPrefix):]; len(rest) > 21 && string(rest[21:]) == identityID {
-			keys = append(keys, slices.Clone(key))
-		}
-		return true, nil
-	}); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := tx.del(k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// dropIdentityPosture removes an identity's posture data and failure
-// rings (its own and its entries in the fleet's).
+// dropIdentityPosture removes an identity's posture data and failure ring.
 func dropIdentityPosture(tx *Tx, identityID string) error {
 	var ip posture.IdentityPosture
 	if _, err := getJSON(tx.r(), identityPostureKey(identityID), &ip); err != nil {
@@ -663,9 +663,6 @@ func dropIdentityPosture(tx *Tx, identityID string) error {
 		return err
 	}
 	if err := tx.del(changedKey(identityID)); err != nil {
-		return err
-	}
-	if err := dropFleetFailures(tx, identityID); err != nil {
 		return err
 	}
 	return tx.delPrefix(failedPrefix(identityID))
