@@ -99,3 +99,30 @@ func TestFleetFailedRequests(t *testing.T) {
 		t.Fatalf("ident-b's ring after its deletion: %d %v", len(own), err)
 	}
 }
+
+// BenchmarkSessionDenied applies denials to a store whose fleet-wide index
+// is full: each adds to two rings and trims both.
+func BenchmarkSessionDenied(b *testing.B) {
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	s := openMem(b, vfs.NewMem())
+	defer s.Close()
+	seq := uint64(0)
+	deny := func(i int) posture.Event {
+		seq++
+		e := posture.MustEvent(posture.SessionDenied{IdentityID: fmt.Sprintf("ident-%03d", i%100), APISessionID: "apis", ServiceID: "svc", ServiceName: "crm",
+			Type: posture.Dial, PolicyFailures: []posture.PolicyFailure{{PolicyID: "pol1", PolicyName: "crm-dial", Checks: []posture.CheckFailure{}}}}, at)
+		e.ID, e.Seq = fmt.Sprintf("ev-%09d", seq), seq
+		return e
+	}
+	for i := range posture.MaxFleetFailedRequests {
+		if err := s.Apply([]posture.Event{deny(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.Apply([]posture.Event{deny(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

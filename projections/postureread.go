@@ -3,12 +3,9 @@ package projections
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/evaluator"
@@ -52,25 +49,33 @@ func (s *Store) FailedRequests(identityID string) ([]posture.FailedServiceReques
 // FleetFailedRequests returns the newest failed service requests across
 // all identities, newest first: at most limit of them, and at most
 // posture.MaxFleetFailedRequests (limit <= 0 asks for all that are kept).
-// It reads the fleet-wide index and never scans the identities.
+// It reads the fleet-wide ring, at one cursor, and never scans the
+// identities.
 func (s *Store) FleetFailedRequests(limit int) ([]posture.FleetFailedRequest, error) {
 	if limit <= 0 || limit > posture.MaxFleetFailedRequests {
 		limit = posture.MaxFleetFailedRequests
 	}
 	out := []posture.FleetFailedRequest{}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: fleetFailedPrefix, UpperBound: prefixEnd(fleetFailedPrefix)})
-	if err != nil {
-		return nil, err
-	}
-	for ok := it.Last(); ok && len(out) < limit; ok = it.Prev() {
-		var f posture.FleetFailedRequest
-		if err := unmarshal(it.Value(), &f); err != nil {
-			_ = it.Close()
-			return nil, fmt.Errorf("decode %s: %w", it.Key(), err)
+	err := s.view(func(r reader) error {
+		var n uint64
+		if _, err := getJSON(r, fleetFailedCount, &n); err != nil {
+			return err
 		}
-		out = append(out, f)
-	}
-	return out, it.Close()
+		// The last MaxFleetFailedRequests written, newest first; a slot
+		// emptied by an identity's deletion is skipped.
+		for i := n; i > 0 && n-i < posture.MaxFleetFailedRequests && len(out) < limit; i-- {
+			var f posture.FleetFailedRequest
+			found, err := getJSON(r, fleetFailedSlot(i-1), &f)
+			if err != nil {
+				return err
+			}
+			if found {
+				out = append(out, f)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // LastChange is when the identity's access last changed (a policy started
