@@ -304,7 +304,8 @@ func (a *API) policyAdvice(c echo.Context) error {
 }
 
 // postureRoutes are the posture read models: posture data, failed service
-// requests, the audit timeline and the decision at a moment.
+// requests (an identity's and the fleet's), the audit timeline and the
+// decision at a moment.
 func (a *API) postureRoutes() []api.Route {
 	return []api.Route{
 		{Method: http.MethodGet, Path: "/identities/:id/posture-data", Access: api.Admin, Handler: a.postureData},
