@@ -54,6 +54,17 @@ type FailedServiceRequest struct {
 // identity (the seed's 50; the oldest is dropped).
 const MaxFailedRequests = 50
 
+// FleetFailedRequest is a failed service request and the identity it was
+// refused to: an entry of the fleet-wide index of recent failures.
+type FleetFailedRequest struct {
+	IdentityID string `json:"identityId"`
+	FailedServiceRequest
+}
+
+// MaxFleetFailedRequests is how many failed service requests the fleet-wide
+// index keeps, the newest across all identities (the oldest is dropped).
+const MaxFleetFailedRequests = 500
+
 // HistoryEntry is one line of an identity's audit timeline: a posture fact,
 // an access change or a session decision, with the event that caused it.
 type HistoryEntry struct {

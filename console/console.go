@@ -25,6 +25,9 @@ type Store interface {
 	IdentityPage(after string, limit int) ([]posture.Identity, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
 	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
+	// FleetFailedRequests reads the newest failed service requests of the
+	// whole fleet, newest first, from an index (no scan of the identities).
+	FleetFailedRequests(limit int) ([]posture.FleetFailedRequest, error)
 	History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error)
 	ServicesFor(identityID, typ string) []posture.Grant
 	Service(id string) (posture.Service, error)

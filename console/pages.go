@@ -33,12 +33,7 @@ func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 		Updated  string
 		Failed   int
 	}
-	type failure struct {
-		posture.FailedServiceRequest
-		Identity posture.Identity
-	}
 	rows := make([]row, 0, len(ids))
-	var failures []failure
 	for _, id := range ids {
 		ip, _, err := c.opts.Store.PostureData(id.ID)
 		if err != nil {
@@ -50,14 +45,12 @@ func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, r, err)
 			return
 		}
-		for _, f := range fr {
-			failures = append(failures, failure{f, id})
-		}
 		rows = append(rows, row{Identity: id, Updated: age(now, latest(ip)), Failed: len(fr)})
 	}
-	sort.Slice(failures, func(i, j int) bool { return failures[i].When.After(failures[j].When) })
-	if len(failures) > 20 {
-		failures = failures[:20]
+	failures, err := c.fleetFailures(lastFailures)
+	if err != nil {
+		c.fail(w, r, err)
+		return
 	}
 	counts, err := c.countsOf()
 	if err != nil {
@@ -83,6 +76,43 @@ func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 		"Title": "Fleet", "Rows": rows, "Failures": failures, "Next": next, "After": after, "Counts": counts,
 		"Policies": policies, "Checks": checks, "InGrace": c.timed(now, grace), "Losing": c.timed(now, losing),
 	})
+}
+
+// lastFailures is how many of the fleet's last failed requests the fleet
+// page shows.
+const lastFailures = 20
+
+// failure is a failed service request and the identity it was refused to.
+type failure struct {
+	posture.FailedServiceRequest
+	Identity posture.Identity
+}
+
+// fleetFailures reads the fleet's newest failed service requests, newest
+// first, from the projection's fleet-wide index, with their identities
+// (each read once; one deleted since keeps its id and no name).
+func (c *Console) fleetFailures(limit int) ([]failure, error) {
+	list, err := c.opts.Store.FleetFailedRequests(limit)
+	if err != nil {
+		return nil, err
+	}
+	identities := map[string]posture.Identity{}
+	out := make([]failure, 0, len(list))
+	for _, f := range list {
+		id, ok := identities[f.IdentityID]
+		if !ok {
+			id, err = c.opts.Store.Identity(f.IdentityID)
+			if errors.Is(err, posture.ErrNotFound) {
+				id, err = posture.Identity{ID: f.IdentityID}, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			identities[f.IdentityID] = id
+		}
+		out = append(out, failure{f.FailedServiceRequest, id})
+	}
+	return out, nil
 }
 
 // latest is when the identity last reported posture (zero if never).

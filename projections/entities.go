@@ -269,6 +269,9 @@ func init() {
 		if err := tx.del(clientInfoKey(old.ID)); err != nil {
 			return err
 		}
+		if err := dropFleetFailures(tx, old.ID); err != nil {
+			return err
+		}
 		return dropIdentityPosture(tx, old.ID)
 	}})
 	onEntity(entityHooks[posture.Authenticator]{beforeDelete: dropAuthenticatorExtension})

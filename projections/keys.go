@@ -31,7 +31,8 @@ var (
 // layout 4 adds the fleet summary (summary.go) and the transitions outbox;
 // layout 5 adds report-only checks: the report standing, would-denies and
 // the enforceAt index (enforcement.go).
-const layout = 5
+// layout 6 adds the fleet-wide index of failed service requests (p/g/).
+const layout = 6
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

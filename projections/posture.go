@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,6 +19,8 @@ import (
 //	p/s/<apiSessionId>             an API session's posture, policy states and next deadline
 //	p/d/<deadline>/<apiSessionId>  due index of deadlines (nanoseconds, 20 digits) -> identity id
 //	p/f/<identityId>/<seq>         failed service requests, the last MaxFailedRequests
+//	p/g/<slot>                     fleet-wide failed service requests: a ring of MaxFleetFailedRequests slots
+//	p/gn                           how many fleet-wide failed service requests were ever written
 //	p/c/<identityId>               service-update indicator: when the identity's access last changed
 func identityPostureKey(id string) []byte   { return []byte("p/i/" + id) }
 func sessionStateKey(id string) []byte      { return []byte(sessionStatePrefix + id) }
@@ -25,6 +28,21 @@ func failedPrefix(identityID string) []byte { return []byte("p/f/" + identityID 
 func changedKey(identityID string) []byte   { return []byte("p/c/" + identityID) }
 
 const sessionStatePrefix = "p/s/"
+
+// The fleet-wide failed service requests are a ring of slots written in
+// place: the n-th request ever written (from 0) is in slot n mod
+// MaxFleetFailedRequests, and fleetFailedCount holds how many were. A new
+// request overwrites the oldest; nothing is deleted, so no tombstones pile
+// up in front of the ring (a ring trimmed by deletes and scanned from its
+// start cost ten times more per denial).
+var (
+	fleetFailedPrefix = []byte("p/g/")
+	fleetFailedCount  = []byte("p/gn")
+)
+
+func fleetFailedSlot(n uint64) []byte {
+	return []byte(fmt.Sprintf("%s%03d", fleetFailedPrefix, n%posture.MaxFleetFailedRequests))
+}
 
 var dueIndexPrefix = []byte("p/d/")
 
@@ -504,7 +522,10 @@ func reevaluateAll(tx *Tx, at time.Time, affected func(identityID string) bool) 
 }
 
 // recordFailure adds a denied request to the identity's ring of failed
-// service requests, dropping the oldest beyond MaxFailedRequests.
+// service requests, dropping the oldest beyond MaxFailedRequests, and to
+// the fleet-wide ring, overwriting the oldest beyond
+// MaxFleetFailedRequests. Both follow the log's order, so a replay
+// rebuilds them as they were.
 func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	f := posture.FailedServiceRequest{
 		APISessionID: p.APISessionID, ServiceID: p.ServiceID, ServiceName: p.ServiceName,
@@ -512,6 +533,9 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 	}
 	prefix := failedPrefix(p.IdentityID)
 	if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), f); err != nil {
+		return err
+	}
+	if err := addFleetFailure(tx, posture.FleetFailedRequest{IdentityID: p.IdentityID, FailedServiceRequest: f}); err != nil {
 		return err
 	}
 	failing := make([]string, 0, len(p.PolicyFailures))
@@ -538,6 +562,46 @@ func trimRing(tx *Tx, prefix []byte, size int) error {
 			return err
 		}
 		keys = keys[1:]
+	}
+	return nil
+}
+
+// addFleetFailure writes a failed request in the next slot of the
+// fleet-wide ring.
+func addFleetFailure(tx *Tx, f posture.FleetFailedRequest) error {
+	var n uint64
+	if _, err := getJSON(tx.r(), fleetFailedCount, &n); err != nil {
+		return err
+	}
+	if err := tx.put(fleetFailedSlot(n), f); err != nil {
+		return err
+	}
+	return tx.put(fleetFailedCount, n+1)
+}
+
+// dropFleetFailures empties the slots of the fleet-wide ring that hold an
+// identity's failed requests (at most MaxFleetFailedRequests values to
+// look at; each starts with the identity's id, so none is decoded).
+func dropFleetFailures(tx *Tx, identityID string) error {
+	id, err := marshal(identityID)
+	if err != nil {
+		return err
+	}
+	// FleetFailedRequest's first field is the identity's id.
+	head := append([]byte(`{"identityId":`), id...)
+	var keys [][]byte
+	if err := scan(tx.b, fleetFailedPrefix, func(key, value []byte) (bool, error) {
+		if bytes.HasPrefix(value, head) && len(value) > len(head) && (value[len(head)] == ',' || value[len(head)] == '}') {
+			keys = append(keys, slices.Clone(key))
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := tx.del(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -46,6 +46,38 @@ func (s *Store) FailedRequests(identityID string) ([]posture.FailedServiceReques
 	return out, err
 }
 
+// FleetFailedRequests returns the newest failed service requests across
+// all identities, newest first: at most limit of them, and at most
+// posture.MaxFleetFailedRequests (limit <= 0 asks for all that are kept).
+// It reads the fleet-wide ring, at one cursor, and never scans the
+// identities.
+func (s *Store) FleetFailedRequests(limit int) ([]posture.FleetFailedRequest, error) {
+	if limit <= 0 || limit > posture.MaxFleetFailedRequests {
+		limit = posture.MaxFleetFailedRequests
+	}
+	out := []posture.FleetFailedRequest{}
+	err := s.view(func(r reader) error {
+		var n uint64
+		if _, err := getJSON(r, fleetFailedCount, &n); err != nil {
+			return err
+		}
+		// The last MaxFleetFailedRequests written, newest first; a slot
+		// emptied by an identity's deletion is skipped.
+		for i := n; i > 0 && n-i < posture.MaxFleetFailedRequests && len(out) < limit; i-- {
+			var f posture.FleetFailedRequest
+			found, err := getJSON(r, fleetFailedSlot(i-1), &f)
+			if err != nil {
+				return err
+			}
+			if found {
+				out = append(out, f)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // LastChange is when the identity's access last changed (a policy started
 // or stopped passing, a session was removed, the model changed around it);
 // zero if never.

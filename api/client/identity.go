@@ -10,30 +10,49 @@ import (
 // IdentityStore is what the current-identity, MFA and external JWT signer
 // operations read (projections.Store implements it).
 type IdentityStore interface {
-	Identity(id string) (posture.Identity, error)
-	IdentityByExternalID(externalID string) (posture.Identity, error)
+	AuthenticatorReader
+	MFAReader
+	ExtJWTStore
+	ExternalJWTSigners() ([]posture.ExternalJWTSigner, error)
+	ClientInfo(identityID string) (posture.ClientInfo, error)
+	IdentityEnrollments(identityID string) ([]posture.Enrollment, error)
+}
+
+// AuthenticatorReader is what the current identity's authenticator
+// operations read (currentidentity.go).
+type AuthenticatorReader interface {
 	Authenticator(id string) (posture.Authenticator, error)
 	AuthenticatorByUsername(username string) (posture.Authenticator, error)
 	IdentityAuthenticators(identityID string) ([]posture.Authenticator, error)
+}
+
+// MFAReader is what the MFA operations read: the identity's enrollment
+// (mfa.go).
+type MFAReader interface {
 	MFA(identityID string) (posture.MFA, error)
-	ExternalJWTSigners() ([]posture.ExternalJWTSigner, error)
+}
+
+// ExtJWTStore is what the verifier of external JWTs reads: the signer of
+// an issuer, and the identity a token names (extjwt.go).
+type ExtJWTStore interface {
 	ExternalJWTSignerByIssuer(issuer string) (posture.ExternalJWTSigner, error)
-	ClientInfo(identityID string) (posture.ClientInfo, error)
-	IdentityEnrollments(identityID string) ([]posture.Enrollment, error)
+	Identity(id string) (posture.Identity, error)
+	IdentityByExternalID(externalID string) (posture.Identity, error)
 }
 
 // identityRoutes are the current identity's operations: MFA, authenticators,
 // the identity itself, external JWT signers.
 func (a *API) identityRoutes() []api.Route {
+	m := a.mfa()
 	return []api.Route{
-		{Method: http.MethodPost, Path: "/authenticate/mfa", Access: api.Partial, Handler: a.authenticateMFA},
-		{Method: http.MethodGet, Path: "/current-identity/mfa", Access: api.Partial, Handler: a.detailMFA},
-		{Method: http.MethodPost, Path: "/current-identity/mfa", Access: api.Partial, Handler: a.enrollMFA},
-		{Method: http.MethodDelete, Path: "/current-identity/mfa", Access: api.Session, Handler: a.deleteMFA},
-		{Method: http.MethodPost, Path: "/current-identity/mfa/verify", Access: api.Partial, Handler: a.verifyMFA},
-		{Method: http.MethodGet, Path: "/current-identity/mfa/qr-code", Access: api.Partial, Handler: a.mfaQRCode},
-		{Method: http.MethodGet, Path: "/current-identity/mfa/recovery-codes", Access: api.Session, Handler: a.detailRecoveryCodes},
-		{Method: http.MethodPost, Path: "/current-identity/mfa/recovery-codes", Access: api.Session, Handler: a.regenerateRecoveryCodes},
+		{Method: http.MethodPost, Path: "/authenticate/mfa", Access: api.Partial, Handler: m.authenticateMFA},
+		{Method: http.MethodGet, Path: "/current-identity/mfa", Access: api.Partial, Handler: m.detailMFA},
+		{Method: http.MethodPost, Path: "/current-identity/mfa", Access: api.Partial, Handler: m.enrollMFA},
+		{Method: http.MethodDelete, Path: "/current-identity/mfa", Access: api.Session, Handler: m.deleteMFA},
+		{Method: http.MethodPost, Path: "/current-identity/mfa/verify", Access: api.Partial, Handler: m.verifyMFA},
+		{Method: http.MethodGet, Path: "/current-identity/mfa/qr-code", Access: api.Partial, Handler: m.mfaQRCode},
+		{Method: http.MethodGet, Path: "/current-identity/mfa/recovery-codes", Access: api.Session, Handler: m.detailRecoveryCodes},
+		{Method: http.MethodPost, Path: "/current-identity/mfa/recovery-codes", Access: api.Session, Handler: m.regenerateRecoveryCodes},
 		{Method: http.MethodGet, Path: "/current-identity", Access: api.Session, Handler: a.currentIdentity},
 		{Method: http.MethodGet, Path: "/current-identity/authenticators", Access: api.Session, Handler: a.listAuthenticators},
 		{Method: http.MethodGet, Path: "/current-identity/authenticators/:id", Access: api.Session, Handler: a.detailAuthenticator},

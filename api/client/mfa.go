@@ -27,6 +27,21 @@ const qrCodeSize = 256
 // HeaderMFACode carries a TOTP or recovery code where a body does not.
 const HeaderMFACode = "mfa-validation-code"
 
+// mfaOps are the MFA operations of the current identity. They read only
+// its enrollment (MFAReader), and append through the writer under
+// optimistic concurrency on the identity's MFA subject.
+type mfaOps struct {
+	store   MFAReader
+	writer  *api.Writer
+	secrets api.Secrets
+	limiter *api.Limiter // nil: no limit
+	issuer  string       // of provisioning URLs
+}
+
+func (a *API) mfa() mfaOps {
+	return mfaOps{store: a.Identities, writer: a.Writer, secrets: a.Secrets, limiter: a.limiter(), issuer: a.totpIssuer()}
+}
+
 type mfaView struct {
 	ID              string       `json:"id"`
 	IsVerified      bool         `json:"isVerified"`
@@ -48,16 +63,16 @@ func newMFAView(m posture.MFA) mfaView {
 // openMFA opens an enrollment's sealed secret and recovery nonce (the clear
 // legacy ones of an enrollment from an older log). No enrollment opens to
 // the dummy secret, so that checking a code costs the same either way.
-func (a *API) openMFA(c echo.Context, m *posture.MFA) (mfacode.Keys, error) {
+func (a mfaOps) openMFA(c echo.Context, m *posture.MFA) (mfacode.Keys, error) {
 	if m == nil {
 		return mfacode.NoEnrollment(), nil
 	}
 	ctx := c.Request().Context()
-	secret, err := api.Reveal(ctx, a.Secrets, m.IdentityID, posture.FieldMFASecret, m.SecretSealed, m.Secret)
+	secret, err := api.Reveal(ctx, a.secrets, m.IdentityID, posture.FieldMFASecret, m.SecretSealed, m.Secret)
 	if err != nil {
 		return mfacode.Keys{}, fmt.Errorf("MFA secret of %s: %w", m.IdentityID, err)
 	}
-	nonce, err := api.Reveal(ctx, a.Secrets, m.IdentityID, posture.FieldMFARecoveryNonce, m.RecoveryNonceSealed, m.RecoveryNonce)
+	nonce, err := api.Reveal(ctx, a.secrets, m.IdentityID, posture.FieldMFARecoveryNonce, m.RecoveryNonceSealed, m.RecoveryNonce)
 	if err != nil {
 		return mfacode.Keys{}, fmt.Errorf("MFA recovery nonce of %s: %w", m.IdentityID, err)
 	}
@@ -65,8 +80,8 @@ func (a *API) openMFA(c echo.Context, m *posture.MFA) (mfacode.Keys, error) {
 }
 
 // mfaOf reads the identity's enrollment; nil when it has none.
-func (a *API) mfaOf(identityID string) (*posture.MFA, error) {
-	m, err := a.Identities.MFA(identityID)
+func (a mfaOps) of(identityID string) (*posture.MFA, error) {
+	m, err := a.store.MFA(identityID)
 	if errors.Is(err, posture.ErrNotFound) {
 		return nil, nil
 	}
@@ -87,8 +102,8 @@ func invalidToken() error {
 // detailMFA is GET /current-identity/mfa. Until the enrollment is verified
 // it shows what is needed to verify it: the provisioning URL and the
 // recovery codes.
-func (a *API) detailMFA(c echo.Context) error {
-	m, err := a.mfaOf(api.PrincipalOf(c).Identity.ID)
+func (a mfaOps) detailMFA(c echo.Context) error {
+	m, err := a.of(api.PrincipalOf(c).Identity.ID)
 	if err != nil {
 		return err
 	}
@@ -113,7 +128,7 @@ func (a *API) detailMFA(c echo.Context) error {
 // enrollMFA is POST /current-identity/mfa: a new, unverified enrollment with
 // a fresh secret and recovery codes. An identity that has one (verified or
 // not) must remove it first: 409 MFA_EXISTS.
-func (a *API) enrollMFA(c echo.Context) error {
+func (a mfaOps) enrollMFA(c echo.Context) error {
 	p := api.PrincipalOf(c)
 	raw := make([]byte, mfacode.SecretSize)
 	if _, err := rand.Read(raw); err != nil {
@@ -122,11 +137,11 @@ func (a *API) enrollMFA(c echo.Context) error {
 	secret := base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw)
 	nonce := posture.NewToken()
 	ctx := c.Request().Context()
-	sealedSecret, err := api.Seal(ctx, a.Secrets, p.Identity.ID, posture.FieldMFASecret, secret)
+	sealedSecret, err := api.Seal(ctx, a.secrets, p.Identity.ID, posture.FieldMFASecret, secret)
 	if err != nil {
 		return err
 	}
-	sealedNonce, err := api.Seal(ctx, a.Secrets, p.Identity.ID, posture.FieldMFARecoveryNonce, nonce)
+	sealedNonce, err := api.Seal(ctx, a.secrets, p.Identity.ID, posture.FieldMFARecoveryNonce, nonce)
 	if err != nil {
 		return err
 	}
@@ -134,7 +149,7 @@ func (a *API) enrollMFA(c echo.Context) error {
 		ID:                  posture.NewID(),
 		IdentityID:          p.Identity.ID,
 		SecretSealed:        sealedSecret,
-		Issuer:              a.totpIssuer(),
+		Issuer:              a.issuer,
 		Account:             p.Identity.Name,
 		RecoveryNonceSealed: sealedNonce,
 	}
@@ -154,7 +169,7 @@ func (a *API) enrollMFA(c echo.Context) error {
 // verifyMFA is POST /current-identity/mfa/verify with {code}: a TOTP proves
 // the enrollment, which completes it, and marks the current API session as
 // having passed MFA.
-func (a *API) verifyMFA(c echo.Context) error {
+func (a mfaOps) verifyMFA(c echo.Context) error {
 	p := api.PrincipalOf(c)
 	code, err := readCode(c)
 	if err != nil {
@@ -189,7 +204,7 @@ func (a *API) verifyMFA(c echo.Context) error {
 // deleteMFA is DELETE /current-identity/mfa. A verified enrollment needs a
 // current TOTP or an unused recovery code in the mfa-validation-code header;
 // an unverified one is removed with an empty code.
-func (a *API) deleteMFA(c echo.Context) error {
+func (a mfaOps) deleteMFA(c echo.Context) error {
 	p := api.PrincipalOf(c)
 	code, err := readCode(c)
 	if err != nil {
@@ -220,8 +235,8 @@ func (a *API) deleteMFA(c echo.Context) error {
 
 // mfaQRCode is GET /current-identity/mfa/qr-code: the provisioning URL as a
 // QR code (PNG) while the enrollment waits for verification; 404 otherwise.
-func (a *API) mfaQRCode(c echo.Context) error {
-	m, err := a.mfaOf(api.PrincipalOf(c).Identity.ID)
+func (a mfaOps) mfaQRCode(c echo.Context) error {
+	m, err := a.of(api.PrincipalOf(c).Identity.ID)
 	if err != nil {
 		return err
 	}
@@ -255,7 +270,7 @@ func (a *API) mfaQRCode(c echo.Context) error {
 // detailRecoveryCodes is GET /current-identity/mfa/recovery-codes: the
 // unused recovery codes of a verified enrollment, for a current TOTP (in the
 // mfa-validation-code header or the body), which it consumes.
-func (a *API) detailRecoveryCodes(c echo.Context) error {
+func (a mfaOps) detailRecoveryCodes(c echo.Context) error {
 	p := api.PrincipalOf(c)
 	code, err := readCode(c)
 	if err != nil {
@@ -281,7 +296,7 @@ func (a *API) detailRecoveryCodes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := a.mfaOf(p.Identity.ID)
+	m, err := a.of(p.Identity.ID)
 	if err != nil {
 		return err
 	}
@@ -304,14 +319,14 @@ func (a *API) detailRecoveryCodes(c echo.Context) error {
 // regenerateRecoveryCodes is POST /current-identity/mfa/recovery-codes with
 // a current TOTP or an unused recovery code: twenty new codes replace all
 // the old ones.
-func (a *API) regenerateRecoveryCodes(c echo.Context) error {
+func (a mfaOps) regenerateRecoveryCodes(c echo.Context) error {
 	p := api.PrincipalOf(c)
 	code, err := readCode(c)
 	if err != nil {
 		return err
 	}
 	nonce := posture.NewToken()
-	sealedNonce, err := api.Seal(c.Request().Context(), a.Secrets, p.Identity.ID, posture.FieldMFARecoveryNonce, nonce)
+	sealedNonce, err := api.Seal(c.Request().Context(), a.secrets, p.Identity.ID, posture.FieldMFARecoveryNonce, nonce)
 	if err != nil {
 		return err
 	}
@@ -344,7 +359,7 @@ func (a *API) regenerateRecoveryCodes(c echo.Context) error {
 // authenticateMFA is POST /authenticate/mfa with {code}: a TOTP or an unused
 // recovery code completes a partial API session and marks it as having
 // passed MFA (a posture fact).
-func (a *API) authenticateMFA(c echo.Context) error {
+func (a mfaOps) authenticateMFA(c echo.Context) error {
 	p := api.PrincipalOf(c)
 	code, err := readCode(c)
 	if err != nil {
@@ -388,14 +403,14 @@ func (a *API) limiter() *api.Limiter {
 // withCode runs an operation that checks an MFA code of the caller's
 // identity under the failure limiter: refused (429) while the identity or
 // the source has no failure left, and a wrong code counts as a failure.
-func (a *API) withCode(c echo.Context, run func(now time.Time, failed *bool) error) error {
-	limiter := a.limiter()
+func (a mfaOps) withCode(c echo.Context, run func(now time.Time, failed *bool) error) error {
+	limiter := a.limiter
 	subject := api.IdentitySubject(api.PrincipalOf(c).Identity.ID)
 	if err := limiter.Allow(c, subject); err != nil {
 		return err
 	}
 	failed := false
-	err := run(a.Writer.Now(), &failed)
+	err := run(a.writer.Now(), &failed)
 	switch {
 	case failed:
 		limiter.Failed(c, subject)
@@ -413,21 +428,21 @@ func (a *API) withCode(c echo.Context, run func(now time.Time, failed *bool) err
 // On a lost race decide runs again on the newer state, so that a code is
 // accepted once even when two requests (or two nodes) race with it. It
 // returns once the projection has applied the change (api.Writer.Change).
-func (a *API) mfaChange(c echo.Context, identityID string, decide func(*posture.MFA) ([]posture.Payload, error)) error {
+func (a mfaOps) mfaChange(c echo.Context, identityID string, decide func(*posture.MFA) ([]posture.Payload, error)) error {
 	subject := posture.SubjectFor(posture.SubjectMFA, identityID)
-	return a.Writer.Change(c.Request().Context(), api.StampOf(c), api.Change{
+	return a.writer.Change(c.Request().Context(), api.StampOf(c), api.Change{
 		Subject: subject,
 		// The log's last MFA event of the identity, once applied here: the
 		// enrollment decide reads is the newest.
 		Expect: func(ctx context.Context) (uint64, error) {
-			last, err := a.Writer.Log.LastSubjectSeq(ctx, subject)
+			last, err := a.writer.Log.LastSubjectSeq(ctx, subject)
 			if err != nil {
 				return 0, err
 			}
-			return last, a.Writer.Barrier.WaitFor(ctx, last)
+			return last, a.writer.Barrier.WaitFor(ctx, last)
 		},
 		Decide: func() ([]posture.Payload, error) {
-			m, err := a.mfaOf(identityID)
+			m, err := a.of(identityID)
 			if err != nil {
 				return nil, err
 			}

@@ -24,13 +24,18 @@ type Store interface {
 	SessionReader
 }
 
-// ServiceReader is what the service handlers read (services.go).
+// ServiceReader is what the service handlers read (services.go): the
+// model, the grants and their evaluation, the API session's wake and
+// unlock (which move its MFA queries), and a session token's session.
 type ServiceReader interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
 	Any(kind posture.Kind) (bool, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	Reachable(policyKind posture.Kind, from, id, to string) []string
 	ServicesFor(identityID, typ string) []posture.Grant
+	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
+	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
+	Session(id string) (posture.Session, error)
 	LastChange(identityID string) (time.Time, error)
 }
 

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,35 +15,8 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/api/apitest"
 )
-
-// fakeLog is the event log of handler tests: it keeps what is appended.
-type fakeLog struct {
-	events []posture.Event
-	err    error // returned by Append when set
-}
-
-func (l *fakeLog) Append(_ context.Context, e posture.Event) (uint64, error) {
-	if l.err != nil {
-		return 0, l.err
-	}
-	l.events = append(l.events, e)
-	return uint64(len(l.events)), nil
-}
-
-func (l *fakeLog) AppendIfLast(ctx context.Context, e posture.Event, _ uint64) (uint64, error) {
-	return l.Append(ctx, e)
-}
-
-func (l *fakeLog) LastSubjectSeq(context.Context, string) (uint64, error) {
-	return uint64(len(l.events)), nil
-}
-
-// appliedBarrier is a projection that has applied everything.
-type appliedBarrier struct{}
-
-func (appliedBarrier) WaitFor(context.Context, uint64) error { return nil }
-func (appliedBarrier) LastModelSeq() uint64                  { return 0 }
 
 // fakePosture is a PostureReader over fixed data: one service granted by
 // policies whose evaluation is given.
@@ -75,10 +47,10 @@ var handlerNow = time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
 // servePosture serves the posture-response operations of a caller over
 // httptest, with the store and log given, and the writer's clock at
 // handlerNow.
-func servePosture(t *testing.T, store PostureReader, log *fakeLog, method, path, body string) (*httptest.ResponseRecorder, api.ErrorBody) {
+func servePosture(t *testing.T, store PostureReader, log *apitest.Log, method, path, body string) (*httptest.ResponseRecorder, api.ErrorBody) {
 	t.Helper()
 	pr := postureResponses{store: store, grace: 2 * time.Minute,
-		writer: &api.Writer{Log: log, Barrier: appliedBarrier{}, Now: func() time.Time { return handlerNow }}}
+		writer: apitest.Writer(log, handlerNow)}
 	e := echo.New()
 	e.HTTPErrorHandler = api.ErrorHandler(slog.New(slog.DiscardHandler))
 	caller := func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -153,7 +125,7 @@ func TestPostureResponseHandlers(t *testing.T) {
 			body:  `{"id":"state","typeId":"ENDPOINT_STATE","woken":true}`, status: 201, services: `[]`, appended: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			log := &fakeLog{err: tc.logErr}
+			log := &apitest.Log{Err: tc.logErr}
 			rec, eb := servePosture(t, tc.store, log, http.MethodPost, tc.path, tc.body)
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
@@ -169,13 +141,13 @@ func TestPostureResponseHandlers(t *testing.T) {
 					t.Fatalf("an internal error reached the caller: %s", rec.Body)
 				}
 			}
-			if len(log.events) != tc.appended {
-				t.Fatalf("%d events appended, want %d", len(log.events), tc.appended)
+			if len(log.Events) != tc.appended {
+				t.Fatalf("%d events appended, want %d", len(log.Events), tc.appended)
 			}
 			if tc.appended == 0 {
 				return
 			}
-			e := log.events[0]
+			e := log.Events[0]
 			pl, err := e.Decode()
 			if err != nil {
 				t.Fatal(err)

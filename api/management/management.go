@@ -25,17 +25,34 @@ var Spec []byte
 
 // Store is what the management API reads (projections.Store implements it).
 type Store interface {
+	EntityReader
+	GraphReader
+	IdentityReader
+	ConfigsOfType(configTypeID string) ([]string, error)
+}
+
+// EntityReader reads the model's entities as stored: all that the
+// resources' reads, creates, updates and deletes need (resource.go).
+type EntityReader interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	IDByName(kind posture.Kind, name string) (string, error)
+}
+
+// GraphReader reads the policies' role graph (relations.go).
+type GraphReader interface {
 	Selecting(policyKind posture.Kind, field, id string) []string
 	Selected(policyKind posture.Kind, policyID, field string) []string
 	Reachable(policyKind posture.Kind, from, id, to string) []string
 	RoleAttributes(kind posture.Kind) []string
+}
+
+// IdentityReader reads what is kept beside identities: external ids,
+// authenticators, what their clients reported, live API sessions.
+type IdentityReader interface {
 	IdentityByExternalID(externalID string) (posture.Identity, error)
 	AuthenticatorByUsername(username string) (posture.Authenticator, error)
 	IdentityAuthenticators(identityID string) ([]posture.Authenticator, error)
-	ConfigsOfType(configTypeID string) ([]string, error)
 	ClientInfo(identityID string) (posture.ClientInfo, error)
 	HasAPISession(identityID string) (bool, error)
 }

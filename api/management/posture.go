@@ -2,6 +2,9 @@ package management
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -17,6 +20,10 @@ import (
 type PostureStore interface {
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
 	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
+	// FleetFailedRequests reads the newest failed service requests across
+	// all identities, newest first (at most limit; limit <= 0: all that
+	// are kept, posture.MaxFleetFailedRequests).
+	FleetFailedRequests(limit int) ([]posture.FleetFailedRequest, error)
 	History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error)
 }
 
@@ -143,6 +150,19 @@ type policyFailureView struct {
 	Checks     []posture.CheckFailure `json:"checks"`
 }
 
+func newFailedRequestView(f posture.FailedServiceRequest) failedRequestView {
+	v := failedRequestView{APISessionID: f.APISessionID, ServiceID: f.ServiceID, ServiceName: f.ServiceName,
+		SessionType: f.SessionType, When: api.Time(f.When), PolicyFailures: []policyFailureView{}}
+	for _, p := range f.PolicyFailures {
+		checks := p.Checks
+		if checks == nil {
+			checks = []posture.CheckFailure{}
+		}
+		v.PolicyFailures = append(v.PolicyFailures, policyFailureView{p.PolicyID, p.PolicyName, checks})
+	}
+	return v
+}
+
 // failedRequests is GET /identities/:id/failed-service-requests: the last
 // 50, oldest first.
 func (a *API) failedRequests(c echo.Context) error {
@@ -156,18 +176,61 @@ func (a *API) failedRequests(c echo.Context) error {
 	}
 	out := make([]failedRequestView, len(list))
 	for i, f := range list {
-		v := failedRequestView{APISessionID: f.APISessionID, ServiceID: f.ServiceID, ServiceName: f.ServiceName,
-			SessionType: f.SessionType, When: api.Time(f.When), PolicyFailures: []policyFailureView{}}
-		for _, p := range f.PolicyFailures {
-			checks := p.Checks
-			if checks == nil {
-				checks = []posture.CheckFailure{}
-			}
-			v.PolicyFailures = append(v.PolicyFailures, policyFailureView{p.PolicyID, p.PolicyName, checks})
-		}
-		out[i] = v
+		out[i] = newFailedRequestView(f)
 	}
 	return api.OK(c, out)
+}
+
+// fleetFailedRequestView is a failed service request with the identity it
+// was refused to.
+type fleetFailedRequestView struct {
+	IdentityID string        `json:"identityId"`
+	Identity   api.EntityRef `json:"identity"`
+	failedRequestView
+}
+
+// fleetFailedRequests is GET /failed-service-requests: the last failed
+// service requests across the fleet (the newest 500 are kept), newest
+// first, a page at a time (limit, offset, filter and sort as on every
+// list). It reads the projection's fleet-wide index and the names of the
+// identities it names, never the identities themselves one by one.
+func (a *API) fleetFailedRequests(c echo.Context) error {
+	list, err := a.Posture.FleetFailedRequests(0)
+	if err != nil {
+		return err
+	}
+	names := map[string]string{}
+	out := make([]fleetFailedRequestView, len(list))
+	for i, f := range list {
+		name, ok := names[f.IdentityID]
+		if !ok {
+			if name, err = a.identityName(f.IdentityID); err != nil {
+				return err
+			}
+			names[f.IdentityID] = name
+		}
+		out[i] = fleetFailedRequestView{IdentityID: f.IdentityID, Identity: api.Ref("identities", f.IdentityID, name),
+			failedRequestView: newFailedRequestView(f.FailedServiceRequest)}
+	}
+	return api.List(c, out)
+}
+
+// identityName is an identity's name; "" for one that no longer exists.
+func (a *API) identityName(id string) (string, error) {
+	raw, err := a.Store.RawEntity(posture.KindIdentity, id)
+	if errors.Is(err, posture.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var i struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &i); err != nil {
+		return "", fmt.Errorf("identity %s: %w", id, err)
+	}
+	return i.Name, nil
 }
 
 // queryTime parses an optional RFC 3339 query parameter.
@@ -241,11 +304,13 @@ func (a *API) policyAdvice(c echo.Context) error {
 }
 
 // postureRoutes are the posture read models: posture data, failed service
-// requests, the audit timeline and the decision at a moment.
+// requests (an identity's and the fleet's), the audit timeline and the
+// decision at a moment.
 func (a *API) postureRoutes() []api.Route {
 	return []api.Route{
 		{Method: http.MethodGet, Path: "/identities/:id/posture-data", Access: api.Admin, Handler: a.postureData},
 		{Method: http.MethodGet, Path: "/identities/:id/failed-service-requests", Access: api.Admin, Handler: a.failedRequests},
+		{Method: http.MethodGet, Path: "/failed-service-requests", Access: api.Admin, Handler: a.fleetFailedRequests},
 		{Method: http.MethodGet, Path: "/identities/:id/posture-history", Access: api.Admin, Handler: a.postureHistory},
 		{Method: http.MethodGet, Path: "/identities/:id/policy-advice/:serviceId", Access: api.Admin, Handler: a.policyAdvice},
 	}

@@ -40,7 +40,7 @@ type resource[T posture.Entity, In any] struct {
 }
 
 // get reads an entity or answers NOT_FOUND.
-func get[T posture.Entity](s Store, noun, id string) (T, error) {
+func get[T posture.Entity](s EntityReader, noun, id string) (T, error) {
 	var v T
 	raw, err := s.RawEntity(v.EntityKind(), id)
 	if errors.Is(err, posture.ErrNotFound) {
@@ -53,7 +53,7 @@ func get[T posture.Entity](s Store, noun, id string) (T, error) {
 }
 
 // list reads every entity of a kind.
-func list[T posture.Entity](s Store) ([]T, error) {
+func list[T posture.Entity](s EntityReader) ([]T, error) {
 	var zero T
 	raws, err := s.Raw(zero.EntityKind())
 	if err != nil {

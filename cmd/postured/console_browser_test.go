@@ -137,6 +137,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	if fleet := read(t, ctx, "main"); !strings.Contains(fleet, "laptop-1") || !strings.Contains(fleet, "laptops-dial-crm") {
 		t.Fatalf("fleet page: %s", fleet)
 	}
+	// The fleet's last failed requests hold laptop-1's denial.
+	if failures := read(t, ctx, "#failures"); !strings.Contains(failures, "laptop-1") || !strings.Contains(failures, "laptops-dial-crm") || !strings.Contains(failures, "crm (Dial)") {
+		t.Fatalf("fleet failures: %s", failures)
+	}
 
 	// The identity's timeline shows the denial at its moment; focusing it
 	// shows its event.

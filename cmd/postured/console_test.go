@@ -141,6 +141,16 @@ func denyThenGrant(t testing.TB, n *testNode) consoleStory {
 	if len(failed) != 1 {
 		t.Fatalf("failed requests: %+v", failed)
 	}
+	// The fleet's last failed requests name the identity.
+	var fleet []struct {
+		IdentityID string        `json:"identityId"`
+		Identity   api.EntityRef `json:"identity"`
+		ServiceID  string        `json:"serviceId"`
+	}
+	n.getJSON(t, mgmt+"/failed-service-requests?limit=5", admin, &fleet)
+	if len(fleet) != 1 || fleet[0].IdentityID != ep.id || fleet[0].Identity.Name != "laptop-1" || fleet[0].ServiceID != crm {
+		t.Fatalf("the fleet's failed requests: %+v", fleet)
+	}
 	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "10.0.19045"}); r.Status != http.StatusCreated {
 		t.Fatalf("posture: %d %s", r.Status, r.Body)
 	}
@@ -228,6 +238,16 @@ func TestConsolePages(t *testing.T) {
 	p = b.get("/console/fleet")
 	if p.Status != http.StatusOK || !strings.Contains(p.Body, ">laptop-1</a>") || !strings.Contains(p.Body, "laptops-dial-crm") {
 		t.Fatalf("fleet: %d %s", p.Status, p.Body)
+	}
+	// The last failed requests are the fleet's, not the page's: a page of
+	// the identities after laptop-1 still shows its denial.
+	p = b.get("/console/fleet?after=" + url.QueryEscape(st.identity))
+	section := func(id string) string {
+		return regexp.MustCompile(`(?s)<table id="` + id + `">.*?</table>`).FindString(p.Body)
+	}
+	if failures := section("failures"); p.Status != http.StatusOK || !strings.Contains(failures, ">laptop-1</a>") || !strings.Contains(failures, "laptops-dial-crm") ||
+		strings.Contains(section("identities"), ">laptop-1</a>") {
+		t.Fatalf("fleet after laptop-1: %d %s", p.Status, p.Body)
 	}
 	// The fleet summary: laptop-1 passes the policy and its check now.
 	for _, row := range []string{"<td>Policy laptops-dial-crm</td><td>service policy</td><td>1</td><td>0</td><td>0</td>", "<td>Check modern-windows</td><td>OS</td><td>1</td><td>0</td><td>0</td>"} {

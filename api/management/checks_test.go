@@ -1,0 +1,126 @@
+package management
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api/apitest"
+)
+
+// TestCheckHandlers: the posture check resource (create, read, update,
+// patch, delete) and the check types, with the bad inputs each refuses
+// without appending anything. Unknown fields are ignored, as on the
+// OpenZiti controller.
+func TestCheckHandlers(t *testing.T) {
+	const checks = "/posture-checks"
+	runManagement(t, []apitest.Case{
+		{Name: "createCheck: an OS check", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"OS","name":"linux","roleAttributes":["recent-os"],"operatingSystems":[{"type":"linux","versions":[">=5.10.0"]}]}`,
+			Status: http.StatusCreated, Appended: []string{created[posture.Check]()},
+			Check: func(t *testing.T, r apitest.Response, log *apitest.Log) {
+				c := payload[posture.Created[posture.Check]](t, log).Entity
+				if c.ID == "" || dataOf(t, r)["id"] != c.ID || c.Name != "linux" || c.OperatingSystems[0].Type != posture.OSLinux || !c.CreatedAt.Equal(handlerNow) {
+					t.Fatalf("created %+v, answered %s", c, r.Data)
+				}
+			}},
+		{Name: "createCheck: an MFA check without a name is named after its id", Method: http.MethodPost, Path: checks,
+			Body: `{"typeId":"mfa","timeoutSeconds":0,"promptOnWake":true}`, Status: http.StatusCreated, Appended: []string{created[posture.Check]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				c := payload[posture.Created[posture.Check]](t, log).Entity
+				if c.Name != "MFA check "+c.ID || c.TimeoutSeconds != -1 || !c.PromptOnWake || c.TypeID != posture.CheckMFA {
+					t.Fatalf("created %+v", c)
+				}
+			}},
+		{Name: "createCheck: unknown fields are ignored", Method: http.MethodPost, Path: checks,
+			Body: `{"typeId":"DOMAIN","name":"corp","domains":["corp.example"],"colour":"blue"}`, Status: http.StatusCreated, Appended: []string{created[posture.Check]()}},
+		{Name: "createCheck: malformed JSON", Method: http.MethodPost, Path: checks, Body: `{"typeId":`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "createCheck: not an object", Method: http.MethodPost, Path: checks, Body: `["OS"]`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "createCheck: a name of the wrong type", Method: http.MethodPost, Path: checks, Body: `{"typeId":"OS","name":7}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "createCheck: typeId missing", Method: http.MethodPost, Path: checks, Body: `{"name":"x"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "typeId"},
+		{Name: "createCheck: typeId unknown", Method: http.MethodPost, Path: checks, Body: `{"typeId":"FIREWALL","name":"x"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "typeId"},
+		{Name: "createCheck: a version that is no semver range", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"OS","name":"x","operatingSystems":[{"type":"Windows","versions":["ten"]}]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "operatingSystems[0].versions[0]"},
+		{Name: "createCheck: an OS type unknown", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"OS","name":"x","operatingSystems":[{"type":"BeOS","versions":[]}]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "operatingSystems[0].type"},
+		{Name: "createCheck: a MAC address that is none", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"MAC","name":"x","macAddresses":["00:11:22"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "macAddresses[0]"},
+		{Name: "createCheck: a PROCESS check without its process", Method: http.MethodPost, Path: checks,
+			Body: `{"typeId":"PROCESS","name":"x"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "process"},
+		{Name: "createCheck: the name is taken", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"OS","name":"windows","operatingSystems":[{"type":"Windows","versions":[]}]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
+		{Name: "createCheck: a negative maxAgeSeconds", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"OS","name":"x","operatingSystems":[{"type":"Windows","versions":[]}],"maxAgeSeconds":-1}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "maxAgeSeconds"},
+		{Name: "createCheck: onStale unknown", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"OS","name":"x","operatingSystems":[{"type":"Windows","versions":[]}],"maxAgeSeconds":60,"onStale":"maybe"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "onStale"},
+		{Name: "createCheck: a role attribute that is a role", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"MFA","name":"x","roleAttributes":["#mfa"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "roleAttributes"},
+
+		{Name: "listChecks", Method: http.MethodGet, Path: checks, Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				l := listOf(t, r)
+				if len(l) != 1 || l[0]["name"] != "windows" || r.Meta.Pagination == nil || r.Meta.Pagination.TotalCount != 1 {
+					t.Fatalf("list %s meta %+v", r.Data, r.Meta)
+				}
+			}},
+		{Name: "listChecks: a filter that does not parse", Method: http.MethodGet, Path: checks + `?filter=name%20%3D%3D`,
+			Status: http.StatusBadRequest, Code: posture.CodeInvalidFilter},
+		{Name: "listChecks: a limit that is no number", Method: http.MethodGet, Path: checks + "?limit=ten",
+			Status: http.StatusBadRequest, Code: posture.CodeInvalidPagination},
+		{Name: "detailCheck", Method: http.MethodGet, Path: checks + "/chk1", Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if d := dataOf(t, r); d["id"] != "chk1" || d["typeId"] != "OS" {
+					t.Fatalf("check %s", r.Data)
+				}
+			}},
+		{Name: "detailCheck: unknown id", Method: http.MethodGet, Path: checks + "/chk9", Status: http.StatusNotFound, Code: posture.CodeNotFound},
+
+		{Name: "updateCheck: its type cannot change", Method: http.MethodPut, Path: checks + "/chk1", Body: `{"typeId":"MAC","name":"windows","macAddresses":["001122334455"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "typeId"},
+		{Name: "updateCheck: unknown id", Method: http.MethodPut, Path: checks + "/chk9", Body: `{"typeId":"OS","name":"x","operatingSystems":[{"type":"Windows","versions":[]}]}`,
+			Status: http.StatusNotFound, Code: posture.CodeNotFound},
+		{Name: "updateCheck: malformed JSON", Method: http.MethodPut, Path: checks + "/chk1", Body: `{`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "patchCheck: a new name keeps the rest", Method: http.MethodPatch, Path: checks + "/chk1", Body: `{"name":"windows-20h1"}`,
+			Status: http.StatusOK, Appended: []string{updated[posture.Check]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				c := payload[posture.Updated[posture.Check]](t, log).Entity
+				if c.ID != "chk1" || c.Name != "windows-20h1" || len(c.OperatingSystems) != 1 || c.OperatingSystems[0].Versions[0] != ">=10.0.19041" ||
+					!c.CreatedAt.Equal(osCheck.CreatedAt) || c.RoleAttributes[0] != "recent-os" {
+					t.Fatalf("updated %+v", c)
+				}
+			}},
+		{Name: "patchCheck: a field of the wrong type", Method: http.MethodPatch, Path: checks + "/chk1", Body: `{"operatingSystems":"Windows"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "patchCheck: unknown id", Method: http.MethodPatch, Path: checks + "/chk9", Body: `{"name":"x"}`,
+			Status: http.StatusNotFound, Code: posture.CodeNotFound},
+		{Name: "deleteCheck", Method: http.MethodDelete, Path: checks + "/chk1", Status: http.StatusOK, Appended: []string{deleted[posture.Check]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				if d := payload[posture.Deleted[posture.Check]](t, log); d.ID != "chk1" {
+					t.Fatalf("deleted %+v", d)
+				}
+			}},
+		{Name: "deleteCheck: unknown id", Method: http.MethodDelete, Path: checks + "/chk9", Status: http.StatusNotFound, Code: posture.CodeNotFound},
+
+		{Name: "listCheckTypes", Method: http.MethodGet, Path: "/posture-check-types?limit=100", Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if n := len(listOf(t, r)); n != len(posture.CheckTypes) {
+					t.Fatalf("%d check types, want %d", n, len(posture.CheckTypes))
+				}
+			}},
+		{Name: "detailCheckType: any case", Method: http.MethodGet, Path: "/posture-check-types/os", Status: http.StatusOK},
+		{Name: "detailCheckType: unknown", Method: http.MethodGet, Path: "/posture-check-types/FIREWALL", Status: http.StatusNotFound, Code: posture.CodeNotFound},
+	}, laptop, osCheck)
+}

@@ -1,0 +1,73 @@
+package management
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api/apitest"
+)
+
+// TestServiceHandlers: the service resource with its configs, the config
+// types and configs it refers to, and what they refuse.
+func TestServiceHandlers(t *testing.T) {
+	hostV1 := posture.ConfigType{ID: "ct1", Name: "host.v1", Schema: map[string]any{}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
+	hostCfg := posture.Config{ID: "cfg1", Name: "crm-host", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
+	otherCfg := posture.Config{ID: "cfg2", Name: "crm-host-2", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(8443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
+	runManagement(t, []apitest.Case{
+		{Name: "createService: configs by name, encryption required by default", Method: http.MethodPost, Path: "/services",
+			Body: `{"name":"erp","roleAttributes":["erp"],"configs":["crm-host"]}`, Status: http.StatusCreated, Appended: []string{created[posture.Service]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				s := payload[posture.Created[posture.Service]](t, log).Entity
+				if s.Name != "erp" || len(s.Configs) != 1 || s.Configs[0] != "cfg1" || !s.EncryptionRequired || s.TerminatorStrategy != DefaultTerminatorStrategy {
+					t.Fatalf("created %+v", s)
+				}
+			}},
+		{Name: "createService: a config unknown", Method: http.MethodPost, Path: "/services", Body: `{"name":"erp","configs":["nope"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "configs[0]"},
+		{Name: "createService: two configs of one type", Method: http.MethodPost, Path: "/services", Body: `{"name":"erp","configs":["cfg1","cfg2"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "configs[1]"},
+		{Name: "createService: a negative maxIdleTimeMillis", Method: http.MethodPost, Path: "/services", Body: `{"name":"erp","maxIdleTimeMillis":-5}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "maxIdleTimeMillis"},
+		{Name: "createService: encryptionRequired of the wrong type", Method: http.MethodPost, Path: "/services", Body: `{"name":"erp","encryptionRequired":"yes"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "createService: the name is taken", Method: http.MethodPost, Path: "/services", Body: `{"name":"crm"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
+		{Name: "createService: tags that are not an object", Method: http.MethodPost, Path: "/services", Body: `{"name":"erp","tags":["a"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "detailService", Method: http.MethodGet, Path: "/services/svc1", Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if d := dataOf(t, r); d["name"] != "crm" || d["encryptionRequired"] != true {
+					t.Fatalf("service %s", r.Data)
+				}
+			}},
+		{Name: "detailService: unknown id", Method: http.MethodGet, Path: "/services/svc9", Status: http.StatusNotFound, Code: posture.CodeNotFound},
+		{Name: "listServices: a filter", Method: http.MethodGet, Path: `/services?filter=name%3D%22crm%22`, Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if l := listOf(t, r); len(l) != 1 || l[0]["id"] != "svc1" {
+					t.Fatalf("services %s", r.Data)
+				}
+			}},
+		{Name: "patchService: encryptionRequired stays as created", Method: http.MethodPatch, Path: "/services/svc1", Body: `{"encryptionRequired":false,"maxIdleTimeMillis":1000}`,
+			Status: http.StatusOK, Appended: []string{updated[posture.Service]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				s := payload[posture.Updated[posture.Service]](t, log).Entity
+				if !s.EncryptionRequired || s.MaxIdleTimeMillis != 1000 || s.Name != "crm" {
+					t.Fatalf("updated %+v", s)
+				}
+			}},
+		{Name: "deleteService", Method: http.MethodDelete, Path: "/services/svc1", Status: http.StatusOK, Appended: []string{deleted[posture.Service]()}},
+
+		{Name: "createConfig: a config type unknown", Method: http.MethodPost, Path: "/configs", Body: `{"name":"c3","configTypeId":"nope","data":{}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "configTypeId"},
+		{Name: "createConfig: data that is not an object", Method: http.MethodPost, Path: "/configs", Body: `{"name":"c3","configTypeId":"ct1","data":[1]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "detailConfig", Method: http.MethodGet, Path: "/configs/cfg1", Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if d := dataOf(t, r); d["name"] != "crm-host" || d["configTypeId"] != "ct1" {
+					t.Fatalf("config %s", r.Data)
+				}
+			}},
+		{Name: "detailConfigType: unknown id", Method: http.MethodGet, Path: "/config-types/ct9", Status: http.StatusNotFound, Code: posture.CodeNotFound},
+	}, crm, hostV1, hostCfg, otherCfg)
+}
