@@ -40,11 +40,17 @@ type Options struct {
 	// write-ahead log on disk, bulkMemTable otherwise).
 	MemTableSize uint64
 
+	// CacheSize is Pebble's block cache (default: cacheSize).
+	CacheSize int64
+	// Scratch marks a store that is thrown away after use (a copy of a
+	// snapshot rebuilt to a past moment): Close does not flush it.
+	Scratch bool
+
 	// readOnly opens the database read-only (tests: every commit fails).
 	readOnly bool
 }
 
-// cacheSize is the Pebble block cache.
+// cacheSize is the default Pebble block cache.
 const cacheSize = 128 << 20
 
 // Memtable sizes. Pebble preallocates each write-ahead log file at 110% of
@@ -67,12 +73,13 @@ type Source interface {
 // Store is the projection database. Apply is called by one goroutine (Run);
 // queries may run concurrently with it.
 type Store struct {
-	db     *pebble.DB
-	noWAL  bool
-	log    *slog.Logger
-	graph  *graph
-	hot    *hotCache
-	ranges *rangeCache
+	db      *pebble.DB
+	noWAL   bool
+	scratch bool
+	log     *slog.Logger
+	graph   *graph
+	hot     *hotCache
+	ranges  *rangeCache
 
 	mu           sync.Mutex
 	applied      uint64
@@ -82,6 +89,12 @@ type Store struct {
 	failed       error          // set when apply stopped for good
 	paused       *posture.Error // set while the disk is below the reserve (space.go)
 	pausedReason string
+	openCursor   uint64    // the cursor when the store was opened
+	maxAt        time.Time // the latest event time applied since it was opened
+
+	// applyMu is held by Apply for a whole batch and by Checkpoint, so
+	// that a checkpoint's cursor is the one it records.
+	applyMu sync.Mutex
 
 	disk       *diskGuard
 	closeOnce  sync.Once
@@ -107,11 +120,14 @@ func Open(opts Options) (*Store, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
-	s := &Store{noWAL: opts.NoWAL, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	if opts.CacheSize == 0 {
+		opts.CacheSize = cacheSize
+	}
+	s := &Store{noWAL: opts.NoWAL, scratch: opts.Scratch, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
 	s.disk = &diskGuard{fs: opts.FS, dir: opts.Dir, reserve: opts.DiskReserve,
 		resume: max(opts.DiskReserve, int64(opts.MemTableSize)*11/10), closing: make(chan struct{})}
 	s.disk.measure()
-	cache := pebble.NewCache(cacheSize)
+	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
 		FS:           vfs.OnDiskFull(opts.FS, s.diskFull),
@@ -146,6 +162,7 @@ func Open(opts Options) (*Store, error) {
 		s.applied = binary.BigEndian.Uint64(data)
 		closer.Close()
 	}
+	s.openCursor = s.applied
 	if data, closer, err := db.Get(modelKey); err == nil {
 		s.modelSeq = binary.BigEndian.Uint64(data)
 		closer.Close()
@@ -248,7 +265,7 @@ func (s *Store) Close() error {
 		s.log.Warn("projections: closed without flushing: the disk is full; the next start replays what was not applied")
 		return nil
 	}
-	if s.noWAL {
+	if s.noWAL && !s.scratch {
 		if err := s.Flush(); err != nil {
 			s.db.Close()
 			return err
@@ -269,6 +286,8 @@ func (s *Store) Cursor() uint64 {
 // does not decode, fails the whole batch and stops the store: nothing of the
 // batch is written and WaitFor returns the error from then on.
 func (s *Store) Apply(events []posture.Event) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	s.mu.Lock()
 	cursor, failed := s.applied, s.failed
 	s.mu.Unlock()
@@ -283,6 +302,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	tx := newTx(b, s)
 	var last posture.Event
 	modelSeq := uint64(0)
+	maxAt := time.Time{}
 	for _, e := range events {
 		if e.Seq <= cursor {
 			continue
@@ -296,6 +316,9 @@ func (s *Store) Apply(events []posture.Event) error {
 			return s.fail(err)
 		}
 		cursor, last = e.Seq, e
+		if e.At.After(maxAt) {
+			maxAt = e.At
+		}
 		if e.Subject == posture.SubjectModel {
 			modelSeq = e.Seq
 		}
@@ -325,6 +348,9 @@ func (s *Store) Apply(events []posture.Event) error {
 	}
 	s.mu.Lock()
 	s.applied, s.appliedAt = cursor, last.At
+	if maxAt.After(s.maxAt) {
+		s.maxAt = maxAt
+	}
 	if modelSeq != 0 {
 		s.modelSeq = modelSeq
 	}
