@@ -55,6 +55,8 @@ type SnapshotOptions struct {
 	// the snapshot's size in memory and time per open; it exists to be
 	// measured against the default.
 	OpenInMemory bool
+	// Taken, when set, is called after each snapshot Run takes.
+	Taken func(Snapshot)
 	// Clock drives Run's interval (default: the real clock) and stamps
 	// TakenAt.
 	Clock clockwork.Clock
@@ -407,6 +409,9 @@ func (s *Snapshots) take(ctx context.Context, store *Store, r Reader) {
 		s.opts.Logger.Warn("projections: snapshot failed", "err", err)
 	case ok:
 		s.opts.Logger.Debug("projections: snapshot taken", "seq", snap.Seq, "lastEventAt", snap.LastAt, "took", time.Since(start))
+		if s.opts.Taken != nil {
+			s.opts.Taken(snap)
+		}
 	}
 }
 

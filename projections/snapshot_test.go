@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/projections"
@@ -273,5 +274,59 @@ func TestOpenAtIsLimited(t *testing.T) {
 		if strings.HasPrefix(e.Name(), "open-") {
 			t.Fatalf("a released copy is left: %s", e.Name())
 		}
+	}
+}
+
+// TestSnapshotsRun takes a snapshot every Every events as the store
+// applies them, and after Interval when fewer were applied.
+func TestSnapshotsRun(t *testing.T) {
+	events := sliceLog(readEvents(t, "foundation.events.jsonl"))
+	dir := t.TempDir()
+	store, err := projections.Open(projections.Options{Dir: filepath.Join(dir, "projections")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	clock := clockwork.NewFakeClock()
+	taken := make(chan projections.Snapshot, 10)
+	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(dir, "snapshots"), Every: 10,
+		Interval: time.Minute, Clock: clock, Taken: func(s projections.Snapshot) { taken <- s }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- snaps.Run(ctx, store, events) }()
+	next := func() projections.Snapshot {
+		t.Helper()
+		select {
+		case s := <-taken:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("no snapshot")
+		}
+		return projections.Snapshot{}
+	}
+	for i := 0; i < 12; i += 4 { // 12 events in batches of 4: one snapshot, at 12
+		if err := store.Apply(events[i : i+4]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := next(); s.Seq != 12 {
+		t.Fatalf("snapshot at %d, want 12", s.Seq)
+	}
+	if err := store.Apply(events[12:15]); err != nil {
+		t.Fatal(err)
+	}
+	if err := clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	if s := next(); s.Seq != 15 || !s.TakenAt.Equal(clock.Now()) {
+		t.Fatalf("snapshot after the interval: %+v, want at 15, taken at %s", s, clock.Now())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

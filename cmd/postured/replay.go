@@ -59,14 +59,29 @@ func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
 		lock.Release()
 		return nil, err
 	}
-	return &offlineLog{Log: l, lock: lock}, nil
+	ol := &offlineLog{Log: l, lock: lock}
+	// The node's snapshots, when it kept some, spare past moments a
+	// replay from the start.
+	if dir := filepath.Join(f.DataDir, "snapshots"); dirExists(dir) {
+		if ol.snapshots, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: dir}); err != nil {
+			ol.Close()
+			return nil, err
+		}
+	}
+	return ol, nil
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }
 
 // offlineLog is the log an ops command opened, with the data directory's
-// lock when it opened a stopped node's store.
+// lock and its snapshots when it opened a stopped node's store.
 type offlineLog struct {
 	*eventlog.Log
-	lock *datadir.Lock
+	lock      *datadir.Lock
+	snapshots *projections.Snapshots // nil: none (or a running deployment's log)
 }
 
 // Close closes the log, then releases the lock.
