@@ -3,6 +3,8 @@ package projections
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -22,9 +24,27 @@ type Reader interface {
 // Event times need not grow with sequences (nodes' clocks differ a
 // little): the state at At is the prefix of the log before the first event
 // later than At, as a replay from the start finds it.
+//
+// Identity, when set, narrows the events applied to those that can change
+// what the store answers about that identity (Explain, History): the
+// events of the other identities' per-identity subjects (posture, MFA,
+// API sessions, sessions) are passed over, everything else is applied.
+// Such a store answers for that identity only; only a scratch store (a
+// copy opened by OpenAt) takes it.
 type Moment struct {
-	Seq uint64
-	At  time.Time
+	Seq      uint64
+	At       time.Time
+	Identity string
+}
+
+// identitySubjects are the prefixes of the subjects that hold one
+// identity's facts and change nothing of another identity.
+var identitySubjects = []string{posture.SubjectPosture, posture.SubjectMFA, posture.SubjectSession, "apisession"}
+
+// concerns says whether e can change what a store answers about identity.
+func concerns(e posture.Event, identity string) bool {
+	prefix, id, ok := strings.Cut(e.Subject, ".")
+	return !ok || id == identity || !slices.Contains(identitySubjects, prefix)
 }
 
 var errMomentReached = errors.New("moment reached")
@@ -33,7 +53,16 @@ var errMomentReached = errors.New("moment reached")
 // moment m, calling progress (when not nil) with the cursor after each
 // batch. It returns the number of events applied.
 func (s *Store) ReplayTo(ctx context.Context, r Reader, m Moment, progress func(cursor uint64)) (uint64, error) {
+	if m.Identity != "" {
+		if !s.scratch {
+			return 0, errors.New("projections: a replay narrowed to one identity needs a scratch store")
+		}
+		s.mu.Lock()
+		s.partial = true
+		s.mu.Unlock()
+	}
 	var applied uint64
+	var narrowed []posture.Event
 	err := r.Read(ctx, s.Cursor()+1, m.Seq, func(batch []posture.Event) error {
 		cut := len(batch)
 		if !m.At.IsZero() {
@@ -44,10 +73,20 @@ func (s *Store) ReplayTo(ctx context.Context, r Reader, m Moment, progress func(
 				}
 			}
 		}
-		if err := s.Apply(batch[:cut]); err != nil {
+		apply := batch[:cut]
+		if m.Identity != "" {
+			narrowed = narrowed[:0]
+			for _, e := range apply {
+				if concerns(e, m.Identity) {
+					narrowed = append(narrowed, e)
+				}
+			}
+			apply = narrowed
+		}
+		if err := s.Apply(apply); err != nil {
 			return err
 		}
-		applied += uint64(cut)
+		applied += uint64(len(apply))
 		if progress != nil {
 			progress(s.Cursor())
 		}

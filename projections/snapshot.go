@@ -491,7 +491,7 @@ func (s *Snapshots) openCopy(m Moment) (_ *Store, cleanup func(), _ Snapshot, ok
 		s.mu.RLock()
 		snap, ok := s.nearest(m)
 		var (
-			fs  vfs.FS = vfs.Default
+			fs  vfs.FS = scratchFS{vfs.Default}
 			dir string
 			err error
 		)
@@ -508,7 +508,7 @@ func (s *Snapshots) openCopy(m Moment) (_ *Store, cleanup func(), _ Snapshot, ok
 		}
 		s.mu.RUnlock()
 		cleanup := func() {
-			if fs == vfs.Default {
+			if !s.opts.OpenInMemory {
 				os.RemoveAll(dir)
 			}
 		}

@@ -89,6 +89,7 @@ type Store struct {
 	failed       error          // set when apply stopped for good
 	paused       *posture.Error // set while the disk is below the reserve (space.go)
 	pausedReason string
+	partial      bool      // a scratch store narrowed to one identity: gaps in the log are expected
 	openCursor   uint64    // the cursor when the store was opened
 	maxAt        time.Time // the latest event time applied since it was opened
 
@@ -289,7 +290,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.mu.Lock()
-	cursor, failed := s.applied, s.failed
+	cursor, failed, partial := s.applied, s.failed, s.partial
 	s.mu.Unlock()
 	if failed != nil {
 		return failed
@@ -307,7 +308,7 @@ func (s *Store) Apply(events []posture.Event) error {
 		if e.Seq <= cursor {
 			continue
 		}
-		if e.Seq != cursor+1 && cursor != 0 {
+		if e.Seq != cursor+1 && cursor != 0 && !partial {
 			// A gap means the source skipped events: refusing keeps the
 			// projection a faithful function of the log.
 			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log", e.Seq, cursor))

@@ -30,7 +30,7 @@ func (x explainer) Explain(ctx context.Context, identityID, serviceID, typ strin
 // explainAt explains a decision at a moment from the projection rebuilt up
 // to it.
 func explainAt(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshots, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
-	store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at})
+	store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at}, identityID)
 	if err != nil {
 		return posture.Explanation{}, err
 	}
@@ -38,12 +38,14 @@ func explainAt(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshot
 	return store.Explain(identityID, serviceID, typ, at)
 }
 
-// pastMoment is the projection as it stood at the cutoff: from the nearest
-// snapshot when there are snapshots, else replayed from the start in
-// memory. The caller queries it, then calls release.
-func pastMoment(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshots, c cutoff) (*projections.Store, func(), error) {
+// pastMoment is the projection as it stood at the cutoff, for questions
+// about one identity: from the nearest snapshot when there are snapshots
+// (with only the events after it that concern the identity applied), else
+// replayed from the start in memory. The caller queries it, then calls
+// release.
+func pastMoment(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshots, c cutoff, identityID string) (*projections.Store, func(), error) {
 	if snaps != nil {
-		store, release, err := snaps.OpenAt(ctx, l, projections.Moment{Seq: c.toSeq, At: c.until})
+		store, release, err := snaps.OpenAt(ctx, l, projections.Moment{Seq: c.toSeq, At: c.until, Identity: identityID})
 		return store, release, explainBad(err)
 	}
 	store, err := replayInMemory(ctx, l, c)

@@ -67,7 +67,7 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	store, release, err := pastMoment(ctx, l.Log, l.snapshots, cutoff{until: until})
+	store, release, err := pastMoment(ctx, l.Log, l.snapshots, cutoff{until: until}, a.ID)
 	if err != nil {
 		return err
 	}

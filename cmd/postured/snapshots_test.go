@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -78,7 +79,7 @@ func TestPastMomentsFromSnapshotsEqualFullReplay(t *testing.T) {
 	}
 	ask := func(snaps *projections.Snapshots, at time.Time) string {
 		t.Helper()
-		store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at})
+		store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at}, rec.IDs.Identity)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,6 +119,85 @@ func TestPastMomentsFromSnapshotsEqualFullReplay(t *testing.T) {
 	}
 	if fromSnapshot < 60 || len(decisions) < 4 {
 		t.Fatalf("%d moments from a snapshot, decisions %v: the moments do not cover the scenario", fromSnapshot, decisions)
+	}
+}
+
+// TestNarrowedPastMomentsEqualFullReplay asks about one identity of a
+// fleet (replayLog's: 1,000 identities with posture, activity and sessions
+// interleaved) at random moments and at the snapshots' boundaries: a copy
+// of a snapshot with only the events of the model and of that identity
+// applied after it answers as a full replay does.
+func TestNarrowedPastMomentsEqualFullReplay(t *testing.T) {
+	l := replayLog(t, 6000)
+	ctx := t.Context()
+	dir := t.TempDir()
+	live, err := projections.Open(projections.Options{Dir: filepath.Join(dir, "projections")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(dir, "snapshots")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1500); seq <= 6000; seq += 1500 {
+		if _, err := live.ReplayTo(ctx, l, projections.Moment{Seq: seq}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := snaps.Take(ctx, live, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := l.Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moments []time.Time
+	for _, s := range snaps.List() {
+		moments = append(moments, s.MaxAt, s.MaxAt.Add(-1), s.MaxAt.Add(400*time.Millisecond))
+	}
+	rng := rand.New(rand.NewPCG(16, 5))
+	for range 8 {
+		moments = append(moments, first.At.Add(time.Duration(rng.Int64N(int64(6100*time.Millisecond)))))
+	}
+	ask := func(snaps *projections.Snapshots, at time.Time, identity, service string) string {
+		t.Helper()
+		store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at}, identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		x, err := store.Explain(identity, service, posture.Dial, at)
+		if err != nil && posture.CodeOf(err) != posture.CodeNotFound {
+			t.Fatal(err)
+		}
+		h, herr := store.History(identity, time.Time{}, at)
+		if herr != nil {
+			t.Fatal(herr)
+		}
+		data, _ := json.MarshalIndent(map[string]any{"explanation": x, "err": fmt.Sprint(err), "history": h}, "", " ")
+		return string(data)
+	}
+	decisions := map[string]int{}
+	for i, at := range moments {
+		id := rng.IntN(1000)
+		identity, service := fmt.Sprintf("id%04d", id), fmt.Sprintf("svc%02d", id%10+10*rng.IntN(5))
+		want, got := ask(nil, at, identity, service), ask(snaps, at, identity, service)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("moment %d (%s), %s: the narrowed snapshot's answer differs from a full replay (-full +snapshot):\n%s",
+				i, at.Format(time.RFC3339Nano), identity, diff)
+		}
+		var a struct {
+			Explanation posture.Explanation `json:"explanation"`
+			History     []json.RawMessage   `json:"history"`
+		}
+		_ = json.Unmarshal([]byte(got), &a)
+		decisions[a.Explanation.Decision]++
+		decisions["history"] += len(a.History)
+	}
+	t.Logf("answers: %v", decisions)
+	if decisions["granted"] == 0 || decisions["history"] < 20 {
+		t.Fatalf("answers %v: the moments do not exercise the fleet", decisions)
 	}
 }
 
