@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,13 @@ import (
 // call starts.
 type Reader interface {
 	Read(ctx context.Context, from, to uint64, fn func([]posture.Event) error) error
+}
+
+// SubjectReader is a Reader that can also read only the events on some
+// subjects, filtered where the log is (eventlog.Log implements it): a
+// replay narrowed to one identity then reads only what it applies.
+type SubjectReader interface {
+	ReadSubjects(ctx context.Context, from, to uint64, subjects []string, fn func([]posture.Event) error) error
 }
 
 // Moment names a past state of the projection: the log applied up to Seq
@@ -41,6 +49,46 @@ type Moment struct {
 // identity's facts and change nothing of another identity.
 var identitySubjects = []string{posture.SubjectPosture, posture.SubjectMFA, posture.SubjectSession, "apisession"}
 
+// subjectFamilies are the first tokens of the subjects of the registered
+// event types, and whether a family has more tokens ("posture.<id>",
+// "skip.<seq>") or is one subject ("model").
+var subjectFamilies = func() map[string]bool {
+	out := map[string]bool{}
+	for _, typ := range posture.EventTypes() {
+		p, err := posture.Event{Type: typ, Data: []byte("{}")}.Decode()
+		if err != nil {
+			panic(fmt.Sprintf("projections: event type %s: %v", typ, err))
+		}
+		family, _, more := strings.Cut(p.Subject(), ".")
+		out[family] = out[family] || more
+	}
+	return out
+}()
+
+// identityFilter is the subjects of the events that concern identity (see
+// concerns), as NATS patterns relative to the log.
+func identityFilter(identity string) []string {
+	var out []string
+	for family, more := range subjectFamilies {
+		switch {
+		case slices.Contains(identitySubjects, family):
+			out = append(out, family+"."+identity)
+		case more:
+			out = append(out, family+".>")
+		default:
+			out = append(out, family)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// validIdentity says whether an identity id can be used in a NATS subject
+// (one token, no wildcards).
+func validIdentity(id string) bool {
+	return id != "" && !strings.ContainsAny(id, ".*> \t\r\n")
+}
+
 // concerns says whether e can change what a store answers about identity.
 func concerns(e posture.Event, identity string) bool {
 	prefix, id, ok := strings.Cut(e.Subject, ".")
@@ -63,7 +111,7 @@ func (s *Store) ReplayTo(ctx context.Context, r Reader, m Moment, progress func(
 	}
 	var applied uint64
 	var narrowed []posture.Event
-	err := r.Read(ctx, s.Cursor()+1, m.Seq, func(batch []posture.Event) error {
+	onBatch := func(batch []posture.Event) error {
 		cut := len(batch)
 		if !m.At.IsZero() {
 			for i, e := range batch {
@@ -94,7 +142,22 @@ func (s *Store) ReplayTo(ctx context.Context, r Reader, m Moment, progress func(
 			return errMomentReached
 		}
 		return nil
-	})
+	}
+	sr, narrow := r.(SubjectReader)
+	if narrow && m.Identity != "" && validIdentity(m.Identity) {
+		// The log filters. A message that is not an event, or a log that
+		// cannot filter, is read again without (from the cursor: what was
+		// applied stays).
+		err := sr.ReadSubjects(ctx, s.Cursor()+1, m.Seq, identityFilter(m.Identity), onBatch)
+		if err == nil || errors.Is(err, errMomentReached) {
+			return applied, nil
+		}
+		if ctx.Err() != nil || s.Err() != nil {
+			return applied, err
+		}
+		s.log.Info("projections: a narrowed read of the log stopped; reading on without the filter", "cursor", s.Cursor(), "err", err)
+	}
+	err := r.Read(ctx, s.Cursor()+1, m.Seq, onBatch)
 	if errors.Is(err, errMomentReached) {
 		err = nil
 	}
