@@ -456,7 +456,7 @@ func (s *Snapshots) OpenAt(ctx context.Context, r Reader, m Moment) (_ *Store, r
 		}
 	}()
 	for {
-		store, cleanup, snap, ok, err := s.openCopy(m)
+		store, cleanup, snap, ok, err := s.openCopy(m, m.Identity != "")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -486,7 +486,7 @@ func (s *Snapshots) OpenAt(ctx context.Context, r Reader, m Moment) (_ *Store, r
 
 // openCopy opens a copy of the nearest snapshot for m (ok), or an empty
 // store. A snapshot that does not open is dropped and the next one tried.
-func (s *Snapshots) openCopy(m Moment) (_ *Store, cleanup func(), _ Snapshot, ok bool, _ error) {
+func (s *Snapshots) openCopy(m Moment, noCompactions bool) (_ *Store, cleanup func(), _ Snapshot, ok bool, _ error) {
 	for {
 		s.mu.RLock()
 		snap, ok := s.nearest(m)
@@ -515,7 +515,7 @@ func (s *Snapshots) openCopy(m Moment) (_ *Store, cleanup func(), _ Snapshot, ok
 		var store *Store
 		if err == nil {
 			store, err = Open(Options{Dir: dir, FS: fs, NoWAL: true, Scratch: true, Logger: s.opts.Logger,
-				MemTableSize: s.opts.OpenMemTable, CacheSize: s.opts.OpenCache})
+				MemTableSize: s.opts.OpenMemTable, CacheSize: s.opts.OpenCache, NoCompactions: noCompactions})
 		}
 		if err == nil {
 			return store, cleanup, snap, ok, nil

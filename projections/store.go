@@ -45,6 +45,11 @@ type Options struct {
 	// Scratch marks a store that is thrown away after use (a copy of a
 	// snapshot rebuilt to a past moment): Close does not flush it.
 	Scratch bool
+	// NoCompactions turns Pebble's automatic compactions off, for a
+	// scratch store that takes few writes (a past moment about one
+	// identity): a copy of a snapshot would otherwise spend its short life
+	// compacting the tables it inherited.
+	NoCompactions bool
 
 	// readOnly opens the database read-only (tests: every commit fails).
 	readOnly bool
@@ -136,7 +141,9 @@ func Open(opts Options) (*Store, error) {
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		DisableWAL:   opts.NoWAL,
-		ReadOnly:     opts.readOnly,
+
+		DisableAutomaticCompactions: opts.NoCompactions,
+		ReadOnly:                    opts.readOnly,
 	}
 	// Point reads dominate (entities, posture, API sessions by token): bloom
 	// filters spare them the data blocks of the tables without the key.
