@@ -3,6 +3,7 @@ package posture
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes, spelled as OpenZiti spells them on the wire.
@@ -93,15 +94,17 @@ var messages = map[string]string{
 // error handler turns it into the wire envelope: Code picks the status and
 // default message; Field, Reason and Value fill the envelope's cause for
 // validation failures; Cause, when set, replaces that cause (for example the
-// failing policies of INVALID_POSTURE).
+// failing policies of INVALID_POSTURE). RetryAfter, when set, tells the
+// caller when to try again (a Retry-After header on a 429 or 503).
 type Error struct {
-	Code    string
-	Message string
-	Field   string
-	Reason  string
-	Value   any
-	Cause   any
-	Err     error
+	Code       string
+	Message    string
+	Field      string
+	Reason     string
+	Value      any
+	Cause      any
+	RetryAfter time.Duration
+	Err        error
 }
 
 func (e *Error) Error() string {

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -32,6 +35,14 @@ type FieldCause struct {
 	Reason string `json:"reason"`
 	Value  any    `json:"value"`
 }
+
+// RetryCause is the cause of an error that says when to try again (the
+// Retry-After header carries the same).
+type RetryCause struct {
+	RetryAfterSeconds int `json:"retryAfterSeconds"`
+}
+
+func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 // ErrorMeta is the meta object of error responses.
 type ErrorMeta struct {
@@ -66,6 +77,11 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			body.Error.Cause = pe.Cause
 		case pe.Field != "":
 			body.Error.Cause = FieldCause{Field: pe.Field, Reason: pe.Reason, Value: pe.Value}
+		case pe.RetryAfter > 0:
+			body.Error.Cause = RetryCause{RetryAfterSeconds: retrySeconds(pe.RetryAfter)}
+		}
+		if pe.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(pe.RetryAfter)))
 		}
 		status := StatusOf(pe.Code)
 		if c.Request().Method == http.MethodHead {

@@ -40,11 +40,22 @@ type Options struct {
 	// write-ahead log on disk, bulkMemTable otherwise).
 	MemTableSize uint64
 
+	// CacheSize is Pebble's block cache (default: cacheSize).
+	CacheSize int64
+	// Scratch marks a store that is thrown away after use (a copy of a
+	// snapshot rebuilt to a past moment): Close does not flush it.
+	Scratch bool
+	// NoCompactions turns Pebble's automatic compactions off, for a
+	// scratch store that takes few writes (a past moment about one
+	// identity): a copy of a snapshot would otherwise spend its short life
+	// compacting the tables it inherited.
+	NoCompactions bool
+
 	// readOnly opens the database read-only (tests: every commit fails).
 	readOnly bool
 }
 
-// cacheSize is the Pebble block cache.
+// cacheSize is the default Pebble block cache.
 const cacheSize = 128 << 20
 
 // Memtable sizes. Pebble preallocates each write-ahead log file at 110% of
@@ -67,12 +78,13 @@ type Source interface {
 // Store is the projection database. Apply is called by one goroutine (Run);
 // queries may run concurrently with it.
 type Store struct {
-	db     *pebble.DB
-	noWAL  bool
-	log    *slog.Logger
-	graph  *graph
-	hot    *hotCache
-	ranges *rangeCache
+	db      *pebble.DB
+	noWAL   bool
+	scratch bool
+	log     *slog.Logger
+	graph   *graph
+	hot     *hotCache
+	ranges  *rangeCache
 
 	mu           sync.Mutex
 	applied      uint64
@@ -82,6 +94,13 @@ type Store struct {
 	failed       error          // set when apply stopped for good
 	paused       *posture.Error // set while the disk is below the reserve (space.go)
 	pausedReason string
+	partial      bool      // a scratch store narrowed to one identity: gaps in the log are expected
+	openCursor   uint64    // the cursor when the store was opened
+	maxAt        time.Time // the latest event time applied since it was opened
+
+	// applyMu is held by Apply for a whole batch and by Checkpoint, so
+	// that a checkpoint's cursor is the one it records.
+	applyMu sync.Mutex
 
 	disk       *diskGuard
 	closeOnce  sync.Once
@@ -107,11 +126,14 @@ func Open(opts Options) (*Store, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
-	s := &Store{noWAL: opts.NoWAL, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	if opts.CacheSize == 0 {
+		opts.CacheSize = cacheSize
+	}
+	s := &Store{noWAL: opts.NoWAL, scratch: opts.Scratch, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
 	s.disk = &diskGuard{fs: opts.FS, dir: opts.Dir, reserve: opts.DiskReserve,
 		resume: max(opts.DiskReserve, int64(opts.MemTableSize)*11/10), closing: make(chan struct{})}
 	s.disk.measure()
-	cache := pebble.NewCache(cacheSize)
+	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
 		FS:           vfs.OnDiskFull(opts.FS, s.diskFull),
@@ -119,7 +141,9 @@ func Open(opts Options) (*Store, error) {
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		DisableWAL:   opts.NoWAL,
-		ReadOnly:     opts.readOnly,
+
+		DisableAutomaticCompactions: opts.NoCompactions,
+		ReadOnly:                    opts.readOnly,
 	}
 	// Point reads dominate (entities, posture, API sessions by token): bloom
 	// filters spare them the data blocks of the tables without the key.
@@ -146,6 +170,7 @@ func Open(opts Options) (*Store, error) {
 		s.applied = binary.BigEndian.Uint64(data)
 		closer.Close()
 	}
+	s.openCursor = s.applied
 	if data, closer, err := db.Get(modelKey); err == nil {
 		s.modelSeq = binary.BigEndian.Uint64(data)
 		closer.Close()
@@ -248,7 +273,7 @@ func (s *Store) Close() error {
 		s.log.Warn("projections: closed without flushing: the disk is full; the next start replays what was not applied")
 		return nil
 	}
-	if s.noWAL {
+	if s.noWAL && !s.scratch {
 		if err := s.Flush(); err != nil {
 			s.db.Close()
 			return err
@@ -269,8 +294,10 @@ func (s *Store) Cursor() uint64 {
 // does not decode, fails the whole batch and stops the store: nothing of the
 // batch is written and WaitFor returns the error from then on.
 func (s *Store) Apply(events []posture.Event) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	s.mu.Lock()
-	cursor, failed := s.applied, s.failed
+	cursor, failed, partial := s.applied, s.failed, s.partial
 	s.mu.Unlock()
 	if failed != nil {
 		return failed
@@ -283,11 +310,12 @@ func (s *Store) Apply(events []posture.Event) error {
 	tx := newTx(b, s)
 	var last posture.Event
 	modelSeq := uint64(0)
+	maxAt := time.Time{}
 	for _, e := range events {
 		if e.Seq <= cursor {
 			continue
 		}
-		if e.Seq != cursor+1 && cursor != 0 {
+		if e.Seq != cursor+1 && cursor != 0 && !partial {
 			// A gap means the source skipped events: refusing keeps the
 			// projection a faithful function of the log.
 			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log", e.Seq, cursor))
@@ -296,6 +324,9 @@ func (s *Store) Apply(events []posture.Event) error {
 			return s.fail(err)
 		}
 		cursor, last = e.Seq, e
+		if e.At.After(maxAt) {
+			maxAt = e.At
+		}
 		if e.Subject == posture.SubjectModel {
 			modelSeq = e.Seq
 		}
@@ -325,6 +356,9 @@ func (s *Store) Apply(events []posture.Event) error {
 	}
 	s.mu.Lock()
 	s.applied, s.appliedAt = cursor, last.At
+	if maxAt.After(s.maxAt) {
+		s.maxAt = maxAt
+	}
 	if modelSeq != 0 {
 		s.modelSeq = modelSeq
 	}

@@ -10,10 +10,11 @@ import (
 )
 
 // explainer answers policy advice: from the live projection for now, from
-// a replay of the log into memory for a past moment.
+// the nearest snapshot and the events after it for a past moment.
 type explainer struct {
-	log   *eventlog.Log
-	store *projections.Store
+	log       *eventlog.Log
+	store     *projections.Store
+	snapshots *projections.Snapshots // nil: a replay of the whole log into memory
 }
 
 func (x explainer) Explain(ctx context.Context, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
@@ -23,16 +24,33 @@ func (x explainer) Explain(ctx context.Context, identityID, serviceID, typ strin
 		}
 		return x.store.Explain(identityID, serviceID, typ, at)
 	}
-	return explainAt(ctx, x.log, identityID, serviceID, typ, at)
+	return explainAt(ctx, x.log, x.snapshots, identityID, serviceID, typ, at)
 }
 
-// explainAt explains a decision at a moment from a replay of the log into
-// memory up to it.
-func explainAt(ctx context.Context, l *eventlog.Log, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
-	store, err := replayInMemory(ctx, l, cutoff{until: at})
+// explainAt explains a decision at a moment from the projection rebuilt up
+// to it.
+func explainAt(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshots, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
+	store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at}, identityID)
 	if err != nil {
 		return posture.Explanation{}, err
 	}
-	defer store.Close()
+	defer release()
 	return store.Explain(identityID, serviceID, typ, at)
+}
+
+// pastMoment is the projection as it stood at the cutoff, for questions
+// about one identity: from the nearest snapshot when there are snapshots
+// (with only the events after it that concern the identity applied), else
+// replayed from the start in memory. The caller queries it, then calls
+// release.
+func pastMoment(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshots, c cutoff, identityID string) (*projections.Store, func(), error) {
+	if snaps != nil {
+		store, release, err := snaps.OpenAt(ctx, l, projections.Moment{Seq: c.toSeq, At: c.until, Identity: identityID})
+		return store, release, explainBad(err)
+	}
+	store, err := replayInMemory(ctx, l, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, func() { store.Close() }, nil
 }

@@ -67,11 +67,11 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	store, err := replayInMemory(ctx, l.Log, cutoff{until: until})
+	store, release, err := pastMoment(ctx, l.Log, l.snapshots, cutoff{until: until}, a.ID)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer release()
 	entries, err := store.History(a.ID, since, until)
 	if err != nil {
 		return err
@@ -135,7 +135,7 @@ func (x *explainCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
-	e, err := explainAt(ctx, l.Log, x.Identity, x.Service, x.Type, at)
+	e, err := explainAt(ctx, l.Log, l.snapshots, x.Identity, x.Service, x.Type, at)
 	if err != nil {
 		return err
 	}

@@ -253,7 +253,7 @@ func asJSON(t *testing.T, v any) string {
 func TestExplainAroundTheGrace(t *testing.T) {
 	l, rec := loadScenario(t)
 	explain := func(at time.Time) posture.Explanation {
-		x, err := explainAt(t.Context(), l, rec.IDs.Identity, rec.IDs.Vault, posture.Dial, at)
+		x, err := explainAt(t.Context(), l, nil, rec.IDs.Identity, rec.IDs.Vault, posture.Dial, at)
 		if err != nil {
 			t.Fatal(err)
 		}

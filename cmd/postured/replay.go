@@ -15,7 +15,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/mattn/go-isatty"
 
-	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
@@ -60,14 +59,29 @@ func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
 		lock.Release()
 		return nil, err
 	}
-	return &offlineLog{Log: l, lock: lock}, nil
+	ol := &offlineLog{Log: l, lock: lock}
+	// The node's snapshots, when it kept some, spare past moments a
+	// replay from the start.
+	if dir := filepath.Join(f.DataDir, "snapshots"); dirExists(dir) {
+		if ol.snapshots, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: dir}); err != nil {
+			ol.Close()
+			return nil, err
+		}
+	}
+	return ol, nil
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }
 
 // offlineLog is the log an ops command opened, with the data directory's
-// lock when it opened a stopped node's store.
+// lock and its snapshots when it opened a stopped node's store.
 type offlineLog struct {
 	*eventlog.Log
-	lock *datadir.Lock
+	lock      *datadir.Lock
+	snapshots *projections.Snapshots // nil: none (or a running deployment's log)
 }
 
 // Close closes the log, then releases the lock.
@@ -85,9 +99,7 @@ type cutoff struct {
 	until time.Time
 }
 
-var errCutoff = errors.New("cutoff reached")
-
-// replay applies the log from the start into store, up to the cutoff,
+// replay applies the log from the store's cursor up to the cutoff,
 // calling progress after each batch. It returns the number of events
 // applied.
 func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cutoff, progress func(applied, total uint64)) (uint64, error) {
@@ -99,32 +111,11 @@ func replay(ctx context.Context, l *eventlog.Log, store *projections.Store, c cu
 	if c.toSeq != 0 && c.toSeq < to {
 		to = c.toSeq
 	}
-	var applied uint64
-	err = l.Read(ctx, store.Cursor()+1, to, func(batch []posture.Event) error {
-		cut := len(batch)
-		if !c.until.IsZero() {
-			for i, e := range batch {
-				if e.At.After(c.until) {
-					cut = i
-					break
-				}
-			}
-		}
-		if err := store.Apply(batch[:cut]); err != nil {
-			return err
-		}
-		applied += uint64(cut)
+	applied, err := store.ReplayTo(ctx, l, projections.Moment{Seq: to, At: c.until}, func(cursor uint64) {
 		if progress != nil {
-			progress(store.Cursor(), to)
+			progress(cursor, to)
 		}
-		if cut < len(batch) {
-			return errCutoff
-		}
-		return nil
 	})
-	if errors.Is(err, errCutoff) {
-		err = nil
-	}
 	return applied, explainBad(err)
 }
 

@@ -71,6 +71,11 @@ type serveCmd struct {
 	CheckpointInterval time.Duration `default:"1m" help:"Longest an event waits to be covered by a signed checkpoint."`
 	NoCheckpoints      bool          `name:"no-checkpoints" help:"Do not append signed checkpoints of the log (another node may)."`
 
+	SnapshotEvery    uint64        `name:"snapshot-every" default:"10000" help:"Take a snapshot of the projection (a Pebble checkpoint under <data-dir>/snapshots) every this many events; past moments are rebuilt from the nearest one."`
+	SnapshotInterval time.Duration `name:"snapshot-interval" default:"10m" help:"Longest new events wait for a snapshot."`
+	SnapshotsKeep    int           `name:"snapshots-keep" default:"48" help:"Snapshots kept, spread over the whole history (the newest always)."`
+	PastMoments      int           `name:"past-moments" default:"2" help:"Past moments (explain or policy advice at a time) rebuilt at once; further requests are answered 429 with Retry-After."`
+
 	// clock is the node's one clock: event times, TOTP checks, session
 	// expiry and the timer loops' tickers (default: the real clock; tests
 	// set a fake one).
@@ -312,6 +317,7 @@ type node struct {
 	idle       *expiry.Idle
 
 	checkpointer    *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
+	snapshots       *projections.Snapshots // checkpoints of the projection that past moments start from
 	checkpointsDone chan struct{}          // closed when the checkpointer returns
 }
 
@@ -398,6 +404,14 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log,
 		DiskReserve: (s.DiskReserveMiB << 20) / 2})
 	if err != nil {
+		return nil, err
+	}
+	if s.SnapshotsKeep < 0 || s.PastMoments < 0 || s.SnapshotInterval < 0 {
+		return nil, errors.New("--snapshot-interval, --snapshots-keep and --past-moments may not be negative")
+	}
+	if n.snapshots, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(s.DataDir, "snapshots"),
+		Keep: s.SnapshotsKeep, Every: s.SnapshotEvery, Interval: s.SnapshotInterval, MaxOpen: s.PastMoments,
+		Clock: clock, Logger: log}); err != nil {
 		return nil, err
 	}
 	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
@@ -504,7 +518,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp})
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Report: n.store, Writer: w,
 		Deliveries: n.store, Webhooks: n.hooks,
-		Explainer: explainer{log: n.elog, store: n.store}, Signer: signer, Enrollments: n.store,
+		Explainer: explainer{log: n.elog, store: n.store, snapshots: n.snapshots}, Signer: signer, Enrollments: n.store,
 		Secrets: n.secrets}
 	n.client.ServiceAdmin = n.management
 	if err := n.openCluster(openCtx, s); err != nil {
@@ -561,6 +575,7 @@ func (n *node) Run(ctx context.Context) error {
 	relay := &api.TransitionRelay{Outbox: n.store, Stream: n.trans, Logger: n.log}
 	g.Go(func() error { return relay.Run(gctx) })
 	g.Go(func() error { return n.hooks.Run(gctx) })
+	g.Go(func() error { return n.snapshots.Run(gctx, n.store, n.elog) })
 	return g.Wait()
 }
 

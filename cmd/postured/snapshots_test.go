@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/projections"
+)
+
+// TestPastMomentsFromSnapshotsEqualFullReplay rebuilds the recorded ops
+// scenario (an OS check failing and passing, MFA, a wake and the deadline
+// at the end of its grace) at many moments, from snapshots taken every
+// three events and from a replay of the whole log: the explanations of
+// both services and the identity's timeline are equal. The moments: every
+// event's time and a nanosecond on either side, each snapshot's times,
+// the wake grace's deadline and around it, and random times.
+func TestPastMomentsFromSnapshotsEqualFullReplay(t *testing.T) {
+	l, rec := loadScenario(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	live, err := projections.Open(projections.Options{Dir: filepath.Join(dir, "projections")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(dir, "snapshots"), Keep: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []posture.Event
+	if err := l.Read(ctx, 1, 0, func(b []posture.Event) error { events = append(events, b...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(3); seq < last+3; seq += 3 {
+		if _, err := live.ReplayTo(ctx, l, projections.Moment{Seq: min(seq, last)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := snaps.Take(ctx, live, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := snaps.List()
+	if len(list) != 8 || list[7].Seq != last {
+		t.Fatalf("snapshots %+v: want 8, the newest at %d", list, last)
+	}
+
+	var moments []time.Time
+	for _, e := range events {
+		moments = append(moments, e.At, e.At.Add(-1), e.At.Add(1))
+	}
+	for _, s := range list {
+		moments = append(moments, s.MaxAt, s.LastAt)
+	}
+	deadline := rec.IDs.WakeAt.Add(scenarioGrace)
+	moments = append(moments, deadline, deadline.Add(-1), deadline.Add(1), deadline.Add(-time.Millisecond))
+	rng := rand.New(rand.NewPCG(16, 4))
+	first, end := events[0].At, events[len(events)-1].At.Add(time.Minute)
+	for range 30 {
+		moments = append(moments, first.Add(time.Duration(rng.Int64N(int64(end.Sub(first))))))
+	}
+
+	type answer struct {
+		CRM, Vault posture.Explanation
+		History    []posture.HistoryEntry
+		Errors     []string // NOT_FOUND before the identity or a service existed
+	}
+	ask := func(snaps *projections.Snapshots, at time.Time) string {
+		t.Helper()
+		store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at}, rec.IDs.Identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		var a answer
+		for _, q := range []struct {
+			service string
+			x       *posture.Explanation
+		}{{rec.IDs.CRM, &a.CRM}, {rec.IDs.Vault, &a.Vault}} {
+			if *q.x, err = store.Explain(rec.IDs.Identity, q.service, posture.Dial, at); posture.CodeOf(err) == posture.CodeNotFound {
+				a.Errors = append(a.Errors, err.Error())
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a.History, err = store.History(rec.IDs.Identity, time.Time{}, at); err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.MarshalIndent(a, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	fromSnapshot, decisions := 0, map[string]bool{}
+	for _, at := range moments {
+		want, got := ask(nil, at), ask(snaps, at)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("at %s the snapshot's answer differs from a full replay (-full +snapshot):\n%s", at.Format(time.RFC3339Nano), diff)
+		}
+		if _, ok := snaps.Nearest(projections.Moment{At: at}); ok {
+			fromSnapshot++
+		}
+		var a answer
+		_ = json.Unmarshal([]byte(got), &a)
+		decisions[a.CRM.Decision+"/"+a.Vault.Decision] = true
+	}
+	if fromSnapshot < 60 || len(decisions) < 4 {
+		t.Fatalf("%d moments from a snapshot, decisions %v: the moments do not cover the scenario", fromSnapshot, decisions)
+	}
+}
+
+// TestNarrowedPastMomentsEqualFullReplay asks about one identity of a
+// fleet (replayLog's: 1,000 identities with posture, activity and sessions
+// interleaved) at random moments and at the snapshots' boundaries: a copy
+// of a snapshot with only the events of the model and of that identity
+// applied after it answers as a full replay does.
+func TestNarrowedPastMomentsEqualFullReplay(t *testing.T) {
+	l := replayLog(t, 6000)
+	ctx := t.Context()
+	dir := t.TempDir()
+	live, err := projections.Open(projections.Options{Dir: filepath.Join(dir, "projections")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(dir, "snapshots")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1500); seq <= 6000; seq += 1500 {
+		if _, err := live.ReplayTo(ctx, l, projections.Moment{Seq: seq}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := snaps.Take(ctx, live, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := l.Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moments []time.Time
+	for _, s := range snaps.List() {
+		moments = append(moments, s.MaxAt, s.MaxAt.Add(-1), s.MaxAt.Add(400*time.Millisecond))
+	}
+	rng := rand.New(rand.NewPCG(16, 5))
+	for range 8 {
+		moments = append(moments, first.At.Add(time.Duration(rng.Int64N(int64(6100*time.Millisecond)))))
+	}
+	ask := func(snaps *projections.Snapshots, at time.Time, identity, service string) string {
+		t.Helper()
+		store, release, err := pastMoment(ctx, l, snaps, cutoff{until: at}, identity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		x, err := store.Explain(identity, service, posture.Dial, at)
+		if err != nil && posture.CodeOf(err) != posture.CodeNotFound {
+			t.Fatal(err)
+		}
+		h, herr := store.History(identity, time.Time{}, at)
+		if herr != nil {
+			t.Fatal(herr)
+		}
+		data, _ := json.MarshalIndent(map[string]any{"explanation": x, "err": fmt.Sprint(err), "history": h}, "", " ")
+		return string(data)
+	}
+	decisions := map[string]int{}
+	for i, at := range moments {
+		id := rng.IntN(1000)
+		identity, service := fmt.Sprintf("id%04d", id), fmt.Sprintf("svc%02d", id%10+10*rng.IntN(5))
+		want, got := ask(nil, at, identity, service), ask(snaps, at, identity, service)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("moment %d (%s), %s: the narrowed snapshot's answer differs from a full replay (-full +snapshot):\n%s",
+				i, at.Format(time.RFC3339Nano), identity, diff)
+		}
+		var a struct {
+			Explanation posture.Explanation `json:"explanation"`
+			History     []json.RawMessage   `json:"history"`
+		}
+		_ = json.Unmarshal([]byte(got), &a)
+		decisions[a.Explanation.Decision]++
+		decisions["history"] += len(a.History)
+	}
+	t.Logf("answers: %v", decisions)
+	if decisions["granted"] == 0 || decisions["history"] < 20 {
+		t.Fatalf("answers %v: the moments do not exercise the fleet", decisions)
+	}
+}
+
+// TestExplainAtAnswers429BeyondTheLimit holds the only past moment a node
+// allows and asks for another over the API: 429 with Retry-After, in the
+// header and in the envelope's cause.
+func TestExplainAtAnswers429BeyondTheLimit(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.PastMoments = 1
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	before := n.clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	_, release, err := n.snapshots.OpenAt(t.Context(), n.elog, projections.Moment{Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := n.do(t, "GET", api.ManagementBase+"/identities/none/policy-advice/none?at="+before, admin, nil)
+	if r.Status != 429 || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("past moment beyond the limit: %d %q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	var body struct {
+		Error struct {
+			Code  string `json:"code"`
+			Cause struct {
+				RetryAfterSeconds int `json:"retryAfterSeconds"`
+			} `json:"cause"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil || body.Error.Code != posture.CodeTooManyRequests || body.Error.Cause.RetryAfterSeconds != 1 {
+		t.Fatalf("envelope: %s (%v)", r.Body, err)
+	}
+	release()
+	if r := n.do(t, "GET", api.ManagementBase+"/identities/none/policy-advice/none?at="+before, admin, nil); r.Status != 404 {
+		t.Fatalf("after release: %d %s", r.Status, r.Body)
+	}
+}
+
+var _ projections.Reader = (*eventlog.Log)(nil)

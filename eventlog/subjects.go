@@ -1,0 +1,105 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// ReadSubjects is Read narrowed to the events on some subjects: those with
+// from <= seq <= to (to == 0: the newest event when the call starts) whose
+// subject matches one of subjects (NATS patterns relative to the log, such
+// as "model", "posture.<identity>" or "skip.>"), in order. The server
+// filters, so the events passed over cost nothing here. A message that is
+// not an event stops it with a *BadEventError, skip decisions or not: the
+// caller reads that stretch with Read, which knows them.
+func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []string, fn func([]posture.Event) error) error {
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if to == 0 || to > last {
+		to = last
+	}
+	from = max(from, 1)
+	if from > to {
+		return nil
+	}
+	filters := make([]string, len(subjects))
+	for i, s := range subjects {
+		filters[i] = l.prefix + s
+	}
+	// An ephemeral consumer counts at creation the messages it will
+	// deliver, which tells when the read is complete.
+	cons, err := l.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		FilterSubjects:    filters,
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		Replicas:          1,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("eventlog: consumer of %d subjects from %d: %w", len(subjects), from, err)
+	}
+	info := cons.CachedInfo()
+	defer func() {
+		// Its inactivity removes it anyway; a role that may not delete
+		// consumers leaves it to that.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		defer cancel()
+		_ = l.stream.DeleteConsumer(dctx, info.Name)
+	}()
+	pending := info.NumPending
+	batch := make([]posture.Event, 0, MaxBatch)
+	for pending > 0 {
+		msgs, err := cons.Fetch(int(min(pending, MaxBatch)), jetstream.FetchMaxWait(requestTimeout))
+		if err != nil {
+			return fmt.Errorf("eventlog: fetch: %w", err)
+		}
+		done := false
+		got := 0
+		for m := range msgs.Messages() {
+			got++
+			pending--
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("eventlog: metadata: %w", err)
+			}
+			if done || md.Sequence.Stream > to {
+				done = true
+				continue
+			}
+			e, err := decodeMsg(l.prefix, m)
+			if err != nil {
+				return err
+			}
+			batch = append(batch, e)
+			done = md.Sequence.Stream == to
+		}
+		if err := msgs.Error(); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("eventlog: fetch: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+		if done {
+			return nil
+		}
+		if got == 0 {
+			return fmt.Errorf("eventlog: fetch from %d: nothing delivered, %d pending", from, pending)
+		}
+	}
+	return nil
+}
