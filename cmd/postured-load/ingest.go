@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// common are the flags of every benchmark that runs postured.
+type common struct {
+	Postured string        `required:"" help:"The postured binary to run (task load builds it into bin/)."`
+	Runs     int           `default:"5" help:"Runs; the figures are their medians."`
+	Duration time.Duration `default:"5s" help:"Length of each measured run."`
+	Clients  int           `default:"64" help:"Keep-alive HTTP/1.1 TLS clients, each an identity with its own API session."`
+	Keep     bool          `help:"Keep the data directories (printed) instead of removing them."`
+	Args     []string      `name:"postured-arg" help:"Extra flag for postured serve (repeatable), for example --postured-arg=--sync=always."`
+}
+
+type ingestCmd struct {
+	common
+	Webhook string `default:"none" enum:"none,hang,closed" help:"Also run a second postured with a webhook for every transition whose receiver never answers (hang) or whose port is closed (closed); the posture values then alternate so that every response is a transition, in all three targets."`
+}
+
+const adminPassword = "postured-load-admin"
+
+// node is a postured process under load.
+type node struct {
+	p    *proc
+	t    target
+	dir  string
+	a    *admin
+	args []string
+	bin  string
+}
+
+// startNode runs postured serve on a data directory (fresh or kept from
+// an earlier start) on a port of its own and waits until it is ready.
+func startNode(ctx context.Context, bin, dir string, extra []string) (*node, time.Duration, error) {
+	args := append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
+	begin := time.Now()
+	p, err := start(ctx, "postured", bin, args, []string{"POSTURED_ADMIN_PASSWORD=" + adminPassword}, "postured listening on https://")
+	if err != nil {
+		return nil, 0, err
+	}
+	tlsCfg, err := trusting(filepath.Join(dir, "pki", "ca.pem"))
+	if err != nil {
+		p.stop()
+		return nil, 0, err
+	}
+	n := &node{p: p, t: target{name: "postured", base: "https://" + p.addr, tls: tlsCfg}, dir: dir, args: extra, bin: bin}
+	if err := waitReady(ctx, n.t, 10*time.Minute); err != nil {
+		p.stop()
+		return nil, 0, fmt.Errorf("%w: %s", err, p.tail)
+	}
+	ready := time.Since(begin)
+	hc := n.t.newClient()
+	tok, err := login(ctx, hc, n.t.base, managementAPI, "admin", adminPassword)
+	if err != nil {
+		p.stop()
+		return nil, 0, err
+	}
+	n.a = &admin{t: n.t, hc: hc, token: tok}
+	return n, ready, nil
+}
+
+// restart stops the node and starts it again on the same data directory,
+// returning the time until it answered again.
+func (n *node) restart(ctx context.Context) (time.Duration, error) {
+	n.p.stop()
+	m, ready, err := startNode(ctx, n.bin, n.dir, n.args)
+	if err != nil {
+		return 0, err
+	}
+	*n = *m
+	return ready, nil
+}
+
+// startNull runs the null server (this binary, `null`) and returns it.
+func startNull(ctx context.Context, dir string) (*proc, target, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, target{}, err
+	}
+	ca := filepath.Join(dir, "null-ca.pem")
+	p, err := start(ctx, "null server", self, []string{"null", "--ca-out", ca}, nil, nullReady)
+	if err != nil {
+		return nil, target{}, err
+	}
+	tlsCfg, err := trusting(ca)
+	if err != nil {
+		p.stop()
+		return nil, target{}, err
+	}
+	return p, target{name: "null", base: "https://" + p.addr, tls: tlsCfg}, nil
+}
+
+// osModel creates an OS check (Windows 10 or later), a service and a
+// policy that grants it to every identity under the check, and n
+// identities logged in; it returns the check's id and their tokens.
+func osModel(ctx context.Context, a *admin, n int, prefix string) (string, []string, error) {
+	check, err := a.create(ctx, "posture-checks", map[string]any{"typeId": "OS", "name": prefix + "os",
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.0"}}}})
+	if err != nil {
+		return "", nil, err
+	}
+	svc, err := a.create(ctx, "services", map[string]any{"name": prefix + "svc"})
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := a.create(ctx, "service-policies", map[string]any{"name": prefix + "p", "type": "Dial", "semantic": "AllOf",
+		"identityRoles": []string{"#all"}, "serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"@" + check}}); err != nil {
+		return "", nil, err
+	}
+	tokens := make([]string, n)
+	for i := range tokens {
+		if tokens[i], err = a.endpoint(ctx, fmt.Sprintf("%sload-%03d", prefix, i)); err != nil {
+			return "", nil, err
+		}
+	}
+	return check, tokens, nil
+}
+
+// osBodies are the posture responses of a run: one passing OS report, or
+// (alternating) a passing and a failing one, so that every response is a
+// transition.
+func osBodies(check string, alternate bool) func(i, k int) []byte {
+	pass, _ := json.Marshal(map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0.19045", "build": "19045"})
+	fail, _ := json.Marshal(map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "9.0", "build": "1"})
+	if !alternate {
+		return func(int, int) []byte { return pass }
+	}
+	return func(_, k int) []byte {
+		if k%2 == 0 {
+			return pass
+		}
+		return fail
+	}
+}
+
+// deadReceiver is a webhook URL whose receiver never answers (hang: it
+// accepts and reads the request and waits until the run ends) or that
+// refuses connections (closed: a port that was bound and let go).
+func deadReceiver(ctx context.Context, kind string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	url := "http://" + ln.Addr().String() + "/hook"
+	if kind == "closed" {
+		return url, ln.Close()
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return url, nil
+}
+
+func (c *ingestCmd) Run(ctx context.Context) error {
+	work, err := os.MkdirTemp("", "postured-load-")
+	if err != nil {
+		return err
+	}
+	if c.Keep {
+		fmt.Println("data in", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	nullProc, nullT, err := startNull(ctx, work)
+	if err != nil {
+		return err
+	}
+	defer nullProc.stop()
+
+	type subject struct {
+		name string
+		n    *node
+		c    *clients
+	}
+	alternate := c.Webhook != "none"
+	var subjects []subject
+	names := []string{"postured"}
+	if alternate {
+		names = []string{"postured", "postured+" + c.Webhook + "-webhook"}
+	}
+	var check string
+	for _, name := range names {
+		n, _, err := startNode(ctx, c.Postured, filepath.Join(work, strings.ReplaceAll(name, "+", "-")), c.Args)
+		if err != nil {
+			return err
+		}
+		defer n.p.stop()
+		if strings.HasSuffix(name, "-webhook") {
+			url, err := deadReceiver(ctx, c.Webhook)
+			if err != nil {
+				return err
+			}
+			if _, err := n.a.create(ctx, "webhooks", map[string]any{"name": "dead", "url": url, "allowInsecureHttp": true, "enabled": true}); err != nil {
+				return err
+			}
+		}
+		chk, tokens, err := osModel(ctx, n.a, c.Clients, "")
+		if err != nil {
+			return err
+		}
+		check = chk
+		subjects = append(subjects, subject{name: name, n: n, c: newClients(n.t, tokens, osBodies(chk, alternate))})
+	}
+	nullTokens := make([]string, c.Clients)
+	for i := range nullTokens {
+		nullTokens[i] = "null-token"
+	}
+	null := newClients(nullT, nullTokens, osBodies(check, alternate))
+
+	fmt.Printf("%d clients, %d runs of %s each, targets: null, %s\n", c.Clients, c.Runs, c.Duration, strings.Join(names, ", "))
+	ratios := make([][]float64, len(subjects))
+	var nullRates []float64
+	rates := make([][]float64, len(subjects))
+	for run := range c.Runs {
+		// The order alternates between runs: null first, then last.
+		order := make([]int, 0, len(subjects)+1) // -1 is the null server
+		order = append(order, -1)
+		for i := range subjects {
+			order = append(order, i)
+		}
+		if run%2 == 1 {
+			for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+		got := make([]float64, len(subjects))
+		var nullRate float64
+		for _, i := range order {
+			if i < 0 {
+				if nullRate, err = null.burst(ctx, c.Duration); err != nil {
+					return err
+				}
+				continue
+			}
+			if got[i], err = subjects[i].c.burst(ctx, c.Duration); err != nil {
+				return err
+			}
+		}
+		nullRates = append(nullRates, nullRate)
+		line := fmt.Sprintf("run %d: null %.0f/s", run+1, nullRate)
+		for i, s := range subjects {
+			rates[i] = append(rates[i], got[i])
+			ratios[i] = append(ratios[i], got[i]/nullRate)
+			line += fmt.Sprintf(", %s %.0f/s (ratio %.2f)", s.name, got[i], got[i]/nullRate)
+		}
+		fmt.Println(line)
+	}
+	fmt.Printf("median: null %.0f/s", median(nullRates))
+	for i, s := range subjects {
+		r := slices.Sorted(slices.Values(ratios[i]))
+		fmt.Printf(", %s %.0f/s, ratio %.2f (runs %.2f-%.2f)", s.name, median(rates[i]), median(r), r[0], r[len(r)-1])
+	}
+	fmt.Println()
+	if len(subjects) == 2 {
+		var rel []float64
+		for run := range nullRates {
+			rel = append(rel, rates[1][run]/rates[0][run])
+		}
+		slices.Sort(rel)
+		fmt.Printf("%s / postured: median %.2f (runs %.2f-%.2f)\n", subjects[1].name, median(rel), rel[0], rel[len(rel)-1])
+	}
+	return nil
+}
