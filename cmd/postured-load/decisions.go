@@ -177,7 +177,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	return nil
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", d.Seconds()*1e3) }
+func ms(d time.Duration) string   { return fmt.Sprintf("%.2fms", d.Seconds()*1e3) }
 func sec(d time.Duration) float64 { return d.Seconds() }
 
 // preload appends a model straight to a fresh embedded log (the node is not
@@ -199,7 +199,7 @@ func preload(ctx context.Context, dir string, identities, services, policies int
 			id := fmt.Sprintf("li%07d", i)
 			return posture.Created[posture.Identity]{Entity: posture.Identity{ID: id, Name: id, Type: posture.IdentityDevice,
 				RoleAttributes: []string{fmt.Sprintf("dept-%d", i%50), fmt.Sprintf("site-%d", i%20), fmt.Sprintf("role-%d", i%10)},
-				Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now}}
+				Tags:           posture.Tags{}, CreatedAt: now, UpdatedAt: now}}
 		case i < identities+services:
 			i -= identities
 			id := fmt.Sprintf("ls%06d", i)
