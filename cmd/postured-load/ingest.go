@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -235,24 +236,26 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 			}
 		}
 		got := make([]float64, len(subjects))
+		used := make([]usage, len(subjects))
 		var nullRate float64
+		var nullUsed usage
 		for _, i := range order {
 			if i < 0 {
-				if nullRate, err = null.burst(ctx, c.Duration); err != nil {
+				if nullRate, nullUsed, err = measure(ctx, null, nullProc, c.Duration); err != nil {
 					return err
 				}
 				continue
 			}
-			if got[i], err = subjects[i].c.burst(ctx, c.Duration); err != nil {
+			if got[i], used[i], err = measure(ctx, subjects[i].c, subjects[i].n.p, c.Duration); err != nil {
 				return err
 			}
 		}
 		nullRates = append(nullRates, nullRate)
-		line := fmt.Sprintf("run %d: null %.0f/s", run+1, nullRate)
+		line := fmt.Sprintf("run %d: null %.0f/s %s", run+1, nullRate, nullUsed.per(nullRate))
 		for i, s := range subjects {
 			rates[i] = append(rates[i], got[i])
 			ratios[i] = append(ratios[i], got[i]/nullRate)
-			line += fmt.Sprintf(", %s %.0f/s (ratio %.2f)", s.name, got[i], got[i]/nullRate)
+			line += fmt.Sprintf("; %s %.0f/s %s, ratio %.2f", s.name, got[i], used[i].per(got[i]), got[i]/nullRate)
 		}
 		fmt.Println(line)
 	}
@@ -271,4 +274,34 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 		fmt.Printf("%s / postured: median %.2f (runs %.2f-%.2f)\n", subjects[1].name, median(rel), rel[0], rel[len(rel)-1])
 	}
 	return nil
+}
+
+// usage is the CPU a burst took: the server's process and this one (the
+// clients), in cores over the burst.
+type usage struct{ server, clients, wall time.Duration }
+
+// per describes u per request at rate requests/s.
+func (u usage) per(rate float64) string {
+	n := rate * u.wall.Seconds()
+	return fmt.Sprintf("(server %.2f cores, %.0f µs/req; clients %.2f cores)",
+		u.server.Seconds()/u.wall.Seconds(), float64(u.server.Microseconds())/n, u.clients.Seconds()/u.wall.Seconds())
+}
+
+// measure runs a burst against c and the CPU it took.
+func measure(ctx context.Context, c *clients, p *proc, d time.Duration) (float64, usage, error) {
+	if err := c.warm(ctx); err != nil {
+		return 0, usage{}, err
+	}
+	s0, c0, t0 := p.cpu(), selfCPU(), time.Now()
+	rate, err := c.burst(ctx, d)
+	return rate, usage{server: p.cpu() - s0, clients: selfCPU() - c0, wall: time.Since(t0)}, err
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
