@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -47,7 +49,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	}
 	fmt.Printf("preloaded %d events into the log in %s (%.0f/s)\n", events, took.Round(time.Millisecond), float64(events)/took.Seconds())
 
-	n, ready, err := startNode(ctx, c.Postured, dir, c.Args)
+	n, ready, err := startNode(ctx, c.Postured, dir, c.Args, c.Env)
 	if err != nil {
 		return err
 	}
@@ -91,28 +93,14 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dc := n.t.newClient()
-	if err := call(ctx, dc, http.MethodPost, n.t.base+clientAPI+"/posture-response", decider,
+	if err := call(ctx, n.t.newClient(), http.MethodPost, n.t.base+clientAPI+"/posture-response", decider,
 		map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0.19045"}, nil, http.StatusCreated); err != nil {
 		return err
 	}
-	decide := func(ctx context.Context, d time.Duration) ([]time.Duration, error) {
-		var lat []time.Duration
-		for i := 0; ctx.Err() == nil; i++ {
-			begin := time.Now()
-			if err := call(ctx, dc, http.MethodPost, n.t.base+clientAPI+"/sessions", decider,
-				map[string]any{"serviceId": services[i%len(services)], "type": "Dial"}, nil, http.StatusCreated); err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				return nil, err
-			}
-			lat = append(lat, time.Since(begin))
-		}
-		slices.Sort(lat)
-		return lat, nil
+	caFile := filepath.Join(dir, "pki", "ca.pem")
+	decide := func(ctx context.Context, d time.Duration) (latencies, error) {
+		return runDecider(ctx, n.t.base, caFile, decider, services, d)
 	}
-	timed := func(d time.Duration) (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, d) }
 
 	ingest := newClients(n.t, tokens, osBodies(check, false))
 	nullProc, nullT, err := startNull(ctx, work)
@@ -126,13 +114,11 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	var idle50, idle99, load50, load99, maxRates, ratios, paced []float64
 	for run := range c.Runs {
 		// Idle decisions.
-		rctx, cancel := timed(c.Duration)
-		lat, err := decide(rctx, c.Duration)
-		cancel()
+		lat, err := decide(ctx, c.Duration)
 		if err != nil {
 			return err
 		}
-		i50, i99 := quantile(lat, 0.5), quantile(lat, 0.99)
+		i50, i99 := lat.P50, lat.P99
 		// The maximum ingest rate, against the null server's.
 		var nullRate, maxRate float64
 		for _, first := range []bool{run%2 == 0, run%2 == 1} {
@@ -145,7 +131,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 			}
 		}
 		// Decisions under c.Load of that rate.
-		rctx, cancel = timed(c.Duration)
+		rctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		var got atomic.Value
 		var perr error
@@ -154,7 +140,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 			got.Store(r)
 			perr = err
 		})
-		lat, err = decide(rctx, c.Duration)
+		lat, err = decide(ctx, c.Duration)
 		cancel()
 		wg.Wait()
 		if err != nil {
@@ -163,9 +149,9 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		if perr != nil {
 			return perr
 		}
-		l50, l99 := quantile(lat, 0.5), quantile(lat, 0.99)
+		l50, l99 := lat.P50, lat.P99
 		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s (null %.0f/s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s\n",
-			run+1, ms(i50), ms(i99), maxRate, nullRate, maxRate/nullRate, got.Load().(float64), len(lat), ms(l50), ms(l99))
+			run+1, ms(i50), ms(i99), maxRate, nullRate, maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99))
 		idle50, idle99 = append(idle50, sec(i50)), append(idle99, sec(i99))
 		load50, load99 = append(load50, sec(l50)), append(load99, sec(l99))
 		maxRates, ratios, paced = append(maxRates, maxRate), append(ratios, maxRate/nullRate), append(paced, got.Load().(float64))
@@ -236,4 +222,71 @@ func preload(ctx context.Context, dir string, identities, services, policies int
 		return 0, 0, *p
 	}
 	return time.Since(begin), total, nil
+}
+
+// latencies are a decider's figures.
+type latencies struct {
+	N        int
+	P50, P99 time.Duration
+}
+
+// runDecider runs `postured-load decide` (this binary) as a process of its
+// own, so that the clients' work in this process does not delay its
+// requests, and returns its figures.
+func runDecider(ctx context.Context, base, caFile, token string, services []string, d time.Duration) (latencies, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return latencies{}, err
+	}
+	args := []string{"decide", "--url", base, "--ca", caFile, "--token", token, "--duration", d.String()}
+	for _, s := range services {
+		args = append(args, "--service", s)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return latencies{}, fmt.Errorf("decide: %w", err)
+	}
+	var l latencies
+	if err := json.Unmarshal(out, &l); err != nil {
+		return latencies{}, fmt.Errorf("decide: %w: %s", err, out)
+	}
+	return l, nil
+}
+
+// decideCmd asks for sessions one at a time and prints the count, the
+// median and the 99th percentile latency as JSON.
+type decideCmd struct {
+	URL      string        `required:"" help:"postured's base URL."`
+	CA       string        `required:"" help:"PEM file of the CA that signs postured's certificate."`
+	Token    string        `required:"" help:"The API session token of the identity asking."`
+	Service  []string      `required:"" help:"Services to ask for, in turn (repeatable)."`
+	Duration time.Duration `default:"5s" help:"How long to ask."`
+}
+
+func (c *decideCmd) Run(ctx context.Context) error {
+	tlsCfg, err := trusting(c.CA)
+	if err != nil {
+		return err
+	}
+	hc := target{base: c.URL, tls: tlsCfg}.newClient()
+	ask := func(i int) error {
+		return call(ctx, hc, http.MethodPost, c.URL+clientAPI+"/sessions", c.Token,
+			map[string]any{"serviceId": c.Service[i%len(c.Service)], "type": "Dial"}, nil, http.StatusCreated)
+	}
+	if err := ask(0); err != nil { // the connection, outside the figures
+		return err
+	}
+	var lat []time.Duration
+	end := time.Now().Add(c.Duration)
+	for i := 1; time.Now().Before(end); i++ {
+		begin := time.Now()
+		if err := ask(i); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(begin))
+	}
+	slices.Sort(lat)
+	return json.NewEncoder(os.Stdout).Encode(latencies{N: len(lat), P50: quantile(lat, 0.5), P99: quantile(lat, 0.99)})
 }

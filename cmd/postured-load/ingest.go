@@ -22,11 +22,14 @@ type common struct {
 	Clients  int           `default:"64" help:"Keep-alive HTTP/1.1 TLS clients, each an identity with its own API session."`
 	Keep     bool          `help:"Keep the data directories (printed) instead of removing them."`
 	Args     []string      `name:"postured-arg" help:"Extra flag for postured serve (repeatable), for example --postured-arg=--sync=always."`
+	Env      []string      `name:"postured-env" help:"Extra environment variable for postured (repeatable), for example --postured-env=GOGC=200."`
 }
 
 type ingestCmd struct {
 	common
 	Webhook string `default:"none" enum:"none,hang,closed" help:"Also run a second postured with a webhook for every transition whose receiver never answers (hang) or whose port is closed (closed); the posture values then alternate so that every response is a transition, in all three targets."`
+	VariantArg []string `name:"variant-arg" help:"Also run a second postured with this extra serve flag (repeatable), to compare the two in the same runs."`
+	VariantEnv []string `name:"variant-env" help:"Also run a second postured with this extra environment variable (repeatable), for example --variant-env=GOGC=400."`
 }
 
 const adminPassword = "postured-load-admin"
@@ -38,15 +41,16 @@ type node struct {
 	dir  string
 	a    *admin
 	args []string
+	env  []string
 	bin  string
 }
 
 // startNode runs postured serve on a data directory (fresh or kept from
 // an earlier start) on a port of its own and waits until it is ready.
-func startNode(ctx context.Context, bin, dir string, extra []string) (*node, time.Duration, error) {
+func startNode(ctx context.Context, bin, dir string, extra, env []string) (*node, time.Duration, error) {
 	args := append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
 	begin := time.Now()
-	p, err := start(ctx, "postured", bin, args, []string{"POSTURED_ADMIN_PASSWORD=" + adminPassword}, "postured listening on https://")
+	p, err := start(ctx, "postured", bin, args, append([]string{"POSTURED_ADMIN_PASSWORD=" + adminPassword}, env...), "postured listening on https://")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -55,7 +59,7 @@ func startNode(ctx context.Context, bin, dir string, extra []string) (*node, tim
 		p.stop()
 		return nil, 0, err
 	}
-	n := &node{p: p, t: target{name: "postured", base: "https://" + p.addr, tls: tlsCfg}, dir: dir, args: extra, bin: bin}
+	n := &node{p: p, t: target{name: "postured", base: "https://" + p.addr, tls: tlsCfg}, dir: dir, args: extra, env: env, bin: bin}
 	if err := waitReady(ctx, n.t, 10*time.Minute); err != nil {
 		p.stop()
 		return nil, 0, fmt.Errorf("%w: %s", err, p.tail)
@@ -75,7 +79,7 @@ func startNode(ctx context.Context, bin, dir string, extra []string) (*node, tim
 // returning the time until it answered again.
 func (n *node) restart(ctx context.Context) (time.Duration, error) {
 	n.p.stop()
-	m, ready, err := startNode(ctx, n.bin, n.dir, n.args)
+	m, ready, err := startNode(ctx, n.bin, n.dir, n.args, n.env)
 	if err != nil {
 		return 0, err
 	}
@@ -190,9 +194,17 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 	if alternate {
 		names = []string{"postured", "postured+" + c.Webhook + "-webhook"}
 	}
+	variant := len(c.VariantArg) > 0 || len(c.VariantEnv) > 0
+	if variant {
+		names = append(names, "variant")
+	}
 	var check string
 	for _, name := range names {
-		n, _, err := startNode(ctx, c.Postured, filepath.Join(work, strings.ReplaceAll(name, "+", "-")), c.Args)
+		args, env := c.Args, c.Env
+		if name == "variant" {
+			args, env = append(slices.Clone(args), c.VariantArg...), append(slices.Clone(env), c.VariantEnv...)
+		}
+		n, _, err := startNode(ctx, c.Postured, filepath.Join(work, strings.ReplaceAll(name, "+", "-")), args, env)
 		if err != nil {
 			return err
 		}
@@ -265,13 +277,13 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 		fmt.Printf(", %s %.0f/s, ratio %.2f (runs %.2f-%.2f)", s.name, median(rates[i]), median(r), r[0], r[len(r)-1])
 	}
 	fmt.Println()
-	if len(subjects) == 2 {
+	for i := 1; i < len(subjects); i++ {
 		var rel []float64
 		for run := range nullRates {
-			rel = append(rel, rates[1][run]/rates[0][run])
+			rel = append(rel, rates[i][run]/rates[0][run])
 		}
 		slices.Sort(rel)
-		fmt.Printf("%s / postured: median %.2f (runs %.2f-%.2f)\n", subjects[1].name, median(rel), rel[0], rel[len(rel)-1])
+		fmt.Printf("%s / postured: median %.2f (runs %.2f-%.2f)\n", subjects[i].name, median(rel), rel[0], rel[len(rel)-1])
 	}
 	return nil
 }

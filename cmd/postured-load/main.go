@@ -24,6 +24,7 @@ type cli struct {
 	Ingest    ingestCmd    `cmd:"" help:"Posture responses per second from 64 keep-alive HTTPS clients, postured against the null server, alternating; the ratio's median."`
 	Decisions decisionsCmd `cmd:"" help:"POST /sessions latency, one request at a time, idle and while the other clients post posture responses at half the maximum rate, on a preloaded model."`
 	Null      nullCmd      `cmd:"" help:"Run the null HTTPS server: reads and decodes a JSON body, answers 201."`
+	Decide    decideCmd    `cmd:"" help:"Ask for sessions one at a time and print the latency's median and 99th percentile (run by decisions as a process of its own)."`
 }
 
 func main() {
