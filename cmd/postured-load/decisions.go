@@ -131,6 +131,10 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 			}
 		}
 		// Decisions under c.Load of that rate.
+		before, err := scrapeSessions(ctx, n.metrics)
+		if err != nil {
+			return err
+		}
 		rctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		var got atomic.Value
@@ -149,9 +153,19 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		if perr != nil {
 			return perr
 		}
+		after, err := scrapeSessions(ctx, n.metrics)
+		if err != nil {
+			return err
+		}
+		// Where the tail is: the requests over 1 and 2.5 ms as postured
+		// measured them, inside its handlers (TLS, the connection's
+		// goroutine and the client's process are outside).
+		slow1, total := over(before, after, 0.001)
+		slow25, _ := over(before, after, 0.0025)
 		l50, l99 := lat.P50, lat.P99
-		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s (null %.0f/s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s\n",
-			run+1, ms(i50), ms(i99), maxRate, nullRate, maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99))
+		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s (null %.0f/s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s; inside postured %.2f%% over 1 ms, %.2f%% over 2.5 ms\n",
+			run+1, ms(i50), ms(i99), maxRate, nullRate, maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99),
+			100*slow1/total, 100*slow25/total)
 		idle50, idle99 = append(idle50, sec(i50)), append(idle99, sec(i99))
 		load50, load99 = append(load50, sec(l50)), append(load99, sec(l99))
 		maxRates, ratios, paced = append(maxRates, maxRate), append(ratios, maxRate/nullRate), append(paced, got.Load().(float64))

@@ -27,7 +27,7 @@ type common struct {
 
 type ingestCmd struct {
 	common
-	Webhook string `default:"none" enum:"none,hang,closed" help:"Also run a second postured with a webhook for every transition whose receiver never answers (hang) or whose port is closed (closed); the posture values then alternate so that every response is a transition, in all three targets."`
+	Webhook    string   `default:"none" enum:"none,hang,closed" help:"Also run a second postured with a webhook for every transition whose receiver never answers (hang) or whose port is closed (closed); the posture values then alternate so that every response is a transition, in all three targets."`
 	VariantArg []string `name:"variant-arg" help:"Also run a second postured with this extra serve flag (repeatable), to compare the two in the same runs."`
 	VariantEnv []string `name:"variant-env" help:"Also run a second postured with this extra environment variable (repeatable), for example --variant-env=GOGC=400."`
 }
@@ -36,19 +36,24 @@ const adminPassword = "postured-load-admin"
 
 // node is a postured process under load.
 type node struct {
-	p    *proc
-	t    target
-	dir  string
-	a    *admin
-	args []string
-	env  []string
-	bin  string
+	p       *proc
+	metrics string // its plain-HTTP metrics listener
+	t       target
+	dir     string
+	a       *admin
+	args    []string
+	env     []string
+	bin     string
 }
 
 // startNode runs postured serve on a data directory (fresh or kept from
 // an earlier start) on a port of its own and waits until it is ready.
 func startNode(ctx context.Context, bin, dir string, extra, env []string) (*node, time.Duration, error) {
-	args := append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
+	metrics, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	args := append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn", "--metrics-listen", metrics}, extra...)
 	begin := time.Now()
 	p, err := start(ctx, "postured", bin, args, append([]string{"POSTURED_ADMIN_PASSWORD=" + adminPassword}, env...), "postured listening on https://")
 	if err != nil {
@@ -59,7 +64,7 @@ func startNode(ctx context.Context, bin, dir string, extra, env []string) (*node
 		p.stop()
 		return nil, 0, err
 	}
-	n := &node{p: p, t: target{name: "postured", base: "https://" + p.addr, tls: tlsCfg}, dir: dir, args: extra, env: env, bin: bin}
+	n := &node{p: p, metrics: metrics, t: target{name: "postured", base: "https://" + p.addr, tls: tlsCfg}, dir: dir, args: extra, env: env, bin: bin}
 	if err := waitReady(ctx, n.t, 10*time.Minute); err != nil {
 		p.stop()
 		return nil, 0, fmt.Errorf("%w: %s", err, p.tail)
