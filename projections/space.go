@@ -97,8 +97,7 @@ func (s *Store) pause(reason string) *posture.Error {
 	s.mu.Lock()
 	first := s.paused == nil
 	s.paused, s.pausedReason = err, reason
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.wakeLocked(true)
 	s.mu.Unlock()
 	if first {
 		s.log.Error("projections: stopped applying the log: "+msg, "dir", s.disk.dir, "free", s.disk.free.Load(), "reserve", s.disk.reserve)

@@ -78,7 +78,7 @@ type Store struct {
 	applied      uint64
 	modelSeq     uint64         // sequence of the last applied event on the model subject
 	appliedAt    time.Time      // event time of the last applied event
-	changed      chan struct{}  // closed and replaced on every advance
+	waiting      waiters        // callers of WaitFor (waiters.go)
 	failed       error          // set when apply stopped for good
 	paused       *posture.Error // set while the disk is below the reserve (space.go)
 	pausedReason string
@@ -107,7 +107,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
-	s := &Store{noWAL: opts.NoWAL, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	s := &Store{noWAL: opts.NoWAL, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}}
 	s.disk = &diskGuard{fs: opts.FS, dir: opts.Dir, reserve: opts.DiskReserve,
 		resume: max(opts.DiskReserve, int64(opts.MemTableSize)*11/10), closing: make(chan struct{})}
 	s.disk.measure()
@@ -328,8 +328,7 @@ func (s *Store) Apply(events []posture.Event) error {
 	if modelSeq != 0 {
 		s.modelSeq = modelSeq
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.wakeLocked(false)
 	s.mu.Unlock()
 	return nil
 }
@@ -378,8 +377,7 @@ func (s *Store) fail(err error) error {
 	defer s.mu.Unlock()
 	if s.failed == nil {
 		s.failed = err
-		close(s.changed)
-		s.changed = make(chan struct{})
+		s.wakeLocked(true)
 	}
 	return err
 }
@@ -396,20 +394,23 @@ func (s *Store) Err() error {
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 	for {
 		s.mu.Lock()
-		applied, failed, paused, changed := s.applied, s.failed, s.paused, s.changed
-		s.mu.Unlock()
-		if applied >= seq {
-			return nil
-		}
-		if failed != nil {
-			return failed
-		}
-		if paused != nil {
+		applied, failed, paused := s.applied, s.failed, s.paused
+		if applied >= seq || failed != nil || paused != nil {
+			s.mu.Unlock()
+			switch {
+			case applied >= seq:
+				return nil
+			case failed != nil:
+				return failed
+			}
 			return paused
 		}
+		w := s.waitLocked(seq)
+		s.mu.Unlock()
 		select {
-		case <-changed:
+		case <-w.ch:
 		case <-ctx.Done():
+			s.forget(w)
 			return fmt.Errorf("projections: waiting for event %d (applied %d): %w", seq, applied, ctx.Err())
 		}
 	}

@@ -28,6 +28,7 @@ type common struct {
 type ingestCmd struct {
 	common
 	Webhook    string   `default:"none" enum:"none,hang,closed" help:"Also run a second postured with a webhook for every transition whose receiver never answers (hang) or whose port is closed (closed); the posture values then alternate so that every response is a transition, in all three targets."`
+	VariantBin string   `name:"variant-postured" help:"Also run a second postured from this binary, to compare two builds in the same runs."`
 	VariantArg []string `name:"variant-arg" help:"Also run a second postured with this extra serve flag (repeatable), to compare the two in the same runs."`
 	VariantEnv []string `name:"variant-env" help:"Also run a second postured with this extra environment variable (repeatable), for example --variant-env=GOGC=400."`
 }
@@ -199,17 +200,20 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 	if alternate {
 		names = []string{"postured", "postured+" + c.Webhook + "-webhook"}
 	}
-	variant := len(c.VariantArg) > 0 || len(c.VariantEnv) > 0
+	variant := len(c.VariantArg) > 0 || len(c.VariantEnv) > 0 || c.VariantBin != ""
 	if variant {
 		names = append(names, "variant")
 	}
 	var check string
 	for _, name := range names {
-		args, env := c.Args, c.Env
+		bin, args, env := c.Postured, c.Args, c.Env
 		if name == "variant" {
 			args, env = append(slices.Clone(args), c.VariantArg...), append(slices.Clone(env), c.VariantEnv...)
+			if c.VariantBin != "" {
+				bin = c.VariantBin
+			}
 		}
-		n, _, err := startNode(ctx, c.Postured, filepath.Join(work, strings.ReplaceAll(name, "+", "-")), args, env)
+		n, _, err := startNode(ctx, bin, filepath.Join(work, strings.ReplaceAll(name, "+", "-")), args, env)
 		if err != nil {
 			return err
 		}
