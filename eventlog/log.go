@@ -176,9 +176,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
-	// An abandoned asynchronous publish (its append attempt timed out and
-	// was retried with the same message id) is forgotten after an attempt.
-	if l.js, err = jetstream.New(l.nc, jetstream.WithPublishAsyncTimeout(appendAttempt)); err != nil {
+	if l.js, err = jetstream.New(l.nc); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("eventlog: %w", err)
 	}
@@ -301,7 +299,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		if err := l.checkSpace(); err != nil {
 			return err // not transient: answered at once
 		}
-		ack, err := l.publish(ctx, msg, pub)
+		ack, err := l.js.PublishMsg(ctx, msg, pub...)
 		if isOutOfSpace(err) {
 			// The embedded server is out of space for good (until the
 			// watcher sees space again); a cluster may elect a leader
@@ -353,27 +351,6 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, err)
 	}
 	return seq, nil
-}
-
-// publish sends msg without waiting for the acknowledgement of the
-// publishes before it, then waits for its own: concurrent appends are
-// pipelined on the connection, and their acknowledgements arrive together,
-// instead of one request and reply after the other. msg is copied: a
-// retry publishes it again.
-func (l *Log) publish(ctx context.Context, msg *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	m := &nats.Msg{Subject: msg.Subject, Data: msg.Data}
-	f, err := l.js.PublishMsgAsync(m, opts...)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case ack := <-f.Ok():
-		return ack, nil
-	case err := <-f.Err():
-		return nil, err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // maxAppendWait bounds an append, retries included.
@@ -599,12 +576,6 @@ func transient(err error) bool {
 	}
 	return errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) ||
-		// An asynchronous publish (Append) whose acknowledgement did not
-		// come, was lost with a reconnect, or had to wait for too many
-		// others: published again with the same id.
-		errors.Is(err, jetstream.ErrAsyncPublishTimeout) ||
-		errors.Is(err, nats.ErrDisconnected) ||
-		errors.Is(err, jetstream.ErrTooManyStalledMsgs) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrConnectionReconnecting)
 }
