@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -158,7 +159,8 @@ func osBodies(check string, alternate bool) func(i, k int) []byte {
 // deadReceiver is a webhook URL whose receiver never answers (hang: it
 // accepts and reads the request and waits until the run ends) or that
 // refuses connections (closed: a port that was bound and let go).
-func deadReceiver(ctx context.Context, kind string) (string, error) {
+// attempts counts the delivery attempts it received (hang only).
+func deadReceiver(ctx context.Context, kind string, attempts *atomic.Int64) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -167,7 +169,10 @@ func deadReceiver(ctx context.Context, kind string) (string, error) {
 	if kind == "closed" {
 		return url, ln.Close()
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts.Add(1)
+		<-r.Context().Done()
+	})}
 	go func() { _ = srv.Serve(ln) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return url, nil
@@ -205,6 +210,7 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 		names = append(names, "variant")
 	}
 	var check string
+	var attempts atomic.Int64 // delivery attempts the dead receiver got
 	for _, name := range names {
 		bin, args, env := c.Postured, c.Args, c.Env
 		if name == "variant" {
@@ -219,7 +225,7 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 		}
 		defer n.p.stop()
 		if strings.HasSuffix(name, "-webhook") {
-			url, err := deadReceiver(ctx, c.Webhook)
+			url, err := deadReceiver(ctx, c.Webhook, &attempts)
 			if err != nil {
 				return err
 			}
@@ -286,6 +292,9 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 		fmt.Printf(", %s %.0f/s, ratio %.2f (runs %.2f-%.2f)", s.name, median(rates[i]), median(r), r[0], r[len(r)-1])
 	}
 	fmt.Println()
+	if c.Webhook == "hang" {
+		fmt.Printf("the dead receiver got %d delivery attempts (each held until postured's timeout)\n", attempts.Load())
+	}
 	for i := 1; i < len(subjects); i++ {
 		var rel []float64
 		for run := range nullRates {
