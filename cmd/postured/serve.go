@@ -141,6 +141,9 @@ func (s *serveCmd) advertise(ln net.Addr) string {
 
 // serve runs the node until ctx ends.
 func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
+	if s.Pprof && s.MetricsListen == "" {
+		return errors.New("--pprof serves the profiles on --metrics-listen: set it too")
+	}
 	// The listener comes first so that --listen :0 knows its port before
 	// the server certificate is issued for it.
 	ln, err := net.Listen("tcp", s.Listen)
