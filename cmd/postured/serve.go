@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,7 @@ type serveCmd struct {
 	WebhookMaxBackoff time.Duration `name:"webhook-max-backoff" default:"1h" help:"Longest delay between two attempts of a webhook delivery."`
 	WebhookGiveUp     time.Duration `name:"webhook-give-up" default:"24h" help:"Age of a transition after which its webhook delivery is given up."`
 	MetricsListen     string        `name:"metrics-listen" help:"Also serve GET /metrics over plain HTTP on this host:port (for a scraper on the host; /metrics on the HTTPS port stays)."`
+	Pprof             bool          `help:"Also serve Go's profiles (/debug/pprof/) on --metrics-listen, for profiling a node under load."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
 	LogLevel          string        `default:"info" enum:"debug,info,warn,error" help:"Log level."`
 	AdminUsername     string        `default:"admin" help:"Username of the default admin created on first start."`
@@ -144,6 +146,9 @@ func (s *serveCmd) advertise(ln net.Addr) string {
 
 // serve runs the node until ctx ends.
 func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
+	if s.Pprof && s.MetricsListen == "" {
+		return errors.New("--pprof serves the profiles on --metrics-listen: set it too")
+	}
 	// The listener comes first so that --listen :0 knows its port before
 	// the server certificate is issued for it.
 	ln, err := net.Listen("tcp", s.Listen)
@@ -225,6 +230,11 @@ func (s *serveCmd) metricsServer(n *node, log *slog.Logger) (*http.Server, net.L
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry(), promhttp.HandlerOpts{}))
+	if s.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: s.ReadTimeout,
 		WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+)
+
+type decisionsCmd struct {
+	common
+	Identities int     `default:"100000" help:"Identities preloaded into the log (with department, site and role attributes)."`
+	Services   int     `default:"0" help:"Services preloaded (default: a tenth of the identities)."`
+	Policies   int     `default:"0" help:"Service policies preloaded (default: a fiftieth of the identities)."`
+	Load       float64 `default:"0.5" help:"Posture responses per second during the loaded runs, as a fraction of the maximum ingest rate measured first."`
+}
+
+func (c *decisionsCmd) Run(ctx context.Context) error {
+	if c.Services == 0 {
+		c.Services = c.Identities / 10
+	}
+	if c.Policies == 0 {
+		c.Policies = c.Identities / 50
+	}
+	work, err := os.MkdirTemp("", "postured-load-")
+	if err != nil {
+		return err
+	}
+	if c.Keep {
+		fmt.Println("data in", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	dir := filepath.Join(work, "postured")
+	fmt.Printf("model: %d identities, %d services, %d policies\n", c.Identities, c.Services, c.Policies)
+	took, events, err := preload(ctx, filepath.Join(dir, "nats"), c.Identities, c.Services, c.Policies)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("preloaded %d events into the log in %s (%.0f/s)\n", events, took.Round(time.Millisecond), float64(events)/took.Seconds())
+
+	n, ready, err := startNode(ctx, c.Postured, dir, c.Args, c.Env)
+	if err != nil {
+		return err
+	}
+	defer func() { n.p.stop() }()
+	rss, _, _ := n.p.rssMiB()
+	fmt.Printf("first start (projection built from the log): ready in %s, RSS %.0f MiB\n", ready.Round(time.Millisecond), rss)
+
+	// The caller of the decisions: an identity in the preloaded model's
+	// groups, with 20 services granted under an OS check it passes.
+	a := n.a
+	check, err := a.create(ctx, "posture-checks", map[string]any{"typeId": "OS", "name": "decide-os", "roleAttributes": []string{"decide-os"},
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.0"}}}})
+	if err != nil {
+		return err
+	}
+	var services []string
+	for i := range 20 {
+		id, err := a.create(ctx, "services", map[string]any{"name": fmt.Sprintf("decide-svc-%d", i), "roleAttributes": []string{"decide"}})
+		if err != nil {
+			return err
+		}
+		services = append(services, id)
+	}
+	if _, err := a.create(ctx, "service-policies", map[string]any{"name": "decide", "type": "Dial", "semantic": "AllOf",
+		"identityRoles": []string{"#decide"}, "serviceRoles": []string{"#decide"}, "postureCheckRoles": []string{"#decide-os"}}); err != nil {
+		return err
+	}
+	_, tokens, err := osModel(ctx, a, c.Clients, "")
+	if err != nil {
+		return err
+	}
+
+	restarted, err := n.restart(ctx)
+	if err != nil {
+		return err
+	}
+	rss, _, _ = n.p.rssMiB()
+	fmt.Printf("restart: ready in %s, RSS %.0f MiB\n", restarted.Round(time.Millisecond), rss)
+
+	decider, err := n.a.endpoint(ctx, "decider", "decide", "dept-1", "site-1", "role-1")
+	if err != nil {
+		return err
+	}
+	if err := call(ctx, n.t.newClient(), http.MethodPost, n.t.base+clientAPI+"/posture-response", decider,
+		map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": "10.0.19045"}, nil, http.StatusCreated); err != nil {
+		return err
+	}
+	caFile := filepath.Join(dir, "pki", "ca.pem")
+	decide := func(ctx context.Context, d time.Duration) (latencies, error) {
+		return runDecider(ctx, n.t.base, caFile, decider, services, d)
+	}
+
+	ingest := newClients(n.t, tokens, osBodies(check, false))
+	nullProc, nullT, err := startNull(ctx, work)
+	if err != nil {
+		return err
+	}
+	defer nullProc.stop()
+	nullTokens := slices.Repeat([]string{"null-token"}, c.Clients)
+	null := newClients(nullT, nullTokens, osBodies(check, false))
+
+	var idle50, idle99, load50, load99, maxRates, ratios, paced []float64
+	for run := range c.Runs {
+		// Idle decisions.
+		lat, err := decide(ctx, c.Duration)
+		if err != nil {
+			return err
+		}
+		i50, i99 := lat.P50, lat.P99
+		// The maximum ingest rate, against the null server's.
+		var nullRate, maxRate float64
+		for _, first := range []bool{run%2 == 0, run%2 == 1} {
+			if first {
+				if nullRate, err = null.burst(ctx, c.Duration); err != nil {
+					return err
+				}
+			} else if maxRate, err = ingest.burst(ctx, c.Duration); err != nil {
+				return err
+			}
+		}
+		// Decisions under c.Load of that rate.
+		before, err := scrapeSessions(ctx, n.metrics)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		var got atomic.Value
+		var perr error
+		wg.Go(func() {
+			r, err := ingest.paced(rctx, c.Load*maxRate)
+			got.Store(r)
+			perr = err
+		})
+		lat, err = decide(ctx, c.Duration)
+		cancel()
+		wg.Wait()
+		if err != nil {
+			return err
+		}
+		if perr != nil {
+			return perr
+		}
+		after, err := scrapeSessions(ctx, n.metrics)
+		if err != nil {
+			return err
+		}
+		// Where the tail is: the requests over 1 and 2.5 ms as postured
+		// measured them, inside its handlers (TLS, the connection's
+		// goroutine and the client's process are outside).
+		slow1, total := over(before, after, 0.001)
+		slow25, _ := over(before, after, 0.0025)
+		l50, l99 := lat.P50, lat.P99
+		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s (null %.0f/s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s; inside postured %.2f%% over 1 ms, %.2f%% over 2.5 ms\n",
+			run+1, ms(i50), ms(i99), maxRate, nullRate, maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99),
+			100*slow1/total, 100*slow25/total)
+		idle50, idle99 = append(idle50, sec(i50)), append(idle99, sec(i99))
+		load50, load99 = append(load50, sec(l50)), append(load99, sec(l99))
+		maxRates, ratios, paced = append(maxRates, maxRate), append(ratios, maxRate/nullRate), append(paced, got.Load().(float64))
+	}
+	rss, peak, _ := n.p.rssMiB()
+	fmt.Printf("median of %d runs: idle p50 %.2f ms p99 %.2f ms; ingest %.0f/s, ratio %.2f; under %.0f/s: p50 %.2f ms p99 %.2f ms; RSS %.0f MiB (peak %.0f MiB)\n",
+		c.Runs, median(idle50)*1e3, median(idle99)*1e3, median(maxRates), median(ratios), median(paced),
+		median(load50)*1e3, median(load99)*1e3, rss, peak)
+	return nil
+}
+
+func ms(d time.Duration) string   { return fmt.Sprintf("%.2fms", d.Seconds()*1e3) }
+func sec(d time.Duration) float64 { return d.Seconds() }
+
+// preload appends a model straight to a fresh embedded log (the node is not
+// running yet), as loadBenchModel in cmd/postured does: identities with
+// department, site and role attributes, services with app attributes,
+// policies granting an app's services to a department. It returns how long
+// it took and how many events it appended.
+func preload(ctx context.Context, dir string, identities, services, policies int) (time.Duration, int, error) {
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: dir})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.Close()
+	now := time.Now().UTC()
+	total := identities + services + policies
+	event := func(i int) posture.Payload {
+		switch {
+		case i < identities:
+			id := fmt.Sprintf("li%07d", i)
+			return posture.Created[posture.Identity]{Entity: posture.Identity{ID: id, Name: id, Type: posture.IdentityDevice,
+				RoleAttributes: []string{fmt.Sprintf("dept-%d", i%50), fmt.Sprintf("site-%d", i%20), fmt.Sprintf("role-%d", i%10)},
+				Tags:           posture.Tags{}, CreatedAt: now, UpdatedAt: now}}
+		case i < identities+services:
+			i -= identities
+			id := fmt.Sprintf("ls%06d", i)
+			return posture.Created[posture.Service]{Entity: posture.Service{ID: id, Name: id,
+				RoleAttributes: []string{fmt.Sprintf("app-%d", i%500)}, Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now}}
+		default:
+			i -= identities + services
+			id := fmt.Sprintf("lp%05d", i)
+			return posture.Created[posture.ServicePolicy]{Entity: posture.ServicePolicy{ID: id, Name: id, Type: posture.Dial, Semantic: posture.AllOf,
+				IdentityRoles: []string{fmt.Sprintf("#dept-%d", i%50)}, ServiceRoles: []string{fmt.Sprintf("#app-%d", i%500)},
+				Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now}}
+		}
+	}
+	begin := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= total || failed.Load() != nil {
+					return
+				}
+				if _, err := l.Append(ctx, posture.MustEvent(event(i), now)); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := failed.Load(); p != nil {
+		return 0, 0, *p
+	}
+	return time.Since(begin), total, nil
+}
+
+// latencies are a decider's figures.
+type latencies struct {
+	N        int
+	P50, P99 time.Duration
+}
+
+// runDecider runs `postured-load decide` (this binary) as a process of its
+// own, so that the clients' work in this process does not delay its
+// requests, and returns its figures.
+func runDecider(ctx context.Context, base, caFile, token string, services []string, d time.Duration) (latencies, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return latencies{}, err
+	}
+	args := []string{"decide", "--url", base, "--ca", caFile, "--token", token, "--duration", d.String()}
+	for _, s := range services {
+		args = append(args, "--service", s)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return latencies{}, fmt.Errorf("decide: %w", err)
+	}
+	var l latencies
+	if err := json.Unmarshal(out, &l); err != nil {
+		return latencies{}, fmt.Errorf("decide: %w: %s", err, out)
+	}
+	return l, nil
+}
+
+// decideCmd asks for sessions one at a time and prints the count, the
+// median and the 99th percentile latency as JSON.
+type decideCmd struct {
+	URL      string        `required:"" help:"postured's base URL."`
+	CA       string        `required:"" help:"PEM file of the CA that signs postured's certificate."`
+	Token    string        `required:"" help:"The API session token of the identity asking."`
+	Service  []string      `required:"" help:"Services to ask for, in turn (repeatable)."`
+	Duration time.Duration `default:"5s" help:"How long to ask."`
+}
+
+func (c *decideCmd) Run(ctx context.Context) error {
+	tlsCfg, err := trusting(c.CA)
+	if err != nil {
+		return err
+	}
+	hc := target{base: c.URL, tls: tlsCfg}.newClient()
+	ask := func(i int) error {
+		return call(ctx, hc, http.MethodPost, c.URL+clientAPI+"/sessions", c.Token,
+			map[string]any{"serviceId": c.Service[i%len(c.Service)], "type": "Dial"}, nil, http.StatusCreated)
+	}
+	if err := ask(0); err != nil { // the connection, outside the figures
+		return err
+	}
+	var lat []time.Duration
+	end := time.Now().Add(c.Duration)
+	for i := 1; time.Now().Before(end); i++ {
+		begin := time.Now()
+		if err := ask(i); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(begin))
+	}
+	slices.Sort(lat)
+	return json.NewEncoder(os.Stdout).Encode(latencies{N: len(lat), P50: quantile(lat, 0.5), P99: quantile(lat, 0.99)})
+}
