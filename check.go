@@ -89,7 +89,7 @@ const (
 	ReportMode  = "report"
 )
 
-// MaxEnforcementMessage is the longest enforcement message, in bytes.
+// MaxEnforcementMessage is the longest enforcement message, in characters.
 const MaxEnforcementMessage = 500
 
 // ReportOnly reports whether the check only reports at a time: its mode is

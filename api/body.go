@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 
 	"github.com/labstack/echo/v4"
 
@@ -60,7 +61,32 @@ func parseMessage(err error) string {
 		if field == "" {
 			field = "the body"
 		}
-		return fmt.Sprintf("%s: expected %s, got a JSON %s", field, te.Type, te.Value)
+		return fmt.Sprintf("%s: expected %s, got a JSON %s", field, jsonKind(te.Type), te.Value)
 	}
 	return "the body is not valid JSON: " + err.Error()
+}
+
+// jsonKind names what JSON value a Go type decodes from ("an object", not
+// "management.enforcementIn").
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a " + t.String()
 }

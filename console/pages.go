@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -465,7 +466,7 @@ func (c *Console) checks(w http.ResponseWriter, r *http.Request) {
 		}
 		rep := reportRow{Check: chk, EnforceAt: e.EnforceAt, Failing: failing[chk.ID]}
 		if e.EnforceAt != nil {
-			rep.Left = e.EnforceAt.Sub(now).Truncate(time.Second).String()
+			rep.Left = span(e.EnforceAt.Sub(now))
 		}
 		if c.opts.Impact != nil {
 			list, more, err := c.opts.Impact.Impact(chk.ID, "", impactRows)
@@ -476,7 +477,7 @@ func (c *Console) checks(w http.ResponseWriter, r *http.Request) {
 			rep.More = more
 			for _, im := range list {
 				ir := impactRow{IdentityID: im.IdentityID, Name: im.IdentityID, Since: im.Since,
-					For: now.Sub(im.Since).Truncate(time.Second).String(), SessionsRemoved: im.SessionsRemoved}
+					For: span(now.Sub(im.Since)), SessionsRemoved: im.SessionsRemoved}
 				if id, err := c.opts.Store.Identity(im.IdentityID); err == nil {
 					ir.Name = id.Name
 				}
@@ -514,4 +515,14 @@ func (c *Console) services(identityID string) []service {
 		out = append(out, service{g.ServiceID, name})
 	}
 	return out
+}
+
+// span shows a duration for people: to the second within two days, in
+// days and hours beyond ("41d 3h", not "987h0m0s").
+func span(d time.Duration) string {
+	if d < 48*time.Hour && d > -48*time.Hour {
+		return d.Truncate(time.Second).String()
+	}
+	day := 24 * time.Hour
+	return fmt.Sprintf("%dd %dh", d/day, (d%day).Abs()/time.Hour)
 }

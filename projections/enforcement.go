@@ -29,7 +29,7 @@ func wouldDenyPrefix(identityID string) []byte { return []byte("p/w/" + identity
 var enforceIndexPrefix = []byte("x/")
 
 func enforceKey(t time.Time, checkID string) []byte {
-	return []byte(fmt.Sprintf("x/%020d/%s", t.UnixNano(), checkID))
+	return []byte("x/" + timeKey(t) + "/" + checkID)
 }
 
 // enforceIndex is the due-index key of a check that switches to enforce at
@@ -115,7 +115,7 @@ func (s *Store) WouldDenies(identityID string) ([]posture.WouldDeny, error) {
 // enforceAt is at or before a time (at most limit).
 func (s *Store) DueEnforcements(until time.Time, limit int) ([]posture.CheckEnforced, error) {
 	var out []posture.CheckEnforced
-	end := []byte(fmt.Sprintf("x/%020d0", until.UnixNano()))
+	end := []byte("x/" + timeKey(until) + "0")
 	err := scan(s.db, enforceIndexPrefix, func(key, _ []byte) (bool, error) {
 		if bytes.Compare(key, end) >= 0 || len(out) >= limit {
 			return false, nil

@@ -1,7 +1,10 @@
 package projections
 
 import (
+	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -37,6 +40,22 @@ const layout = 6
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.
 const KindAPISession = posture.Kind("api-sessions")
+
+// timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
+// so that keys sort in time order. Times an int64 of nanoseconds cannot
+// hold are clamped to its ends: a deadline in the year 9999 sorts last (and
+// is never due), not first, and a time before 1970 sorts first.
+func timeKey(t time.Time) string {
+	var n int64
+	switch {
+	case t.Before(time.Unix(0, 0)):
+	case t.After(time.Unix(0, math.MaxInt64)):
+		n = math.MaxInt64
+	default:
+		n = t.UnixNano()
+	}
+	return fmt.Sprintf("%020d", n)
+}
 
 func entityKey(kind posture.Kind, id string) []byte { return []byte("e/" + string(kind) + sep + id) }
 

@@ -47,7 +47,7 @@ func fleetFailedSlot(n uint64) []byte {
 var dueIndexPrefix = []byte("p/d/")
 
 func dueKey(t time.Time, apiSessionID string) []byte {
-	return []byte(fmt.Sprintf("p/d/%020d/%s", t.UnixNano(), apiSessionID))
+	return []byte("p/d/" + timeKey(t) + "/" + apiSessionID)
 }
 
 // sessionState is what the projection keeps per API session.

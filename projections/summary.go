@@ -33,12 +33,12 @@ import (
 func fleetIdentityKey(id string) []byte { return []byte("f/i/" + id) }
 func fleetCountKey(key string) []byte   { return []byte("f/n/" + key) }
 func graceKey(t time.Time, apiSessionID string) []byte {
-	return []byte(fmt.Sprintf("f/g/%020d/%s", t.UnixNano(), apiSessionID))
+	return []byte("f/g/" + timeKey(t) + "/" + apiSessionID)
 }
 func reportKey(checkID, identityID string) []byte { return []byte("f/r/" + checkID + "/" + identityID) }
 func reportPrefix(checkID string) []byte          { return []byte("f/r/" + checkID + "/") }
 func evidenceKey(t time.Time, identityID string) []byte {
-	return []byte(fmt.Sprintf("f/e/%020d/%s", t.UnixNano(), identityID))
+	return []byte("f/e/" + timeKey(t) + "/" + identityID)
 }
 
 var (
@@ -315,8 +315,8 @@ func (s *Store) FleetCounts() ([]posture.FleetCount, error) {
 // timedRange lists, in time order, up to limit entries of a time index
 // with from <= t <= until, and counts all of them.
 func (s *Store) timedRange(prefix []byte, from, until time.Time, limit int, fromValue, countAll bool) ([]posture.TimedIdentity, int, error) {
-	lower := []byte(fmt.Sprintf("%s%020d/", prefix, max(from.UnixNano(), 0)))
-	upper := []byte(fmt.Sprintf("%s%020d0", prefix, until.UnixNano()))
+	lower := []byte(string(prefix) + timeKey(from) + "/")
+	upper := []byte(string(prefix) + timeKey(until) + "0")
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, 0, err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -200,6 +202,10 @@ func (a *API) buildCheck(in checkInput, old *posture.Check, now time.Time) (post
 	return c, err
 }
 
+// maxScheduleAhead bounds how far ahead a check schedules: an enforceAt, an
+// age of evidence.
+const maxScheduleAhead = 10 * 365 * 24 * time.Hour
+
 // enforcement validates a check's enforcement. A new or changed enforceAt
 // of a report-only check must be in the future (a check past it enforces);
 // the unchanged enforceAt of a check in report mode is kept as it is, so
@@ -217,9 +223,12 @@ func enforcement(in *enforcementIn, old *posture.Enforcement, now time.Time) (*p
 	default:
 		return nil, posture.Invalid("enforcement.mode", `must be "enforce" or "report"`, in.Mode)
 	}
-	if len(e.Message) > posture.MaxEnforcementMessage {
+	if n := utf8.RuneCountInString(e.Message); n > posture.MaxEnforcementMessage {
 		return nil, posture.Invalid("enforcement.message",
-			fmt.Sprintf("must be at most %d bytes long", posture.MaxEnforcementMessage), len(e.Message))
+			fmt.Sprintf("must be at most %d characters long", posture.MaxEnforcementMessage), n)
+	}
+	if strings.ContainsFunc(e.Message, unicode.IsControl) {
+		return nil, posture.Invalid("enforcement.message", "must not contain control characters", nil)
 	}
 	if in.EnforceAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(*in.EnforceAt))
@@ -228,9 +237,15 @@ func enforcement(in *enforcementIn, old *posture.Enforcement, now time.Time) (*p
 		}
 		t = t.UTC().Truncate(time.Millisecond)
 		unchanged := old != nil && old.Mode == posture.ReportMode && old.EnforceAt != nil && old.EnforceAt.Equal(t)
-		if e.Mode == posture.ReportMode && !unchanged && !t.After(now) {
+		switch {
+		case e.Mode == posture.ReportMode && !unchanged && !t.After(now):
 			return nil, posture.Invalid("enforcement.enforceAt",
 				`must be in the future (a check past its enforceAt enforces: use mode "enforce")`, *in.EnforceAt)
+		case e.Mode == posture.EnforceMode && t.After(now):
+			return nil, posture.Invalid("enforcement.enforceAt",
+				`must not be in the future with mode "enforce" (to enforce from a time, use mode "report" until then)`, *in.EnforceAt)
+		case t.After(now.Add(maxScheduleAhead)):
+			return nil, posture.Invalid("enforcement.enforceAt", "must be at most 10 years ahead", *in.EnforceAt)
 		}
 		e.EnforceAt = &t
 	}
@@ -246,6 +261,8 @@ func staleRule(typ posture.CheckType, maxAge *int64, onStale *string) (int64, st
 	switch {
 	case age < 0:
 		return 0, "", posture.Invalid("maxAgeSeconds", "must be 0 (no limit) or a positive number of seconds", age)
+	case age > int64(maxScheduleAhead/time.Second):
+		return 0, "", posture.Invalid("maxAgeSeconds", fmt.Sprintf("must be at most %d (10 years)", int64(maxScheduleAhead/time.Second)), age)
 	case age > 0 && typ == posture.CheckMFA:
 		return 0, "", posture.Invalid("maxAgeSeconds", "does not apply to MFA checks (use timeoutSeconds)", age)
 	case mode != "" && mode != posture.OnStaleDeny && mode != posture.OnStaleAllow:

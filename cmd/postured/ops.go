@@ -164,7 +164,14 @@ func writeExplanation(w io.Writer, e posture.Explanation) error {
 				fmt.Fprintln(w, "    no posture checks: always passes")
 			}
 			for _, c := range p.Checks {
-				fmt.Fprintf(w, "    %s check %s: %s\n", c.PostureCheckType, c.PostureCheckName, passing(c.Passing))
+				var notes string
+				if c.Stale {
+					notes += " (stale evidence)"
+				}
+				if c.ReportOnly {
+					notes += " (report only: does not deny)"
+				}
+				fmt.Fprintf(w, "    %s check %s: %s%s\n", c.PostureCheckType, c.PostureCheckName, passing(c.Passing), notes)
 				fmt.Fprintf(w, "      actual:   %s\n      expected: %s\n", c.ActualValue, c.ExpectedValue)
 				for _, d := range []struct {
 					what string

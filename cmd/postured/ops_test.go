@@ -404,3 +404,26 @@ func TestAuditAndExplainOverTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestExplanationTextNamesReportOnlyAndStale: the text says why a failing
+// check does not deny, or fails on old evidence, as the JSON does.
+func TestExplanationTextNamesReportOnlyAndStale(t *testing.T) {
+	check := func(c posture.CheckExplanation) string {
+		var b bytes.Buffer
+		e := posture.Explanation{Type: "Dial", Decision: "granted", APISessions: []posture.SessionExplanation{{
+			Policies: []posture.PolicyExplanation{{PolicyName: "p", Passing: true, Checks: []posture.CheckExplanation{c}}}}}}
+		if err := writeExplanation(&b, e); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if s := check(posture.CheckExplanation{PostureCheckName: "os", ReportOnly: true}); !strings.Contains(s, "os: failing (report only: does not deny)") {
+		t.Errorf("report-only check:\n%s", s)
+	}
+	if s := check(posture.CheckExplanation{PostureCheckName: "os", Stale: true}); !strings.Contains(s, "os: failing (stale evidence)") {
+		t.Errorf("stale check:\n%s", s)
+	}
+	if s := check(posture.CheckExplanation{PostureCheckName: "os", Passing: true}); !strings.Contains(s, "os: passing\n") {
+		t.Errorf("a plain passing check has notes:\n%s", s)
+	}
+}

@@ -89,7 +89,10 @@ func TestReportOnlyChecks(t *testing.T) {
 		{map[string]any{"enforceAt": at}, "enforcement.mode"},
 		{map[string]any{"mode": "report", "enforceAt": "tomorrow"}, "enforcement.enforceAt"},
 		{map[string]any{"mode": "report", "enforceAt": clk.Now().Add(-time.Second).Format(time.RFC3339)}, "enforcement.enforceAt"},
-		{map[string]any{"mode": "report", "message": strings.Repeat("x", posture.MaxEnforcementMessage+1)}, "enforcement.message"},
+		{map[string]any{"mode": "report", "message": strings.Repeat("é", posture.MaxEnforcementMessage+1)}, "enforcement.message"},
+		{map[string]any{"mode": "report", "message": "line\x00break"}, "enforcement.message"},
+		{map[string]any{"mode": "report", "enforceAt": "9999-12-31T23:59:59Z"}, "enforcement.enforceAt"},
+		{map[string]any{"mode": "enforce", "enforceAt": clk.Now().Add(time.Hour).Format(time.RFC3339)}, "enforcement.enforceAt"},
 	} {
 		r := a.do(t, http.MethodPost, mgmt+"/posture-checks", admin, map[string]any{"typeId": "OS", "name": "bad", "operatingSystems": osList, "enforcement": bad.enforcement})
 		_, e := r.envelope(t)

@@ -68,6 +68,10 @@ func TestStaleEvidence(t *testing.T) {
 	if r := n.do(t, http.MethodPost, mgmt+"/posture-checks", admin, map[string]any{"typeId": "OS", "name": "bad", "operatingSystems": os, "maxAgeSeconds": 5, "onStale": "maybe"}); r.Status != http.StatusBadRequest {
 		t.Fatalf("onStale maybe: %d %s", r.Status, r.Body)
 	}
+	// Evidence older than 10 years is no age limit a deadline can hold.
+	if r := n.do(t, http.MethodPost, mgmt+"/posture-checks", admin, map[string]any{"typeId": "OS", "name": "bad", "operatingSystems": os, "maxAgeSeconds": 9500000000}); r.Status != http.StatusBadRequest || !bytes.Contains(r.Body, []byte("maxAgeSeconds")) {
+		t.Fatalf("maxAgeSeconds 9500000000: %d %s", r.Status, r.Body)
+	}
 
 	ep := n.endpoint(t, admin, "stale-laptop")
 	report := func() {
