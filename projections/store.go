@@ -269,6 +269,12 @@ func (s *Store) Cursor() uint64 {
 // does not decode, fails the whole batch and stops the store: nothing of the
 // batch is written and WaitFor returns the error from then on.
 func (s *Store) Apply(events []posture.Event) error {
+	return s.applyBatch(events, false)
+}
+
+// applyBatch is Apply; with overlay (see Overlay), every event is applied
+// at the cursor, which stays where it is.
+func (s *Store) applyBatch(events []posture.Event, overlay bool) error {
 	s.mu.Lock()
 	cursor, failed := s.applied, s.failed
 	s.mu.Unlock()
@@ -284,6 +290,14 @@ func (s *Store) Apply(events []posture.Event) error {
 	var last posture.Event
 	modelSeq := uint64(0)
 	for _, e := range events {
+		if overlay {
+			e.Seq = cursor
+			if err := apply(tx, e); err != nil {
+				return s.fail(err)
+			}
+			last = e
+			continue
+		}
 		if e.Seq <= cursor {
 			continue
 		}
@@ -300,7 +314,7 @@ func (s *Store) Apply(events []posture.Event) error {
 			modelSeq = e.Seq
 		}
 	}
-	if last.Seq == 0 {
+	if last.Seq == 0 && !overlay || len(events) == 0 {
 		return nil
 	}
 	if err := putSeq(b, cursorKey, cursor); err != nil {
@@ -324,7 +338,10 @@ func (s *Store) Apply(events []posture.Event) error {
 		return s.fail(err)
 	}
 	s.mu.Lock()
-	s.applied, s.appliedAt = cursor, last.At
+	s.applied = cursor
+	if !overlay {
+		s.appliedAt = last.At
+	}
 	if modelSeq != 0 {
 		s.modelSeq = modelSeq
 	}
