@@ -71,6 +71,7 @@ const (
 
 type job struct {
 	view JobView
+	done chan struct{} // closed when it ends
 }
 
 // NewJobs returns a job runner; Close stops its jobs.
@@ -131,7 +132,7 @@ func (j *Jobs) Start(changes []posture.Payload, from, until time.Time) (string, 
 	if len(j.jobs) >= j.opts.MaxKept {
 		return "", retryAfter, busy
 	}
-	jb := &job{view: JobView{ID: posture.NewID(), Status: StatusRunning, CreatedAt: now.UTC()}}
+	jb := &job{view: JobView{ID: posture.NewID(), Status: StatusRunning, CreatedAt: now.UTC()}, done: make(chan struct{})}
 	if !from.IsZero() {
 		jb.view.From = &from
 	}
@@ -150,6 +151,7 @@ func (j *Jobs) Start(changes []posture.Payload, from, until time.Time) (string, 
 			}})
 		j.mu.Lock()
 		defer j.mu.Unlock()
+		defer close(jb.done)
 		end := j.opts.Now().UTC()
 		jb.view.FinishedAt = &end
 		if err != nil {
@@ -174,6 +176,21 @@ func (j *Jobs) Job(id string) (any, bool) {
 		return nil, false
 	}
 	return jb.view, true
+}
+
+// Wait waits until a job ends or ctx does; it returns at once for a job
+// that is not kept.
+func (j *Jobs) Wait(ctx context.Context, id string) {
+	j.mu.Lock()
+	jb, ok := j.jobs[id]
+	j.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case <-jb.done:
+	case <-ctx.Done():
+	}
 }
 
 // Close cancels the running jobs and waits for them.

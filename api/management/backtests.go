@@ -2,6 +2,7 @@ package management
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,6 +235,8 @@ type Backtests interface {
 	// Job is a job's state and, once done, its report (a JSON value);
 	// false when there is no such job (never, or forgotten).
 	Job(id string) (any, bool)
+	// Wait waits until a job ends or ctx does.
+	Wait(ctx context.Context, id string)
 }
 
 func (a *API) backtestRoutes() []api.Route {
@@ -303,7 +306,22 @@ func windowTime(field, s string, now time.Time) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// maxBacktestWait bounds GET /backtests/{id}?wait=.
+const maxBacktestWait = 60 * time.Second
+
+// detailBacktest is GET /backtests/{id}: the job's status and progress,
+// and its report once done. With wait=<seconds> (at most 60) it answers
+// when the job ends or the wait is over, whichever is first.
 func (a *API) detailBacktest(c echo.Context) error {
+	if w := c.QueryParam("wait"); w != "" {
+		secs, err := strconv.ParseFloat(w, 64)
+		if err != nil || secs < 0 {
+			return posture.Invalid("wait", "must be a number of seconds", w)
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), min(time.Duration(secs*float64(time.Second)), maxBacktestWait))
+		defer cancel()
+		a.Backtests.Wait(ctx, c.Param("id"))
+	}
 	job, ok := a.Backtests.Job(c.Param("id"))
 	if !ok {
 		return posture.NotFound("backtest", c.Param("id"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/backtest"
 )
 
@@ -182,4 +184,102 @@ func TestBacktestExitCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBacktestOverTheAPI: an admin posts a candidate that requires Windows
+// 11 on a node where three laptops asked for the crm service; the answer is
+// 202 with a job, whose report (read with wait=, which answers when the
+// job ends) says that the two Windows 10 laptops would newly be denied,
+// with their builds, and the one already refused changes nothing.
+// Malformed candidates are 400 with the field's path, unknown ids 404.
+func TestBacktestOverTheAPI(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	check := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "windows-10",
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.19041"}}}})
+	crm := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-crm", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"@" + crm}, "postureCheckRoles": []string{"@" + check}})
+	for _, l := range []struct {
+		name, version string
+		status        int
+	}{{"alice", "10.0.19045", http.StatusCreated}, {"bobby", "10.0.19044", http.StatusCreated}, {"carol", "6.1.7601", http.StatusConflict}} {
+		ep := n.endpoint(t, admin, l.name, "laptops")
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token,
+			map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": l.version}); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm}); r.Status != l.status {
+			t.Fatalf("%s's session: %d %s", l.name, r.Status, r.Body)
+		}
+	}
+	candidate := map[string]any{"postureChecks": map[string]any{"update": map[string]any{check: map[string]any{
+		"typeId": "OS", "name": "windows-10", "operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.22000"}}}}}}}
+
+	r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, candidate)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var started backtest.JobView
+	if err := json.Unmarshal(data, &started); err != nil {
+		t.Fatal(err)
+	}
+	if started.ID == "" || r.Header.Get("Location") != "./backtests/"+started.ID {
+		t.Fatalf("start: %s, Location %q", data, r.Header.Get("Location"))
+	}
+	r = n.do(t, http.MethodGet, mgmt+"/backtests/"+started.ID+"?wait=60", admin, nil)
+	data, _ = r.envelope(t)
+	var job backtest.JobView
+	if err := json.Unmarshal(data, &job); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusOK || job.Status != backtest.StatusDone || job.Report == nil {
+		t.Fatalf("job: %d %s", r.Status, r.Body)
+	}
+	rep := job.Report
+	if rep.Totals.Decisions != 3 || rep.Totals.NewlyDenied != 2 || rep.Totals.IdentitiesNewlyDenied != 2 || rep.Totals.NewlyAllowed != 0 {
+		t.Fatalf("totals: %+v", rep.Totals)
+	}
+	values := map[string]int{}
+	for _, v := range rep.FailingValues {
+		values[v.Value] = v.Identities
+	}
+	if !cmp.Equal(values, map[string]int{"Windows 10.0.19045": 1, "Windows 10.0.19044": 1}) {
+		t.Fatalf("failing values: %+v", rep.FailingValues)
+	}
+	if job.Progress.Seq == 0 || job.Progress.Seq != job.Progress.LastSeq {
+		t.Fatalf("progress: %+v", job.Progress)
+	}
+
+	for _, c := range []struct {
+		name   string
+		body   any
+		status int
+		code   string
+		field  string
+		says   string
+	}{
+		{"no type", map[string]any{"postureChecks": map[string]any{"create": []any{map[string]any{"name": "x"}}}},
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "postureChecks.create[0].typeId", ""},
+		{"bad type", map[string]any{"servicePolicies": map[string]any{"create": []any{map[string]any{"name": "p", "type": "Sideways"}}}},
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "servicePolicies.create[0].type", ""},
+		{"unknown update", map[string]any{"postureChecks": map[string]any{"update": map[string]any{"nope": map[string]any{"typeId": "OS", "name": "n"}}}},
+			http.StatusNotFound, posture.CodeNotFound, "", "postureChecks.update.nope"},
+		{"unknown delete", map[string]any{"servicePolicies": map[string]any{"delete": []string{"nope"}}},
+			http.StatusNotFound, posture.CodeNotFound, "", "servicePolicies.delete[0]"},
+		{"unknown key", map[string]any{"postureCheck": map[string]any{}},
+			http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "postureCheck"},
+		{"bad from", map[string]any{"from": "yesterday"},
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "from", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, c.body)
+			expectError(t, r, c.status, c.code, c.field)
+			if !strings.Contains(string(r.Body), c.says) {
+				t.Fatalf("%s does not say %q", r.Body, c.says)
+			}
+		})
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/nope", admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
 }
