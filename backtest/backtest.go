@@ -187,8 +187,19 @@ type run struct {
 	// deniedSessions are recorded sessions the candidate refused: their
 	// later removal is part of the same change, not another one.
 	deniedSessions map[string]bool
-	events         uint64
-	first, last    time.Time
+	// reached are the deadlines applied to the candidate's projection
+	// alone, by event id: each once.
+	reached map[string]bool
+	// basePos and candPos are where the next queued transitions of each
+	// projection are; the outbox is pruned every pruneEvery events (a
+	// range deletion per read would slow every later read down).
+	basePos, candPos position
+	unpruned         uint64
+	// nextDue is the candidate projection's earliest deadline when its
+	// pending events were last applied (zero: none).
+	nextDue     time.Time
+	events      uint64
+	first, last time.Time
 }
 
 func newRun(ctx context.Context, opts Options) (*run, error) {
@@ -197,7 +208,7 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 		return nil, err
 	}
 	r := &run{opts: opts, log: opts.Log, overrides: o, acc: newAccumulator(opts.MaxChanges),
-		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}}
+		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}}
 	// Both projections start from the same state; they are built one
 	// after the other so that a window over a long log does not hold two
 	// replays in memory at their peak.
@@ -229,6 +240,7 @@ func (r *run) run(ctx context.Context) error {
 			return err
 		}
 	}
+	r.basePos, r.candPos = position{seq: start + 1}, position{seq: start + 1}
 	// The candidate's changes apply at the window's start.
 	at := r.opts.From
 	if at.IsZero() {
@@ -244,12 +256,11 @@ func (r *run) run(ctx context.Context) error {
 		overlay[i] = e
 	}
 	if len(overlay) > 0 {
-		if err := r.cand.Overlay(overlay); err != nil {
+		ts, err := r.cand.Overlay(overlay)
+		if err != nil {
 			return fmt.Errorf("backtest: applying the candidate: %w", err)
 		}
-		if err := r.collectCandidate(start); err != nil {
-			return err
-		}
+		r.collect(ts)
 		if err := r.compare(nil); err != nil {
 			return err
 		}
@@ -310,16 +321,35 @@ func (r *run) batch(batch []posture.Event) error {
 	if err := r.candidateDeadlines(r.last); err != nil {
 		return err
 	}
-	base, err := drain(r.base, batch[0].Seq)
+	base, err := drain(r.base, &r.basePos)
 	if err != nil {
 		return err
 	}
-	return r.compare(base)
+	if err := r.compare(base); err != nil {
+		return err
+	}
+	if r.unpruned += uint64(len(batch)); r.unpruned >= pruneEvery {
+		r.unpruned = 0
+		for _, s := range []*projections.Store{r.base, r.cand} {
+			if err := s.PruneTransitions(s.Cursor()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
+
+// pruneEvery is how many events apart the outboxes are pruned.
+const pruneEvery = 50000
 
 // candidateEvent queues one event for the candidate's projection, deciding
 // a recorded session request again first.
 func (r *run) candidateEvent(e posture.Event) error {
+	if !r.nextDue.IsZero() && e.At.After(r.nextDue.Add(expiry.Delay)) {
+		if err := r.candidateDeadlines(e.At); err != nil {
+			return err
+		}
+	}
 	p, err := e.Decode()
 	if err != nil {
 		return fmt.Errorf("backtest: %w", err)
@@ -346,14 +376,16 @@ func (r *run) candidateEvent(e posture.Event) error {
 // projection, then the deadlines it has reached by a time and the
 // baseline's has not: those the log does not record because only the
 // candidate's checks set them. They are looked for before each recorded
-// decision and at the end of each batch, and timed at their deadline.
+// decision, before an event later than the earliest deadline known when
+// the projection was last brought up to date, and at the end of each
+// batch; each is timed at its deadline.
 func (r *run) candidateDeadlines(at time.Time) error {
 	until := at.Add(-expiry.Delay)
 	for {
 		if err := r.flush(); err != nil {
 			return err
 		}
-		due, err := r.cand.DueDeadlines(until, 64)
+		due, err := r.cand.DueDeadlines(until, 1024)
 		if err != nil || len(due) == 0 {
 			return err
 		}
@@ -367,17 +399,20 @@ func (r *run) candidateDeadlines(at time.Time) error {
 		}
 		var events []posture.Event
 		for _, d := range due {
-			if e := expiry.Event(d); !known[e.ID] {
+			if e := expiry.Event(d); !known[e.ID] && !r.reached[e.ID] {
+				r.reached[e.ID] = true
 				events = append(events, e)
 			}
 		}
 		if len(events) == 0 {
 			return nil
 		}
-		if err := r.cand.Overlay(events); err != nil {
+		ts, err := r.cand.Overlay(events)
+		if err != nil {
 			return fmt.Errorf("backtest: candidate deadlines: %w", err)
 		}
-		if err := r.collectCandidate(r.cand.Cursor()); err != nil {
+		r.collect(ts)
+		if err := r.updateNextDue(); err != nil {
 			return err
 		}
 	}
@@ -388,42 +423,63 @@ func (r *run) flush() error {
 	if len(r.pending) == 0 {
 		return nil
 	}
-	first := r.pending[0].Seq
 	if err := r.cand.Apply(r.pending); err != nil {
 		return fmt.Errorf("backtest: candidate: %w", err)
 	}
 	r.pending = r.pending[:0]
-	return r.collectCandidate(first)
+	ts, err := drain(r.cand, &r.candPos)
+	r.collect(ts)
+	if err != nil {
+		return err
+	}
+	return r.updateNextDue()
 }
 
-// collectCandidate moves the candidate's queued transitions from seq on
-// into candTransitions.
-func (r *run) collectCandidate(seq uint64) error {
-	ts, err := drain(r.cand, seq)
-	for _, t := range ts {
-		r.candTransitions[t.ID] = t
+// farFuture is beyond any deadline.
+var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (r *run) updateNextDue() error {
+	due, err := r.cand.DueDeadlines(farFuture, 1)
+	r.nextDue = time.Time{}
+	if len(due) > 0 {
+		r.nextDue = due[0].Deadline
 	}
 	return err
 }
 
-// drain reads and prunes a projection's queued transitions from seq on.
-func drain(s *projections.Store, seq uint64) ([]posture.Transition, error) {
+// collect adds transitions of the candidate's projection to
+// candTransitions.
+func (r *run) collect(ts []posture.Transition) {
+	for _, t := range ts {
+		r.candTransitions[t.ID] = t
+	}
+}
+
+// position is a place in a projection's transitions outbox.
+type position struct {
+	seq uint64
+	n   int
+}
+
+// drain reads a projection's queued transitions from pos on, and moves pos
+// past them.
+func drain(s *projections.Store, pos *position) ([]posture.Transition, error) {
 	var out []posture.Transition
-	n := 0
 	for {
-		q, err := s.PendingTransitions(seq, n, 1024)
+		q, err := s.PendingTransitions(pos.seq, pos.n, 1024)
 		if err != nil {
 			return nil, err
 		}
 		for _, t := range q {
 			out = append(out, t.Transition)
 		}
-		if len(q) < 1024 {
-			break
+		if len(q) > 0 {
+			pos.seq, pos.n = q[len(q)-1].Seq, q[len(q)-1].N+1
 		}
-		seq, n = q[len(q)-1].Seq, q[len(q)-1].N+1
+		if len(q) < 1024 {
+			return out, nil
+		}
 	}
-	return out, s.PruneTransitions(max(s.Cursor(), seq))
 }
 
 // compare records the transitions that only one side derived from the

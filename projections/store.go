@@ -269,12 +269,13 @@ func (s *Store) Cursor() uint64 {
 // does not decode, fails the whole batch and stops the store: nothing of the
 // batch is written and WaitFor returns the error from then on.
 func (s *Store) Apply(events []posture.Event) error {
-	return s.applyBatch(events, false)
+	return s.applyBatch(events, nil)
 }
 
-// applyBatch is Apply; with overlay (see Overlay), every event is applied
-// at the cursor, which stays where it is.
-func (s *Store) applyBatch(events []posture.Event, overlay bool) error {
+// applyBatch is Apply; with derived (Overlay), every event is applied at
+// the cursor, which stays where it is, and the transitions go to derived.
+func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition) error {
+	overlay := derived != nil
 	s.mu.Lock()
 	cursor, failed := s.applied, s.failed
 	s.mu.Unlock()
@@ -287,6 +288,7 @@ func (s *Store) applyBatch(events []posture.Event, overlay bool) error {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
 	tx := newTx(b, s)
+	tx.derived = derived
 	var last posture.Event
 	modelSeq := uint64(0)
 	for _, e := range events {

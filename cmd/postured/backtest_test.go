@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/backtest"
+	"github.com/seed-0809debe/posture/expiry"
 )
 
 // scenarioDataDir is a stopped node's data directory whose log holds the
@@ -49,6 +51,7 @@ func TestBacktestGolden(t *testing.T) {
 	for _, c := range []struct{ name, candidate string }{
 		{"tighten", "tighten.json"},
 		{"loosen", "loosen.json"},
+		{"mfa-timeout", "mfa-timeout.json"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			candidate := filepath.Join("testdata/backtest", c.candidate)
@@ -79,6 +82,42 @@ func golden(t *testing.T, path, got string) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Fatalf("%s differs (-want +got):\n%s", path, diff)
+	}
+}
+
+// TestBacktestCandidateDeadline: an MFA check that times out after a
+// second instead of prompting on wake reaches a deadline the log never
+// recorded; the backtest applies it as a node's timer would have, and the
+// vault policy fails then, for the timeout, on the candidate's side only.
+func TestBacktestCandidateDeadline(t *testing.T) {
+	dir := scenarioDataDir(t)
+	code, out, errOut := backtestCLI(t, dir, "--candidate", "testdata/backtest/mfa-timeout.json", "--from", scenarioFrom, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep backtest.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var timedOut *backtest.Change
+	for i, c := range rep.Changes {
+		if c.Kind == "mfa-timed-out" {
+			timedOut = &rep.Changes[i]
+		}
+	}
+	if timedOut == nil || timedOut.Candidate != backtest.Happened || timedOut.Recorded != backtest.NotHappened {
+		t.Fatalf("no candidate-only MFA timeout in %s", out)
+	}
+	// Timed as a node's timer times it: a second after the MFA pass (seq
+	// 17), and expiry.Delay.
+	l := scenarioLog(t, filepath.Join(t.TempDir(), "nats"))
+	defer l.Close()
+	passed, err := l.Get(t.Context(), 17)
+	if err != nil || passed.Type != posture.TypeMFAPassed {
+		t.Fatalf("seq 17: %+v %v", passed, err)
+	}
+	if want := passed.At.Add(time.Second + expiry.Delay); !timedOut.At.Equal(want) {
+		t.Fatalf("timed out at %s, want %s (a second after the MFA pass)", timedOut.At, want)
 	}
 }
 
