@@ -154,7 +154,7 @@ func BenchmarkBacktest(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Logf("log of %d events generated in %s", last, time.Since(start).Round(time.Second))
-			candidate := []byte(`{"postureChecks": {"update": {"os": {"typeId": "OS", "name": "windows-10",
+			candidate := []byte(`{"postureChecks": {"update": {"os": {"typeId": "OS", "name": "windows-10", "roleAttributes": ["os"],
 				"operatingSystems": [{"type": "Windows", "versions": [">=10.0.19045"]}]}}}}`)
 			b.ResetTimer()
 			var rep *backtest.Report
