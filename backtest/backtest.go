@@ -179,8 +179,9 @@ type run struct {
 	cand      *projections.Store
 	overrides overrides
 	acc       *accumulator
-	// pending is the run of events the candidate has yet to apply.
-	pending []posture.Event
+	// logDeadlines are the ids of the deadlines the log records in the
+	// current batch.
+	logDeadlines map[string]bool
 	// candTransitions are the candidate's transitions of the current
 	// batch, by id.
 	candTransitions map[string]posture.Transition
@@ -195,8 +196,8 @@ type run struct {
 	// range deletion per read would slow every later read down).
 	basePos, candPos position
 	unpruned         uint64
-	// nextDue is the candidate projection's earliest deadline when its
-	// pending events were last applied (zero: none).
+	// nextDue is the candidate projection's earliest deadline at the last
+	// decision or batch end (zero: none).
 	nextDue     time.Time
 	events      uint64
 	first, last time.Time
@@ -208,7 +209,7 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 		return nil, err
 	}
 	r := &run{opts: opts, log: opts.Log, overrides: o, acc: newAccumulator(opts.MaxChanges),
-		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}}
+		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}, logDeadlines: map[string]bool{}}
 	// Both projections start from the same state; they are built one
 	// after the other so that a window over a long log does not hold two
 	// replays in memory at their peak.
@@ -313,12 +314,31 @@ func (r *run) batch(batch []posture.Event) error {
 	if err := r.base.Apply(batch); err != nil {
 		return fmt.Errorf("backtest: baseline: %w", err)
 	}
+	// The deadlines the log records in this batch: the baseline has
+	// applied them already, so its index no longer lists them.
+	clear(r.logDeadlines)
 	for _, e := range batch {
-		if err := r.candidateEvent(e); err != nil {
-			return err
+		if e.Type == posture.TypeDeadlineReached {
+			r.logDeadlines[e.ID] = true
 		}
 	}
-	if err := r.candidateDeadlines(r.last); err != nil {
+	if err := r.cand.ApplyEach(batch, r.rewrite); err != nil {
+		return fmt.Errorf("backtest: candidate: %w", err)
+	}
+	ts, err := drain(r.cand, &r.candPos)
+	if err != nil {
+		return err
+	}
+	r.collect(ts)
+	// The deadlines reached by the end of the batch.
+	due, err := r.cand.DueDeadlines(r.last.Add(-expiry.Delay), 1024)
+	if err != nil {
+		return err
+	}
+	if err := r.candidateDeadlines(due, r.last, r.cand.Overlay); err != nil {
+		return err
+	}
+	if err := r.updateNextDue(r.cand.DueDeadlines); err != nil {
 		return err
 	}
 	base, err := drain(r.base, &r.basePos)
@@ -342,104 +362,85 @@ func (r *run) batch(batch []posture.Event) error {
 // pruneEvery is how many events apart the outboxes are pruned.
 const pruneEvery = 50000
 
-// candidateEvent queues one event for the candidate's projection, deciding
-// a recorded session request again first.
-func (r *run) candidateEvent(e posture.Event) error {
-	if !r.nextDue.IsZero() && e.At.After(r.nextDue.Add(expiry.Delay)) {
-		if err := r.candidateDeadlines(e.At); err != nil {
-			return err
+// rewrite gives the candidate's projection the event to apply in place of
+// one of the log, on the state the events before it left: first the
+// deadlines only the candidate reaches before it, then a model change
+// rewritten by the candidate's overrides, or a recorded session request
+// decided again.
+func (r *run) rewrite(v projections.View, e posture.Event) (posture.Event, error) {
+	decision := decisionTypes[e.Type]
+	if decision || (!r.nextDue.IsZero() && e.At.After(r.nextDue.Add(expiry.Delay))) {
+		due, err := v.DueDeadlines(e.At.Add(-expiry.Delay), 1024)
+		if err != nil {
+			return e, err
+		}
+		if len(due) > 0 {
+			if err := r.candidateDeadlines(due, e.At, v.Overlay); err != nil {
+				return e, err
+			}
 		}
 	}
 	p, err := e.Decode()
 	if err != nil {
-		return fmt.Errorf("backtest: %w", err)
+		return e, fmt.Errorf("backtest: %w", err)
 	}
 	if e.Subject == posture.SubjectModel {
-		if e, err = r.overrides.rewrite(e, p); err != nil {
-			return err
-		}
+		return r.overrides.rewrite(e, p)
 	}
-	if decisionTypes[e.Type] {
-		// The decision was taken on the state before the request.
-		if err := r.candidateDeadlines(e.At); err != nil {
-			return err
-		}
-		if e, err = r.decide(e, p); err != nil {
-			return err
-		}
+	if !decision {
+		return e, nil
 	}
-	r.pending = append(r.pending, e)
-	return nil
+	e, err = r.decide(v, e, p)
+	if err != nil {
+		return e, err
+	}
+	// The request's own events may have set a deadline.
+	return e, r.updateNextDue(v.DueDeadlines)
 }
 
-// candidateDeadlines applies the pending events to the candidate's
-// projection, then the deadlines it has reached by a time and the
-// baseline's has not: those the log does not record because only the
-// candidate's checks set them. They are looked for before each recorded
-// decision, before an event later than the earliest deadline known when
-// the projection was last brought up to date, and at the end of each
-// batch; each is timed at its deadline.
-func (r *run) candidateDeadlines(at time.Time) error {
-	until := at.Add(-expiry.Delay)
-	for {
-		if err := r.flush(); err != nil {
-			return err
-		}
-		due, err := r.cand.DueDeadlines(until, 1024)
-		if err != nil || len(due) == 0 {
-			return err
-		}
-		base, err := r.base.DueDeadlines(until, 1<<20)
-		if err != nil {
-			return err
-		}
-		known := map[string]bool{}
-		for _, d := range base {
-			known[expiry.Event(d).ID] = true
-		}
-		var events []posture.Event
-		for _, d := range due {
-			if e := expiry.Event(d); !known[e.ID] && !r.reached[e.ID] {
-				r.reached[e.ID] = true
-				events = append(events, e)
-			}
-		}
-		if len(events) == 0 {
-			return nil
-		}
-		ts, err := r.cand.Overlay(events)
-		if err != nil {
-			return fmt.Errorf("backtest: candidate deadlines: %w", err)
-		}
-		r.collect(ts)
-		if err := r.updateNextDue(); err != nil {
-			return err
-		}
-	}
-}
-
-// flush applies the pending events to the candidate's projection.
-func (r *run) flush() error {
-	if len(r.pending) == 0 {
+// candidateDeadlines applies the deadlines due on the candidate's
+// projection by a time that the log does not record (the baseline does not
+// list them, and this batch has no event for them): those only the
+// candidate's checks set. A node's timer would have recorded them, timed
+// at their deadline. They are looked for before each recorded decision,
+// before an event later than the earliest deadline known at the last
+// decision, and at the end of each batch.
+func (r *run) candidateDeadlines(due []posture.DeadlineReached, at time.Time, overlay func([]posture.Event) ([]posture.Transition, error)) error {
+	if len(due) == 0 {
 		return nil
 	}
-	if err := r.cand.Apply(r.pending); err != nil {
-		return fmt.Errorf("backtest: candidate: %w", err)
-	}
-	r.pending = r.pending[:0]
-	ts, err := drain(r.cand, &r.candPos)
-	r.collect(ts)
+	base, err := r.base.DueDeadlines(at.Add(-expiry.Delay), 1<<20)
 	if err != nil {
 		return err
 	}
-	return r.updateNextDue()
+	known := map[string]bool{}
+	for _, d := range base {
+		known[expiry.Event(d).ID] = true
+	}
+	var events []posture.Event
+	for _, d := range due {
+		if e := expiry.Event(d); !known[e.ID] && !r.logDeadlines[e.ID] && !r.reached[e.ID] {
+			r.reached[e.ID] = true
+			events = append(events, e)
+		}
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	ts, err := overlay(events)
+	if err != nil {
+		return fmt.Errorf("backtest: candidate deadlines: %w", err)
+	}
+	r.collect(ts)
+	return nil
 }
 
 // farFuture is beyond any deadline.
 var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func (r *run) updateNextDue() error {
-	due, err := r.cand.DueDeadlines(farFuture, 1)
+// updateNextDue reads the candidate projection's earliest deadline.
+func (r *run) updateNextDue(list func(until time.Time, limit int) ([]posture.DeadlineReached, error)) error {
+	due, err := list(farFuture, 1)
 	r.nextDue = time.Time{}
 	if len(due) > 0 {
 		r.nextDue = due[0].Deadline
@@ -520,7 +521,7 @@ func (r *run) compare(base []posture.Transition) error {
 // decide decides a recorded session request again on the candidate's
 // projection and returns the event the candidate's projection applies in
 // its place: the recorded one when the outcome is the same.
-func (r *run) decide(e posture.Event, p posture.Payload) (posture.Event, error) {
+func (r *run) decide(v projections.View, e posture.Event, p posture.Payload) (posture.Event, error) {
 	var identityID, apiSessionID, serviceID, typ string
 	recordedGrant := false
 	var recordedFailures []posture.PolicyFailure
@@ -534,7 +535,7 @@ func (r *run) decide(e posture.Event, p posture.Payload) (posture.Event, error) 
 		identityID, apiSessionID, serviceID, typ = v.IdentityID, v.APISessionID, v.ServiceID, v.Type
 		recordedFailures = v.PolicyFailures
 	}
-	results, err := r.cand.Access(identityID, apiSessionID, serviceID, typ, e.At)
+	results, err := v.Access(identityID, apiSessionID, serviceID, typ, e.At)
 	if err != nil {
 		return e, fmt.Errorf("backtest: deciding event %d again: %w", e.Seq, err)
 	}
@@ -559,8 +560,8 @@ func (r *run) decide(e posture.Event, p posture.Payload) (posture.Event, error) 
 		// the session the client would have had.
 		s := posture.Session{ID: posture.DerivedID("backtest", "session", e.ID), IdentityID: identityID,
 			APISessionID: apiSessionID, ServiceID: serviceID, Type: typ, CreatedAt: e.At}
-		if _, err := r.cand.SessionFor(apiSessionID, typ, serviceID); err == nil {
-			return e, nil // it has one already: the refusal changes nothing there
+		if has, err := v.HasSession(apiSessionID, typ, serviceID); err != nil || has {
+			return e, err // it has one already: the refusal changes nothing there
 		}
 		return replace(e, posture.SessionCreated{Session: s, Policies: passing})
 	default:

@@ -269,12 +269,15 @@ func (s *Store) Cursor() uint64 {
 // does not decode, fails the whole batch and stops the store: nothing of the
 // batch is written and WaitFor returns the error from then on.
 func (s *Store) Apply(events []posture.Event) error {
-	return s.applyBatch(events, nil)
+	return s.applyBatch(events, nil, nil)
 }
 
 // applyBatch is Apply; with derived (Overlay), every event is applied at
 // the cursor, which stays where it is, and the transitions go to derived.
-func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition) error {
+//
+// With rewrite (ApplyEach), each event of the log is first given to
+// rewrite, which sees the state the events before it left.
+func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition, rewrite Rewrite) error {
 	overlay := derived != nil
 	s.mu.Lock()
 	cursor, failed := s.applied, s.failed
@@ -307,6 +310,14 @@ func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition
 			// A gap means the source skipped events: refusing keeps the
 			// projection a faithful function of the log.
 			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log", e.Seq, cursor))
+		}
+		if rewrite != nil {
+			seq := e.Seq
+			var err error
+			if e, err = rewrite(View{tx: tx, s: s, cursor: cursor}, e); err != nil {
+				return s.fail(err)
+			}
+			e.Seq = seq
 		}
 		if err := apply(tx, e); err != nil {
 			return s.fail(err)
