@@ -37,6 +37,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/expiry"
 	"github.com/seed-0809debe/posture/projections"
@@ -210,14 +212,16 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 	}
 	r := &run{opts: opts, log: opts.Log, overrides: o, acc: newAccumulator(opts.MaxChanges),
 		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}, logDeadlines: map[string]bool{}}
-	// Both projections start from the same state; they are built one
-	// after the other so that a window over a long log does not hold two
-	// replays in memory at their peak.
-	if r.base, err = opts.Open(ctx, opts.From); err != nil {
-		return nil, fmt.Errorf("backtest: the state at the window's start: %w", err)
-	}
-	if r.cand, err = opts.Open(ctx, opts.From); err != nil {
-		r.base.Close()
+	// Both projections start from the same state, built side by side.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { r.base, err = opts.Open(gctx, opts.From); return err })
+	g.Go(func() (err error) { r.cand, err = opts.Open(gctx, opts.From); return err })
+	if err := g.Wait(); err != nil {
+		for _, s := range []*projections.Store{r.base, r.cand} {
+			if s != nil {
+				s.Close()
+			}
+		}
 		return nil, fmt.Errorf("backtest: the state at the window's start: %w", err)
 	}
 	if r.base.Cursor() != r.cand.Cursor() {
@@ -369,7 +373,7 @@ const pruneEvery = 50000
 // decided again.
 func (r *run) rewrite(v projections.View, e posture.Event) (posture.Event, error) {
 	decision := decisionTypes[e.Type]
-	if decision || (!r.nextDue.IsZero() && e.At.After(r.nextDue.Add(expiry.Delay))) {
+	if !r.nextDue.IsZero() && e.At.After(r.nextDue.Add(expiry.Delay)) {
 		due, err := v.DueDeadlines(e.At.Add(-expiry.Delay), 1024)
 		if err != nil {
 			return e, err
@@ -402,9 +406,10 @@ func (r *run) rewrite(v projections.View, e posture.Event) (posture.Event, error
 // projection by a time that the log does not record (the baseline does not
 // list them, and this batch has no event for them): those only the
 // candidate's checks set. A node's timer would have recorded them, timed
-// at their deadline. They are looked for before each recorded decision,
-// before an event later than the earliest deadline known at the last
-// decision, and at the end of each batch.
+// at their deadline. They are looked for before an event later than the
+// earliest deadline known at the last decision, and at the end of each
+// batch. (A recorded request is decided at its own time in any case: a
+// check that timed out fails it.)
 func (r *run) candidateDeadlines(due []posture.DeadlineReached, at time.Time, overlay func([]posture.Event) ([]posture.Transition, error)) error {
 	if len(due) == 0 {
 		return nil
