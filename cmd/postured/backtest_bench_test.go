@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -157,6 +158,7 @@ func BenchmarkBacktest(b *testing.B) {
 			candidate := []byte(`{"postureChecks": {"update": {"os": {"typeId": "OS", "name": "windows-10", "roleAttributes": ["os"],
 				"operatingSystems": [{"type": "Windows", "versions": [">=10.0.19045"]}]}}}}`)
 			b.ResetTimer()
+			cpu := cpuTime()
 			var rep *backtest.Report
 			for range b.N {
 				ctx := context.Background()
@@ -172,10 +174,14 @@ func BenchmarkBacktest(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.Logf("heap obtained from the OS: %d MiB", ms.HeapSys>>20)
 			b.Logf("%d window events, %d decisions, %d newly denied (%d identities)", rep.Window.Events, rep.Totals.Decisions,
 				rep.Totals.NewlyDenied, rep.Totals.IdentitiesNewlyDenied)
 			sec := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(sec, "s/backtest")
+			b.ReportMetric((cpuTime()-cpu).Seconds()/float64(b.N), "cpu-s/backtest")
 			b.ReportMetric(float64(rep.Window.Events)/sec, "window-events/s")
 			b.ReportMetric(float64(last), "log-events")
 			wantDenied := n * 3 / 20
