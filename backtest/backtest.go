@@ -614,10 +614,3 @@ func (n names) service(id string) string {
 	}
 	return ""
 }
-
-func (n names) policy(id string) string {
-	if v, err := projections.Get[posture.ServicePolicy](n.s, id); err == nil {
-		return v.Name
-	}
-	return ""
-}

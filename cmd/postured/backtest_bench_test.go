@@ -167,7 +167,7 @@ func BenchmarkBacktest(b *testing.B) {
 					b.Fatal(err)
 				}
 				restore := batchGC()
-				rep, err = backtest.Run(ctx, backtest.Options{Log: l, Open: stateAt(l), Changes: changes, From: fleetStart})
+				rep, err = backtest.Run(ctx, backtest.Options{Log: l, Open: stateOnDisk(l, b.TempDir()), Changes: changes, From: fleetStart})
 				restore()
 				if err != nil {
 					b.Fatal(err)
