@@ -31,6 +31,7 @@ var layers = map[string][]string{
 	"api/management":     {"", "api", "api/filter", "evaluator", "pki"},
 	"webhooks":           {""},
 	"console":            {""},
+	"backtest":           {"", "evaluator", "projections", "expiry"},
 }
 
 // rootAllowed is the allow-list of the root package (the shared
@@ -55,6 +56,7 @@ var forbidden = map[string][]string{
 	"api/client/mfacode": {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
 	"webhooks":           {"github.com/cockroachdb/", "github.com/labstack/"},
 	"console":            {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"backtest":           {"github.com/nats-io/", "github.com/labstack/"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -92,8 +92,22 @@ func (s *Store) LastChange(identityID string) (time.Time, error) {
 // is left out. It reads the configuration, the posture and the policies at
 // one cursor.
 func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error) {
-	out := make([]posture.PolicyResult, 0, len(policyIDs))
+	var out []posture.PolicyResult
 	err := s.view(func(r reader) error {
+		var err error
+		out, err = evaluatePolicies(r, s.graph, s.ranges, identityID, apiSessionID, policyIDs, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// evaluatePolicies is Evaluate on a reader.
+func evaluatePolicies(r reader, g *graph, ranges *rangeCache, identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error) {
+	out := make([]posture.PolicyResult, 0, len(policyIDs))
+	err := func() error {
 		cfg, err := readConfig(r)
 		if err != nil {
 			return err
@@ -106,7 +120,7 @@ func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, no
 		if _, err := getJSON(r, sessionStateKey(apiSessionID), &st); err != nil {
 			return err
 		}
-		d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace, Ranges: s.ranges}
+		d := evaluator.Data{Identity: ip, Session: st.Posture, MFAGrace: cfg.MFAGrace, Ranges: ranges}
 		cache := map[string]*posture.Check{}
 		for _, pid := range policyIDs {
 			p, err := getEntity[posture.ServicePolicy](r, posture.KindServicePolicy, pid)
@@ -116,7 +130,7 @@ func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, no
 			if err != nil {
 				return err
 			}
-			checks, err := policyChecks(r, s.graph, pid, cache)
+			checks, err := policyChecks(r, g, pid, cache)
 			if err != nil {
 				return err
 			}
@@ -127,7 +141,7 @@ func (s *Store) Evaluate(identityID, apiSessionID string, policyIDs []string, no
 			out = append(out, posture.PolicyResult{PolicyID: pid, PolicyName: p.Name, Type: p.Type, Passing: passing, Strict: strict, Checks: results})
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
@@ -143,9 +157,13 @@ func (s *Store) Access(identityID, apiSessionID, serviceID, typ string, now time
 // DueDeadlines lists, earliest first, the deadlines reached by a time, as
 // the events that record them (at most limit).
 func (s *Store) DueDeadlines(until time.Time, limit int) ([]posture.DeadlineReached, error) {
+	return dueDeadlines(s.db, until, limit)
+}
+
+func dueDeadlines(r reader, until time.Time, limit int) ([]posture.DeadlineReached, error) {
 	var out []posture.DeadlineReached
 	end := []byte(strings.TrimSuffix(string(dueKey(until, "")), "/") + "0")
-	err := scan(s.db, dueIndexPrefix, func(key, value []byte) (bool, error) {
+	err := scan(r, dueIndexPrefix, func(key, value []byte) (bool, error) {
 		if bytes.Compare(key, end) >= 0 || len(out) >= limit {
 			return false, nil
 		}

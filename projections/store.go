@@ -294,6 +294,16 @@ func (s *Store) Cursor() uint64 {
 // does not decode, fails the whole batch and stops the store: nothing of the
 // batch is written and WaitFor returns the error from then on.
 func (s *Store) Apply(events []posture.Event) error {
+	return s.applyBatch(events, nil, nil)
+}
+
+// applyBatch is Apply; with derived (Overlay), every event is applied at
+// the cursor, which stays where it is, and the transitions go to derived.
+//
+// With rewrite (ApplyEach), each event of the log is first given to
+// rewrite, which sees the state the events before it left.
+func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition, rewrite Rewrite) error {
+	overlay := derived != nil
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.mu.Lock()
@@ -308,10 +318,19 @@ func (s *Store) Apply(events []posture.Event) error {
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
 	tx := newTx(b, s)
+	tx.derived = derived
 	var last posture.Event
 	modelSeq := uint64(0)
 	maxAt := time.Time{}
 	for _, e := range events {
+		if overlay {
+			e.Seq = cursor
+			if err := apply(tx, e); err != nil {
+				return s.fail(err)
+			}
+			last = e
+			continue
+		}
 		if e.Seq <= cursor {
 			continue
 		}
@@ -319,6 +338,14 @@ func (s *Store) Apply(events []posture.Event) error {
 			// A gap means the source skipped events: refusing keeps the
 			// projection a faithful function of the log.
 			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log", e.Seq, cursor))
+		}
+		if rewrite != nil {
+			seq := e.Seq
+			var err error
+			if e, err = rewrite(View{tx: tx, s: s, cursor: cursor}, e); err != nil {
+				return s.fail(err)
+			}
+			e.Seq = seq
 		}
 		if err := apply(tx, e); err != nil {
 			return s.fail(err)
@@ -331,7 +358,7 @@ func (s *Store) Apply(events []posture.Event) error {
 			modelSeq = e.Seq
 		}
 	}
-	if last.Seq == 0 {
+	if last.Seq == 0 && !overlay || len(events) == 0 {
 		return nil
 	}
 	if err := putSeq(b, cursorKey, cursor); err != nil {
@@ -355,9 +382,12 @@ func (s *Store) Apply(events []posture.Event) error {
 		return s.fail(err)
 	}
 	s.mu.Lock()
-	s.applied, s.appliedAt = cursor, last.At
-	if maxAt.After(s.maxAt) {
-		s.maxAt = maxAt
+	s.applied = cursor
+	if !overlay {
+		s.appliedAt = last.At
+		if maxAt.After(s.maxAt) {
+			s.maxAt = maxAt
+		}
 	}
 	if modelSeq != 0 {
 		s.modelSeq = modelSeq

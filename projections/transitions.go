@@ -35,6 +35,10 @@ func (tx *Tx) transition(t posture.Transition, about ...string) error {
 	t.At = e.At
 	t.Cause = posture.Cause{EventID: e.ID, EventType: e.Type, Seq: e.Seq}
 	t.ID = posture.TransitionID(e.ID, t.Kind, append([]string{t.APISessionID}, about...)...)
+	if tx.derived != nil {
+		*tx.derived = append(*tx.derived, t) // an overlay's: returned, not queued
+		return nil
+	}
 	tx.transitions++
 	return tx.put(transitionKey(e.Seq, tx.transitions-1), t)
 }

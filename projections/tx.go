@@ -31,6 +31,9 @@ type Tx struct {
 	event  posture.Event // the event being applied
 	// transitions counts the transitions derived from the event.
 	transitions int
+	// derived, when set (Overlay), receives the derived transitions
+	// instead of the outbox.
+	derived *[]posture.Transition
 	// pending holds the history entries of the event being applied.
 	pending []identityHistory
 	// enc and encoder encode history details, without HTML escaping (so

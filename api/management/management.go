@@ -91,6 +91,10 @@ type API struct {
 	// opens them for administrators, and destroys the data key of a
 	// deleted identity, edge router or CA.
 	Secrets api.Secrets
+
+	// Backtests runs backtests (POST /backtests, backtests.go); nil: no
+	// route.
+	Backtests Backtests
 }
 
 // Routes lists every operation of the management API.
@@ -118,6 +122,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.reportRoutes()...)
 	routes = append(routes, a.webhookRoutes()...)
 	routes = append(routes, a.pkiRoutes()...)
+	routes = append(routes, a.backtestRoutes()...)
 	if a.Controllers != nil {
 		routes = append(routes, a.Controllers.Route(api.Admin))
 	}

@@ -23,6 +23,7 @@ type cli struct {
 	Replay     replayCmd                 `cmd:"" help:"Rebuild the projections from the log into a fresh directory, up to a sequence or a time."`
 	Audit      auditCmd                  `cmd:"" help:"Audit timelines rebuilt from the log."`
 	Explain    explainCmd                `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
+	Backtest   backtestCmd               `cmd:"" help:"What a candidate change of checks and policies would have decided over a window of the log: newly denied and allowed, with the evidence."`
 	Events     eventsCmd                 `cmd:"" help:"The event log."`
 	Nats       natsCmd                   `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
 	Version    versionCmd                `cmd:"" help:"Print the version and the VCS revision."`
@@ -57,6 +58,16 @@ type usageError struct{ err error }
 
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
+
+// exitCodeError is a failure that exits with its own code (backtest's
+// exit codes, for example).
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e exitCodeError) Error() string { return e.err.Error() }
+func (e exitCodeError) Unwrap() error { return e.err }
 
 // complain prints a usage error as one line and a hint where help is, and
 // returns the exit code 2.
@@ -117,6 +128,10 @@ func mainCode(ctx context.Context, args []string, s streams) (code int) {
 		}
 		if !errors.As(err, new(reported)) {
 			fmt.Fprintln(s.err, "postured:", err)
+		}
+		var ce exitCodeError
+		if errors.As(err, &ce) {
+			return ce.code
 		}
 		return exitFailed
 	}

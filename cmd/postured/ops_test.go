@@ -167,11 +167,19 @@ func loadScenario(t *testing.T) (*eventlog.Log, scenarioRecord) {
 	if err := json.Unmarshal(data, &rec); err != nil {
 		t.Fatal(err)
 	}
-	l, err := eventlog.Open(t.Context(), eventlog.Options{Dir: filepath.Join(t.TempDir(), "nats")})
+	l := scenarioLog(t, filepath.Join(t.TempDir(), "nats"))
+	t.Cleanup(func() { l.Close() })
+	return l, rec
+}
+
+// scenarioLog opens a fresh embedded log in dir and appends the recorded
+// scenario's events to it, with their ids and times. The caller closes it.
+func scenarioLog(t *testing.T, dir string) *eventlog.Log {
+	t.Helper()
+	l, err := eventlog.Open(t.Context(), eventlog.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
 	f, err := os.Open(scenarioEvents)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +200,7 @@ func loadScenario(t *testing.T) (*eventlog.Log, scenarioRecord) {
 			t.Fatalf("event %s appended at %d, recorded at %d", line.ID, seq, line.Seq)
 		}
 	}
-	return l, rec
+	return l
 }
 
 // TestReplayUntilMatchesTheLiveSystem replays the recorded scenario up to

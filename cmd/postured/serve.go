@@ -27,6 +27,7 @@ import (
 	"github.com/seed-0809debe/posture/api/client"
 	"github.com/seed-0809debe/posture/api/connlimit"
 	"github.com/seed-0809debe/posture/api/management"
+	"github.com/seed-0809debe/posture/backtest"
 	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/console"
 	"github.com/seed-0809debe/posture/eventlog"
@@ -312,6 +313,7 @@ type node struct {
 	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
+	backtests  *backtest.Jobs   // backtest jobs (POST /backtests)
 	console    *console.Console // the web console under /console/, once ready
 	timeout    time.Duration
 	runCtx     context.Context // ends when Close is called
@@ -530,6 +532,8 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store, snapshots: n.snapshots}, Signer: signer, Enrollments: n.store,
 		Secrets: n.secrets}
+	n.backtests = newBacktestJobs(n.elog, n.clock.Now, n.log)
+	n.management.Backtests = n.backtests
 	n.client.ServiceAdmin = n.management
 	if err := n.openCluster(openCtx, s); err != nil {
 		return err
@@ -631,6 +635,9 @@ func (n *node) Close() error {
 				stopped = false
 				n.log.Warn("closing without stopping the background loops", "waited", closeWait)
 			}
+		}
+		if n.backtests != nil {
+			n.backtests.Close() // they read the log, closed below
 		}
 		if n.store != nil && stopped {
 			if err := n.store.Close(); err != nil {

@@ -1,0 +1,74 @@
+package backtest_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/backtest"
+	"github.com/seed-0809debe/posture/projections"
+)
+
+// emptyLog is a log without events: a backtest over it ends as soon as its
+// projections are open.
+type emptyLog struct{}
+
+func (emptyLog) LastSeq(context.Context) (uint64, error) { return 0, nil }
+func (emptyLog) Read(context.Context, uint64, uint64, func([]posture.Event) error) error {
+	return nil
+}
+
+// TestJobsAreBounded: one backtest runs at a time (a second start is
+// refused with SERVER_TOO_MANY_REQUESTS and a retry delay), and a finished
+// job makes room; beyond MaxKept the oldest finished job is forgotten.
+func TestJobsAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	var opens atomic.Int32
+	jobs := backtest.NewJobs(backtest.JobsOptions{Log: emptyLog{}, MaxKept: 2,
+		Open: func(ctx context.Context, _ time.Time) (*projections.Store, error) {
+			if opens.Add(1) <= 2 { // the first job's two projections wait
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return projections.Open(projections.Options{Dir: "p", FS: vfs.NewMem()})
+		}})
+	defer jobs.Close()
+
+	first, _, err := jobs.Start(nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, retry, err := jobs.Start(nil, time.Time{}, time.Time{}); posture.CodeOf(err) != posture.CodeTooManyRequests || retry <= 0 {
+		t.Fatalf("a second start while one runs: %v (retry after %s), want SERVER_TOO_MANY_REQUESTS", err, retry)
+	}
+	close(release)
+	jobs.Wait(t.Context(), first)
+	view, ok := jobs.Job(first)
+	if v := view.(backtest.JobView); !ok || v.Status != backtest.StatusDone || v.Report == nil || v.Report.Changed {
+		t.Fatalf("first job: %+v", view)
+	}
+	var ids []string
+	for range 2 {
+		id, _, err := jobs.Start(nil, time.Time{}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs.Wait(t.Context(), id)
+		ids = append(ids, id)
+	}
+	if _, ok := jobs.Job(first); ok {
+		t.Fatal("the oldest finished job is still kept beyond MaxKept")
+	}
+	for _, id := range ids {
+		if _, ok := jobs.Job(id); !ok {
+			t.Fatalf("job %s was forgotten", id)
+		}
+	}
+}

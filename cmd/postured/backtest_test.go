@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/backtest"
+	"github.com/seed-0809debe/posture/expiry"
+)
+
+// scenarioDataDir is a stopped node's data directory whose log holds the
+// recorded ops scenario (testdata/ops): one laptop, a crm service behind an
+// OS check and a vault service behind an MFA check that prompts on wake;
+// a refusal, two sessions, a wake whose grace ends, then an old Windows
+// and a refusal.
+func scenarioDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	scenarioLog(t, filepath.Join(dir, "nats")).Close()
+	return dir
+}
+
+// backtestCLI runs postured backtest on the data directory and returns the
+// exit code, stdout and stderr.
+func backtestCLI(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := mainCode(context.Background(), append([]string{"backtest", "--data-dir", dir}, args...), streams{out: &out, err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+// scenarioFrom is a moment of the scenario after the laptop logged in and
+// before its first session request: the candidate applies there.
+const scenarioFrom = "2026-11-22T13:10:34.819Z"
+
+// TestBacktestGolden backtests a tighter OS check (Windows 11) and the
+// vault policy deleted over the recorded scenario: the report, as JSON and
+// as the table, equals the golden files (-rewrite regenerates them).
+func TestBacktestGolden(t *testing.T) {
+	dir := scenarioDataDir(t)
+	for _, c := range []struct{ name, candidate string }{
+		{"tighten", "tighten.json"},
+		{"loosen", "loosen.json"},
+		{"mfa-timeout", "mfa-timeout.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			candidate := filepath.Join("testdata/backtest", c.candidate)
+			code, out, errOut := backtestCLI(t, dir, "--candidate", candidate, "--from", scenarioFrom, "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, filepath.Join("testdata/backtest", c.name+".golden.json"), out)
+			code, out, errOut = backtestCLI(t, dir, "--candidate", candidate, "--from", scenarioFrom)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, filepath.Join("testdata/backtest", c.name+".golden.txt"), out)
+		})
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *rewriteSpecs {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Fatalf("%s differs (-want +got):\n%s", path, diff)
+	}
+}
+
+// TestBacktestCandidateDeadline: an MFA check that times out after a
+// second instead of prompting on wake reaches a deadline the log never
+// recorded; the backtest applies it as a node's timer would have, and the
+// vault policy fails then, for the timeout, on the candidate's side only.
+func TestBacktestCandidateDeadline(t *testing.T) {
+	dir := scenarioDataDir(t)
+	code, out, errOut := backtestCLI(t, dir, "--candidate", "testdata/backtest/mfa-timeout.json", "--from", scenarioFrom, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep backtest.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var timedOut *backtest.Change
+	for i, c := range rep.Changes {
+		if c.Kind == "mfa-timed-out" {
+			timedOut = &rep.Changes[i]
+		}
+	}
+	if timedOut == nil || timedOut.Candidate != backtest.Happened || timedOut.Recorded != backtest.NotHappened {
+		t.Fatalf("no candidate-only MFA timeout in %s", out)
+	}
+	// Timed as a node's timer times it: a second after the MFA pass (seq
+	// 17), and expiry.Delay.
+	l := scenarioLog(t, filepath.Join(t.TempDir(), "nats"))
+	defer l.Close()
+	passed, err := l.Get(t.Context(), 17)
+	if err != nil || passed.Type != posture.TypeMFAPassed {
+		t.Fatalf("seq 17: %+v %v", passed, err)
+	}
+	if want := passed.At.Add(time.Second + expiry.Delay); !timedOut.At.Equal(want) {
+		t.Fatalf("timed out at %s, want %s (a second after the MFA pass)", timedOut.At, want)
+	}
+}
+
+// TestBacktestTightenFindings reads the tighter candidate's report for
+// what it must say, beyond the golden file's bytes: the crm session the
+// laptop got is newly denied for its Windows 10 build, the vault session
+// too (no policy grants it any more), and the laptop loses access at the
+// first of them.
+func TestBacktestTightenFindings(t *testing.T) {
+	dir := scenarioDataDir(t)
+	code, out, errOut := backtestCLI(t, dir, "--candidate", "testdata/backtest/tighten.json", "--from", scenarioFrom, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep backtest.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Changed || rep.Totals.Decisions != 4 || rep.Totals.NewlyDenied != 2 || rep.Totals.NewlyAllowed != 0 {
+		t.Fatalf("totals: %+v", rep.Totals)
+	}
+	services := map[string]int{}
+	for _, s := range rep.Services {
+		services[s.Name] = s.NewlyDeniedRequests
+	}
+	if services["crm"] != 1 || services["vault"] != 1 {
+		t.Fatalf("services: %+v", rep.Services)
+	}
+	if len(rep.FailingValues) != 1 || rep.FailingValues[0].Value != "Windows 10.0.19045" || rep.FailingValues[0].Identities != 1 {
+		t.Fatalf("failing values: %+v", rep.FailingValues)
+	}
+	if len(rep.LostAccess) != 1 || rep.LostAccess[0].IdentityName != "laptop-7" || rep.LostAccess[0].ServiceName != "crm" {
+		t.Fatalf("lost access: %+v", rep.LostAccess)
+	}
+	if rep.LostAccess[0].Seq != 16 {
+		t.Fatalf("lost access at seq %d, want 16 (the first crm session)", rep.LostAccess[0].Seq)
+	}
+}
+
+// TestBacktestNoChange: a candidate that puts a check back as it is
+// changes nothing, from the start of the log or from a moment in it, and
+// --fail-on-change exits 0.
+func TestBacktestNoChange(t *testing.T) {
+	dir := scenarioDataDir(t)
+	for _, from := range []string{"", scenarioFrom} {
+		args := []string{"--candidate", "testdata/backtest/same.json", "--json", "--fail-on-change"}
+		if from != "" {
+			args = append(args, "--from", from)
+		}
+		code, out, errOut := backtestCLI(t, dir, args...)
+		if code != 0 {
+			t.Fatalf("from %q: exit %d: %s", from, code, errOut)
+		}
+		var rep backtest.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Changed || len(rep.Changes) != 0 || rep.Totals.NewlyDenied+rep.Totals.NewlyAllowed != 0 {
+			t.Fatalf("from %q: a candidate that changes nothing reports changes: %s", from, out)
+		}
+		if rep.Totals.Decisions != 4 || rep.Totals.Transitions == 0 || rep.Totals.Transitions != rep.Totals.TransitionsUnchanged {
+			t.Fatalf("from %q: totals %+v: every decision and transition should be compared and the same", from, rep.Totals)
+		}
+	}
+}
+
+// TestBacktestExitCodes: 0 without change, 1 with a change and
+// --fail-on-change (0 without the flag), 2 for a wrong command line, a
+// candidate that does not validate (the message names the field) or one
+// that names an unknown id.
+func TestBacktestExitCodes(t *testing.T) {
+	dir := scenarioDataDir(t)
+	unknown := filepath.Join(t.TempDir(), "unknown.json")
+	if err := os.WriteFile(unknown, []byte(`{"servicePolicies": {"delete": ["nope"]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(t.TempDir(), "typo.json")
+	if err := os.WriteFile(typo, []byte(`{"postureCheck": {}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no change", []string{"--candidate", "testdata/backtest/same.json", "--fail-on-change"}, 0, ""},
+		{"change without the flag", []string{"--candidate", "testdata/backtest/tighten.json"}, 0, ""},
+		{"change", []string{"--candidate", "testdata/backtest/tighten.json", "--fail-on-change"}, exitChanged, ""},
+		{"invalid body", []string{"--candidate", "testdata/backtest/bad.json"}, exitBacktestFailed, "postureChecks.create[0].operatingSystems"},
+		{"unknown id", []string{"--candidate", unknown}, exitBacktestFailed, `servicePolicies.delete[0]: service policy "nope" was not found`},
+		{"unknown key", []string{"--candidate", typo}, exitBacktestFailed, `unknown field "postureCheck"`},
+		{"no candidate", []string{}, exitUsage, "--candidate"},
+		{"bad time", []string{"--candidate", "testdata/backtest/same.json", "--from", "yesterday"}, exitUsage, "--from"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := backtestCLI(t, dir, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, out, errOut)
+			}
+			if !strings.Contains(errOut, c.stderr) {
+				t.Fatalf("stderr %q does not say %q", errOut, c.stderr)
+			}
+		})
+	}
+}
+
+// TestBacktestOverTheAPI: an admin posts a candidate that requires Windows
+// 11 on a node where three laptops asked for the crm service; the answer is
+// 202 with a job, whose report (read with wait=, which answers when the
+// job ends) says that the two Windows 10 laptops would newly be denied,
+// with their builds, and the one already refused changes nothing.
+// Malformed candidates are 400 with the field's path, unknown ids 404.
+func TestBacktestOverTheAPI(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	check := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "windows-10",
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.19041"}}}})
+	crm := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-crm", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"@" + crm}, "postureCheckRoles": []string{"@" + check}})
+	for _, l := range []struct {
+		name, version string
+		status        int
+	}{{"alice", "10.0.19045", http.StatusCreated}, {"bobby", "10.0.19044", http.StatusCreated}, {"carol", "6.1.7601", http.StatusConflict}} {
+		ep := n.endpoint(t, admin, l.name, "laptops")
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token,
+			map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": l.version}); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm}); r.Status != l.status {
+			t.Fatalf("%s's session: %d %s", l.name, r.Status, r.Body)
+		}
+	}
+	candidate := map[string]any{"postureChecks": map[string]any{"update": map[string]any{check: map[string]any{
+		"typeId": "OS", "name": "windows-10", "operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.22000"}}}}}}}
+
+	r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, candidate)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var started backtest.JobView
+	if err := json.Unmarshal(data, &started); err != nil {
+		t.Fatal(err)
+	}
+	if started.ID == "" || r.Header.Get("Location") != "./backtests/"+started.ID {
+		t.Fatalf("start: %s, Location %q", data, r.Header.Get("Location"))
+	}
+	r = n.do(t, http.MethodGet, mgmt+"/backtests/"+started.ID+"?wait=60", admin, nil)
+	data, _ = r.envelope(t)
+	var job backtest.JobView
+	if err := json.Unmarshal(data, &job); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusOK || job.Status != backtest.StatusDone || job.Report == nil {
+		t.Fatalf("job: %d %s", r.Status, r.Body)
+	}
+	rep := job.Report
+	if rep.Totals.Decisions != 3 || rep.Totals.NewlyDenied != 2 || rep.Totals.IdentitiesNewlyDenied != 2 || rep.Totals.NewlyAllowed != 0 {
+		t.Fatalf("totals: %+v", rep.Totals)
+	}
+	values := map[string]int{}
+	for _, v := range rep.FailingValues {
+		values[v.Value] = v.Identities
+	}
+	if !cmp.Equal(values, map[string]int{"Windows 10.0.19045": 1, "Windows 10.0.19044": 1}) {
+		t.Fatalf("failing values: %+v", rep.FailingValues)
+	}
+	if job.Progress.Seq == 0 || job.Progress.Seq != job.Progress.LastSeq {
+		t.Fatalf("progress: %+v", job.Progress)
+	}
+
+	for _, c := range []struct {
+		name   string
+		body   any
+		status int
+		code   string
+		field  string
+		says   string
+	}{
+		{"no type", map[string]any{"postureChecks": map[string]any{"create": []any{map[string]any{"name": "x"}}}},
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "postureChecks.create[0].typeId", ""},
+		{"bad type", map[string]any{"servicePolicies": map[string]any{"create": []any{map[string]any{"name": "p", "type": "Sideways"}}}},
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "servicePolicies.create[0].type", ""},
+		{"unknown update", map[string]any{"postureChecks": map[string]any{"update": map[string]any{"nope": map[string]any{"typeId": "OS", "name": "n"}}}},
+			http.StatusNotFound, posture.CodeNotFound, "", "postureChecks.update.nope"},
+		{"unknown delete", map[string]any{"servicePolicies": map[string]any{"delete": []string{"nope"}}},
+			http.StatusNotFound, posture.CodeNotFound, "", "servicePolicies.delete[0]"},
+		{"unknown key", map[string]any{"postureCheck": map[string]any{}},
+			http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "postureCheck"},
+		{"bad from", map[string]any{"from": "yesterday"},
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "from", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, c.body)
+			expectError(t, r, c.status, c.code, c.field)
+			if !strings.Contains(string(r.Body), c.says) {
+				t.Fatalf("%s does not say %q", r.Body, c.says)
+			}
+		})
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/nope", admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+}
