@@ -3,6 +3,7 @@
 package natstest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -35,14 +36,43 @@ func Start(t testing.TB, size int) *Cluster {
 // start starts the cluster; conf, when set, gives each server's
 // configuration file text (server i, the cluster listen address, every
 // route URL) instead of the plain options.
+//
+// The route ports are picked free and then released before the servers
+// bind them, so another process may take one meanwhile (the tests of other
+// packages, a load generator): the server on it then never gets ready. A
+// cluster that is not ready is shut down and started again on other ports,
+// up to three times, and the test fails with what every attempt said.
 func start(t testing.TB, size int, conf func(i int, listen string, routes []string) string) *Cluster {
+	t.Helper()
+	var errs []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		c, err := startOnce(t, size, conf)
+		if err == nil {
+			return c
+		}
+		c.shutdown()
+		errs = append(errs, fmt.Sprintf("attempt %d: %v", attempt, err))
+		t.Logf("natstest: %v; starting the cluster again on other ports", err)
+	}
+	t.Fatalf("natstest: the cluster did not start:\n%s", strings.Join(errs, "\n"))
+	return nil
+}
+
+func (c *Cluster) shutdown() {
+	for _, ns := range c.Servers {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+}
+
+func startOnce(t testing.TB, size int, conf func(i int, listen string, routes []string) string) (*Cluster, error) {
 	t.Helper()
 	c := &Cluster{Account: server.DEFAULT_GLOBAL_ACCOUNT}
 	var routes []string
 	for range size {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return c, err
 		}
 		routes = append(routes, "nats://"+ln.Addr().String())
 		ln.Close()
@@ -53,16 +83,11 @@ func start(t testing.TB, size int, conf func(i int, listen string, routes []stri
 	for i := range stores {
 		stores[i] = t.TempDir()
 	}
-	t.Cleanup(func() {
-		for _, ns := range c.Servers {
-			ns.Shutdown()
-			ns.WaitForShutdown()
-		}
-	})
+	t.Cleanup(c.shutdown)
 	for i := range size {
 		port, err := strconv.Atoi(routes[i][strings.LastIndex(routes[i], ":")+1:])
 		if err != nil {
-			t.Fatal(err)
+			return c, err
 		}
 		opts := &server.Options{
 			ServerName: fmt.Sprintf("nats-%d", i+1),
@@ -77,10 +102,10 @@ func start(t testing.TB, size int, conf func(i int, listen string, routes []stri
 			file := filepath.Join(t.TempDir(), fmt.Sprintf("nats-%d.conf", i+1))
 			text := conf(i, fmt.Sprintf("127.0.0.1:%d", port), routes)
 			if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
-				t.Fatal(err)
+				return c, err
 			}
 			if opts, err = server.ProcessConfigFile(file); err != nil {
-				t.Fatalf("nats-%d: %v", i+1, err)
+				t.Fatalf("nats-%d: %v", i+1, err) // a wrong configuration: no retry helps
 			}
 		}
 		opts.NoLog, opts.NoSigs = true, true
@@ -91,20 +116,21 @@ func start(t testing.TB, size int, conf func(i int, listen string, routes []stri
 		ns.Start()
 		c.Servers = append(c.Servers, ns)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for i, ns := range c.Servers {
 		if !ns.ReadyForConnections(time.Until(deadline)) {
-			t.Fatalf("nats-%d not ready", i+1)
+			return c, fmt.Errorf("nats-%d not ready within 15s (its route port %s may have been taken)", i+1, routes[i])
 		}
 		c.URLs = append(c.URLs, ns.ClientURL())
 	}
+	deadline = time.Now().Add(30 * time.Second)
 	for !c.formed() {
 		if time.Now().After(deadline) {
-			t.Fatal("the JetStream cluster did not form within 30s")
+			return c, errors.New("the JetStream cluster did not form within 30s")
 		}
 		time.Sleep(50 * time.Millisecond) // server state has no barrier to wait on
 	}
-	return c
+	return c, nil
 }
 
 func (c *Cluster) formed() bool {
