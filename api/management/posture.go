@@ -151,16 +151,22 @@ type policyFailureView struct {
 }
 
 func newFailedRequestView(f posture.FailedServiceRequest) failedRequestView {
-	v := failedRequestView{APISessionID: f.APISessionID, ServiceID: f.ServiceID, ServiceName: f.ServiceName,
-		SessionType: f.SessionType, When: api.Time(f.When), PolicyFailures: []policyFailureView{}}
-	for _, p := range f.PolicyFailures {
+	return failedRequestView{APISessionID: f.APISessionID, ServiceID: f.ServiceID, ServiceName: f.ServiceName,
+		SessionType: f.SessionType, When: api.Time(f.When), PolicyFailures: policyFailureViews(f.PolicyFailures)}
+}
+
+// policyFailureViews shows policy failures with their checks as a list,
+// empty rather than null.
+func policyFailureViews(list []posture.PolicyFailure) []policyFailureView {
+	out := make([]policyFailureView, 0, len(list))
+	for _, p := range list {
 		checks := p.Checks
 		if checks == nil {
 			checks = []posture.CheckFailure{}
 		}
-		v.PolicyFailures = append(v.PolicyFailures, policyFailureView{p.PolicyID, p.PolicyName, checks})
+		out = append(out, policyFailureView{p.PolicyID, p.PolicyName, checks})
 	}
-	return v
+	return out
 }
 
 // failedRequests is GET /identities/:id/failed-service-requests: the last

@@ -43,16 +43,8 @@ func (a *API) wouldDeny(c echo.Context) error {
 	}
 	out := make([]wouldDenyView, len(list))
 	for i, w := range list {
-		v := wouldDenyView{SessionID: w.SessionID, APISessionID: w.APISessionID, ServiceID: w.ServiceID, ServiceName: w.ServiceName,
-			SessionType: w.SessionType, When: api.Time(w.When), PolicyFailures: []policyFailureView{}}
-		for _, p := range w.PolicyFailures {
-			checks := p.Checks
-			if checks == nil {
-				checks = []posture.CheckFailure{}
-			}
-			v.PolicyFailures = append(v.PolicyFailures, policyFailureView{p.PolicyID, p.PolicyName, checks})
-		}
-		out[i] = v
+		out[i] = wouldDenyView{SessionID: w.SessionID, APISessionID: w.APISessionID, ServiceID: w.ServiceID, ServiceName: w.ServiceName,
+			SessionType: w.SessionType, When: api.Time(w.When), PolicyFailures: policyFailureViews(w.PolicyFailures)}
 	}
 	return api.OK(c, out)
 }

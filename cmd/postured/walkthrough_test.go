@@ -9,24 +9,28 @@ import (
 	"testing"
 )
 
-// walkthroughBlock is the shell block of the README's walkthrough: the
-// first ```sh block after the marker comment.
-func walkthroughBlock(t *testing.T) string {
+// readmeBlock is the first ```sh block of README.md after a marker comment.
+func readmeBlock(t *testing.T, marker string) string {
 	t.Helper()
 	readme := string(readRepoFile(t, "README.md"))
-	_, after, ok := strings.Cut(readme, "<!-- walkthrough: TestReadmeWalkthrough runs the next block -->")
+	_, after, ok := strings.Cut(readme, marker)
 	if !ok {
-		t.Fatal("README.md has no walkthrough marker")
+		t.Fatalf("README.md has no marker %q", marker)
 	}
 	_, block, ok := strings.Cut(after, "```sh\n")
 	if !ok {
-		t.Fatal("no ```sh block after the walkthrough marker")
+		t.Fatalf("no ```sh block after the marker %q", marker)
 	}
 	block, _, ok = strings.Cut(block, "```")
 	if !ok {
-		t.Fatal("the walkthrough block does not end")
+		t.Fatalf("the block after the marker %q does not end", marker)
 	}
 	return block
+}
+
+// walkthroughBlock is the shell block of the README's walkthrough.
+func walkthroughBlock(t *testing.T) string {
+	return readmeBlock(t, "<!-- walkthrough: TestReadmeWalkthrough runs the next block -->")
 }
 
 // TestReadmeWalkthrough runs the README's walkthrough as it is, with bash,
@@ -86,23 +90,9 @@ func TestReadmeWalkthrough(t *testing.T) {
 }
 
 // rolloutBlock is the shell block of the README's "roll out a new check
-// safely": the first ```sh block after its marker.
+// safely".
 func rolloutBlock(t *testing.T) string {
-	t.Helper()
-	readme := string(readRepoFile(t, "README.md"))
-	_, after, ok := strings.Cut(readme, "<!-- rollout: TestReadmeRolloutWalkthrough runs the next block after the walkthrough's -->")
-	if !ok {
-		t.Fatal("README.md has no rollout marker")
-	}
-	_, block, ok := strings.Cut(after, "```sh\n")
-	if !ok {
-		t.Fatal("no ```sh block after the rollout marker")
-	}
-	block, _, ok = strings.Cut(block, "```")
-	if !ok {
-		t.Fatal("the rollout block does not end")
-	}
-	return block
+	return readmeBlock(t, "<!-- rollout: TestReadmeRolloutWalkthrough runs the next block after the walkthrough's -->")
 }
 
 // TestReadmeRolloutWalkthrough runs the README's walkthrough and then its
