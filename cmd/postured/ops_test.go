@@ -342,7 +342,7 @@ func TestHeapAheadFollowsTheLiveHeap(t *testing.T) {
 	percent := debug.SetGCPercent(-1)
 	debug.SetGCPercent(percent)
 	const floor = 1 << 20
-	restore := heapAhead(floor, 3)
+	restore := heapAhead(-1, floor, 3)
 	if limit := debug.SetMemoryLimit(-1); limit < floor {
 		t.Fatalf("limit %d below the floor", limit)
 	}
@@ -358,6 +358,39 @@ func TestHeapAheadFollowsTheLiveHeap(t *testing.T) {
 	restore()
 	if debug.SetMemoryLimit(-1) != before || debug.SetGCPercent(percent) != percent {
 		t.Fatal("settings not restored")
+	}
+}
+
+// TestServeGC: a node collects at GOGC=400 under a limit of at least
+// serveHeap, and leaves the settings alone when GOGC or GOMEMLIMIT is set;
+// afterwards the settings are back.
+func TestServeGC(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	percent := debug.SetGCPercent(-1)
+	debug.SetGCPercent(percent)
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	restore := serveGC()
+	got := debug.SetGCPercent(servePercent)
+	if got != servePercent {
+		t.Errorf("GC percent %d while serving, want %d", got, servePercent)
+	}
+	if limit := debug.SetMemoryLimit(-1); limit < serveHeap {
+		t.Errorf("memory limit %d while serving, below %d", limit, serveHeap)
+	}
+	restore()
+	if debug.SetMemoryLimit(-1) != before || debug.SetGCPercent(percent) != percent {
+		t.Fatal("settings not restored")
+	}
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "200")
+			restore := serveGC()
+			if debug.SetMemoryLimit(-1) != before || debug.SetGCPercent(percent) != percent {
+				t.Errorf("settings changed with %s set", env)
+			}
+			restore()
+		})
 	}
 }
 

@@ -145,19 +145,20 @@ func batchGC() (restore func()) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
-	return heapAhead(batchHeap, 3)
+	return heapAhead(-1, batchHeap, 3)
 }
 
 // batchHeap is the heap a batch job may use before it collects garbage.
 const batchHeap = 1 << 30
 
-// heapAhead turns the proportional collector off and keeps the memory limit
-// at least floor and at least factor times the live heap (measured every
-// heapCheck), so that the limit grows with what the job keeps and the
-// collector never chases it. The returned function restores the settings.
-func heapAhead(floor, factor int64) (restore func()) {
+// heapAhead sets the proportional collector's percent (-1: off) and keeps
+// the memory limit at least floor and at least factor times the live heap
+// (measured every heapCheck), so that the limit grows with what the process
+// keeps and the collector never chases it. The returned function restores
+// the settings.
+func heapAhead(percent int, floor, factor int64) (restore func()) {
 	oldLimit := debug.SetMemoryLimit(floor)
-	oldPercent := debug.SetGCPercent(-1)
+	oldPercent := debug.SetGCPercent(percent)
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
