@@ -104,7 +104,7 @@ func New(opts Options) (*Console, error) {
 		opts.PageSize = 50
 	}
 	c := &Console{opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
-	for _, name := range []string{"signin", "mfa", "fleet", "identity", "explain", "checks", "error"} {
+	for _, name := range []string{"signin", "mfa", "fleet", "identity", "explain", "checks", "backtest", "backtestjob", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err
@@ -133,6 +133,9 @@ func New(opts Options) (*Console, error) {
 	m.Handle("GET /console/identities/{id}", c.admin(c.identity))
 	m.Handle("GET /console/explain", c.admin(c.explain))
 	m.Handle("GET /console/checks", c.admin(c.checks))
+	m.Handle("GET /console/checks/{id}/backtest", c.admin(c.backtestPage))
+	m.Handle("POST /console/checks/{id}/backtest", c.admin(c.startBacktest))
+	m.Handle("GET /console/backtests/{id}", c.admin(c.backtestJob))
 	// Forms are refused from other origins (Sec-Fetch-Site, Origin), on top
 	// of the token each one carries.
 	c.h = secure(http.NewCrossOriginProtection().Handler(c.csrf(m)))

@@ -186,6 +186,32 @@ func TestConsoleInABrowser(t *testing.T) {
 		!strings.Contains(impact, "Register your laptop's network card") {
 		t.Fatalf("impact of the report-only check: %s", impact)
 	}
+	// Backtest a stricter modern-windows from its row: laptop-1's grant
+	// would have been denied.
+	browse(t, ctx, "backtest form",
+		chromedp.Click(chromedp.Search(`//table[@id="checks"]//tr[td[1][text()="modern-windows"]]//a[@class="backtest"]`)),
+		chromedp.WaitVisible(css("#candidate")),
+	)
+	body, err := chromedp.Run(ctx, chromedp.Value(css("#candidate")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, `">=10.0.19041"`) {
+		t.Fatalf("the form's body: %s", body)
+	}
+	browse(t, ctx, "run the backtest",
+		chromedp.SetValue(css("#candidate"), strings.Replace(body, ">=10.0.19041", ">=10.0.22000", 1)),
+		shot(dir, "backtest"),
+		chromedp.Click(css("#run-backtest")),
+		chromedp.WaitVisible(css("#changes")),
+		shot(dir, "backtest-report"),
+	)
+	if denied := read(t, ctx, "#newly-denied"); denied != "1" {
+		t.Fatalf("newly denied: %q", denied)
+	}
+	if changes := read(t, ctx, "#changes-table"); !strings.Contains(changes, "laptop-1") || !strings.Contains(changes, "granted") || !strings.Contains(changes, "denied") {
+		t.Fatalf("changes: %s", changes)
+	}
 	browse(t, ctx, "a phone",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/console/identities/"+st.identity),

@@ -403,3 +403,122 @@ func (n *testNode) apiSessionsOf(t testing.TB, name string) int {
 	}
 	return c
 }
+
+// TestConsoleBacktest edits the story's OS check on the checks page,
+// backtests it through the console and reads the report: the form holds the
+// check's PUT body, a form without the CSRF token and bodies the API refuses
+// are answered on the form, and a stricter version shows laptop-1's grant as
+// newly denied, linked to its timeline.
+func TestConsoleBacktest(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	st := denyThenGrant(t, n)
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	if p := b.signIn("admin", testAdminPassword); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d %s", p.Status, p.Body)
+	}
+
+	// The checks page links each check to its backtest form.
+	p := b.get("/console/checks")
+	link := regexp.MustCompile(`<a class="backtest" href="/console/checks/([^/"]+)/backtest">edit and backtest</a>`).FindStringSubmatch(p.Body)
+	if p.Status != http.StatusOK || link == nil || strings.Contains(p.Body, `class="pending"`) {
+		t.Fatalf("checks page: %d, no backtest link or still pending:\n%s", p.Status, p.Body)
+	}
+	check, form := link[1], "/console/checks/"+link[1]+"/backtest"
+
+	// The form: the check's body as PUT takes it, and the last 7 days.
+	p = b.get(form)
+	area := regexp.MustCompile(`(?s)<textarea name="body"[^>]*>(.*?)</textarea>`).FindStringSubmatch(p.Body)
+	if p.Status != http.StatusOK || area == nil {
+		t.Fatalf("form: %d, no textarea:\n%s", p.Status, p.Body)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(html.UnescapeString(area[1])), &body); err != nil {
+		t.Fatalf("the textarea is not JSON: %v\n%s", err, area[1])
+	}
+	if body["typeId"] != "OS" || body["name"] != "modern-windows" || body["operatingSystems"] == nil || body["id"] != nil || body["createdAt"] != nil || body["_links"] != nil {
+		t.Fatalf("the form's body is not the check's PUT body: %v", body)
+	}
+	if !strings.Contains(area[1], "\n  &#34;") {
+		t.Errorf("the body is not pretty JSON: %s", area[1])
+	}
+	from := regexp.MustCompile(`name="from" id="from" value="([^"]+)"`).FindStringSubmatch(p.Body)
+	if from == nil {
+		t.Fatalf("no from field:\n%s", p.Body)
+	}
+	if at, err := time.Parse(time.RFC3339, from[1]); err != nil || time.Since(at) < 7*24*time.Hour-time.Minute || time.Since(at) > 7*24*time.Hour+time.Minute {
+		t.Fatalf("from %q is not a week ago", from[1])
+	}
+
+	// Without the CSRF token: refused, and no job.
+	stricter := strings.Replace(html.UnescapeString(area[1]), ">=10.0.19041", ">=10.0.22000", 1)
+	if p := b.do(http.MethodPost, form, url.Values{"body": {stricter}, "from": {from[1]}}); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "CSRF") {
+		t.Fatalf("backtest without the CSRF token: %d %s", p.Status, p.Body)
+	}
+	// Not JSON: said on the form, what was typed kept and escaped.
+	p = b.post(form, form, url.Values{"body": {`{"name": "</textarea><script>alert(1)</script>`}, "from": {from[1]}})
+	if p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "is not JSON") || strings.Contains(p.Body, "<script>alert") ||
+		!strings.Contains(p.Body, "&lt;/textarea&gt;&lt;script&gt;alert(1)") {
+		t.Fatalf("a body that is not JSON: %d %s", p.Status, p.Body)
+	}
+	// A body the API refuses: its reason and the field's path.
+	p = b.post(form, form, url.Values{"body": {`{"typeId": "OS", "name": "modern-windows", "operatingSystems": [{"type": "Windows", "versions": ["<b>newest</b>"]}]}`}, "from": {from[1]}})
+	errLine := regexp.MustCompile(`<p class="error" id="backtest-error">(.*?)</p>`).FindStringSubmatch(p.Body)
+	if p.Status != http.StatusBadRequest || errLine == nil || !strings.Contains(errLine[1], "<code>postureChecks.update."+check+".operatingSystems") ||
+		strings.Contains(p.Body, "<b>newest") {
+		t.Fatalf("an invalid body: %d %q\n%s", p.Status, errLine, p.Body)
+	}
+	// An unknown check: the API's 404, on the form.
+	if p := b.post(form, "/console/checks/nope/backtest", url.Values{"body": {stricter}}); p.Status != http.StatusNotFound ||
+		!strings.Contains(p.Body, `id="backtest-error"`) {
+		t.Fatalf("an unknown check: %d %s", p.Status, p.Body)
+	}
+	// A window that is not one.
+	if p := b.post(form, form, url.Values{"body": {stricter}, "from": {"last week"}}); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "from must be a time") {
+		t.Fatalf("a bad from: %d %s", p.Status, p.Body)
+	}
+
+	// The stricter check: the job starts and its page follows it.
+	p = b.post(form, form, url.Values{"body": {stricter}, "from": {from[1]}, "name": {"modern-windows"}})
+	loc := regexp.MustCompile(`^/console/backtests/([^/?]+)\?check=` + check + `$`).FindStringSubmatch(p.Header.Get("Location"))
+	if p.Status != http.StatusSeeOther || loc == nil {
+		t.Fatalf("start: %d %v %s", p.Status, p.Header, p.Body)
+	}
+	if p := b.get(loc[0]); p.Status != http.StatusOK || strings.Contains(p.Body, "Status: <strong>running</strong>") != strings.Contains(p.Body, `<meta http-equiv="refresh"`) {
+		t.Fatalf("job page: %d, the refresh does not follow the status:\n%s", p.Status, p.Body)
+	}
+	// Wait for the job's end through the API (the barrier), then read the
+	// report on the console.
+	admin := n.adminToken(t)
+	if r := n.do(t, http.MethodGet, mgmt+"/backtests/"+loc[1]+"?wait=60", admin, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"status":"done"`) {
+		t.Fatalf("job: %d %s", r.Status, r.Body)
+	}
+	p = b.get(loc[0])
+	if p.Status != http.StatusOK || strings.Contains(p.Body, `http-equiv="refresh"`) || !strings.Contains(p.Body, "Status: <strong>done</strong>") {
+		t.Fatalf("finished job page: %d %s", p.Status, p.Body)
+	}
+	for _, want := range []string{
+		`<span class="n" id="decisions">2</span>`, `<span class="n" id="newly-denied">1</span>`, `<span class="n" id="newly-allowed">0</span>`,
+		"<td>Service crm</td><td>1</td><td>1</td><td>0</td><td>0</td>",
+		"<td>Check modern-windows (OS)</td><td>1</td><td>1</td><td>0</td><td>0</td>",
+		`<td><a href="/console/identities/` + st.identity + `">laptop-1</a></td>`,
+		"<code>Windows 10.0.19045</code>",
+		"<td>granted</td><td><strong>denied</strong></td>",
+	} {
+		if !strings.Contains(p.Body, want) {
+			t.Errorf("report lacks %s", want)
+		}
+	}
+	// The changed decision links to laptop-1's timeline around it, at its
+	// event, and the timeline has that event.
+	tl := regexp.MustCompile(`<a href="(/console/identities/` + st.identity + `\?from=[^"#]+#event-(\d+))"><time`).FindStringSubmatch(p.Body)
+	if tl == nil {
+		t.Fatalf("no timeline link in the changes:\n%s", p.Body)
+	}
+	target := html.UnescapeString(tl[1])
+	if p := b.get(target[:strings.Index(target, "#")]); p.Status != http.StatusOK || !strings.Contains(p.Body, `id="event-`+tl[2]+`"`) {
+		t.Fatalf("the timeline of the change lacks event %s: %d\n%s", tl[2], p.Status, p.Body)
+	}
+	if p := b.get("/console/backtests/nope"); p.Status != http.StatusNotFound {
+		t.Fatalf("unknown job: %d %s", p.Status, p.Body)
+	}
+}
