@@ -57,8 +57,15 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 	}()
 	pending := info.NumPending
 	batch := make([]posture.Event, 0, MaxBatch)
+	// Fetches start small and double: the server scans the stream until
+	// it has a fetch's worth of matching messages, and a reader after a
+	// moment often stops within the first few (a first fetch of MaxBatch
+	// made the server scan a large part of a 1,000,000-event stream for
+	// an identity's events, for each past moment).
+	size := uint64(16)
 	for pending > 0 {
-		msgs, err := cons.Fetch(int(min(pending, MaxBatch)), jetstream.FetchMaxWait(requestTimeout))
+		msgs, err := cons.Fetch(int(min(pending, size)), jetstream.FetchMaxWait(requestTimeout))
+		size = min(2*size, MaxBatch)
 		if err != nil {
 			return fmt.Errorf("eventlog: fetch: %w", err)
 		}
