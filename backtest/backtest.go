@@ -54,11 +54,9 @@ type Source interface {
 type Options struct {
 	// Log is read from the window's start to its end.
 	Log Source
-	// Open returns a fresh, private projection holding the state after
-	// the last event at or before from (every event when from is zero).
-	// Run calls it twice, for the baseline and for the candidate, and
-	// closes what it returns.
-	Open func(ctx context.Context, from time.Time) (*projections.Store, error)
+	// Open returns the two projections, baseline and candidate, at the
+	// window's start. Run releases them.
+	Open Opener
 	// Changes are the candidate's model changes (posture.Created,
 	// Updated and Deleted of posture.Check and posture.ServicePolicy), in
 	// the order they apply.
@@ -73,6 +71,14 @@ type Options struct {
 	// (default 10,000); the totals count them all.
 	MaxChanges int
 }
+
+// Opener returns a fresh, private projection holding the state after the
+// last event at or before from (every event when from is zero), and the
+// function that closes and removes it. Run calls it twice, for the
+// baseline and for the candidate, and calls release on each. The two must
+// hold the same state; where it comes from (a replay, a snapshot of the
+// projection with the events after it) does not change the report.
+type Opener func(ctx context.Context, from time.Time) (store *projections.Store, release func(), err error)
 
 // Run runs a backtest and returns its report.
 func Run(ctx context.Context, opts Options) (*Report, error) {
@@ -175,12 +181,14 @@ func replace(e posture.Event, p posture.Payload) (posture.Event, error) {
 
 // run is one backtest under way.
 type run struct {
-	opts      Options
-	log       Source
-	base      *projections.Store
-	cand      *projections.Store
-	overrides overrides
-	acc       *accumulator
+	opts Options
+	log  Source
+	base *projections.Store
+	cand *projections.Store
+	// releaseBase and releaseCand close and remove them.
+	releaseBase, releaseCand func()
+	overrides                overrides
+	acc                      *accumulator
 	// logDeadlines are the ids of the deadlines the log records in the
 	// current batch.
 	logDeadlines map[string]bool
@@ -214,14 +222,10 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}, logDeadlines: map[string]bool{}}
 	// Both projections start from the same state, built side by side.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { r.base, err = opts.Open(gctx, opts.From); return err })
-	g.Go(func() (err error) { r.cand, err = opts.Open(gctx, opts.From); return err })
+	g.Go(func() (err error) { r.base, r.releaseBase, err = opts.Open(gctx, opts.From); return err })
+	g.Go(func() (err error) { r.cand, r.releaseCand, err = opts.Open(gctx, opts.From); return err })
 	if err := g.Wait(); err != nil {
-		for _, s := range []*projections.Store{r.base, r.cand} {
-			if s != nil {
-				s.Close()
-			}
-		}
+		r.close()
 		return nil, fmt.Errorf("backtest: the state at the window's start: %w", err)
 	}
 	if r.base.Cursor() != r.cand.Cursor() {
@@ -232,8 +236,11 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 }
 
 func (r *run) close() {
-	r.base.Close()
-	r.cand.Close()
+	for _, release := range []func(){r.releaseBase, r.releaseCand} {
+		if release != nil {
+			release()
+		}
+	}
 }
 
 func (r *run) run(ctx context.Context) error {

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/seed-0809debe/posture"
-	"github.com/seed-0809debe/posture/projections"
 )
 
 // JobsOptions configures NewJobs.
 type JobsOptions struct {
 	Log  Source
-	Open func(ctx context.Context, from time.Time) (*projections.Store, error)
+	Open Opener
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// MaxRunning bounds the backtests running at once (default 1: each

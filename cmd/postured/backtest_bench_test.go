@@ -146,7 +146,7 @@ func fleetLog(b *testing.B, identities int) *eventlog.Log {
 //	task bench-backtest   # the 100,000-identity fleet
 //	go test -run '^$' -bench 'Backtest/identities=10000$' -benchtime 1x ./cmd/postured/
 func BenchmarkBacktest(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range []int{10_000, 30_000, 100_000} {
 		b.Run(fmt.Sprintf("identities=%d", n), func(b *testing.B) {
 			start := time.Now()
 			l := fleetLog(b, n)
@@ -167,7 +167,7 @@ func BenchmarkBacktest(b *testing.B) {
 					b.Fatal(err)
 				}
 				restore := batchGC()
-				rep, err = backtest.Run(ctx, backtest.Options{Log: l, Open: stateOnDisk(l, b.TempDir()), Changes: changes, From: fleetStart})
+				rep, err = backtest.Run(ctx, backtest.Options{Log: l, Open: backtestState(l, nil, b.TempDir()), Changes: changes, From: fleetStart})
 				restore()
 				if err != nil {
 					b.Fatal(err)
