@@ -207,8 +207,11 @@ type run struct {
 	basePos, candPos position
 	unpruned         uint64
 	// nextDue is the candidate projection's earliest deadline at the last
-	// decision or batch end (zero: none).
+	// decision or batch end (zero: none), read when the deadline index had
+	// taken dueWrites writes (dueRead: it was read).
 	nextDue     time.Time
+	dueWrites   uint64
+	dueRead     bool
 	events      uint64
 	first, last time.Time
 }
@@ -349,7 +352,7 @@ func (r *run) batch(batch []posture.Event) error {
 	if err := r.candidateDeadlines(due, r.last, r.cand.Overlay); err != nil {
 		return err
 	}
-	if err := r.updateNextDue(r.cand.DueDeadlines); err != nil {
+	if err := r.updateNextDue(r.cand.DueDeadlines, r.cand.DueWrites()); err != nil {
 		return err
 	}
 	base, err := drain(r.base, &r.basePos)
@@ -406,7 +409,7 @@ func (r *run) rewrite(v projections.View, e posture.Event) (posture.Event, error
 		return e, err
 	}
 	// The request's own events may have set a deadline.
-	return e, r.updateNextDue(v.DueDeadlines)
+	return e, r.updateNextDue(v.DueDeadlines, v.DueWrites())
 }
 
 // candidateDeadlines applies the deadlines due on the candidate's
@@ -450,8 +453,13 @@ func (r *run) candidateDeadlines(due []posture.DeadlineReached, at time.Time, ov
 // farFuture is beyond any deadline.
 var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// updateNextDue reads the candidate projection's earliest deadline.
-func (r *run) updateNextDue(list func(until time.Time, limit int) ([]posture.DeadlineReached, error)) error {
+// updateNextDue reads the candidate projection's earliest deadline, unless
+// the deadline index took no write since it was last read (writes).
+func (r *run) updateNextDue(list func(until time.Time, limit int) ([]posture.DeadlineReached, error), writes uint64) error {
+	if r.dueRead && writes == r.dueWrites {
+		return nil
+	}
+	r.dueRead, r.dueWrites = true, writes
 	due, err := list(farFuture, 1)
 	r.nextDue = time.Time{}
 	if len(due) > 0 {

@@ -114,8 +114,9 @@ type Store struct {
 
 	disk       *diskGuard
 	closeOnce  sync.Once
-	heldWrites atomic.Bool // the file system holds Pebble's writes for lack of space
-	broken     atomic.Bool // Pebble failed a write: the database must not be used again
+	heldWrites atomic.Bool   // the file system holds Pebble's writes for lack of space
+	dueWrites  atomic.Uint64 // writes to the deadline index (DueWrites)
+	broken     atomic.Bool   // Pebble failed a write: the database must not be used again
 
 	// beforeCommit, when set (tests), runs just before a batch is
 	// committed.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	gojson "github.com/goccy/go-json"
@@ -24,7 +25,9 @@ type Tx struct {
 	reader reader // the batch through the hot cache
 	graph  *graph
 	lean   bool // Options.Lean: no history, no fleet summary
-	hot    *hotCache
+	// dueWrites is the store's count of writes to the deadline index.
+	dueWrites *atomic.Uint64
+	hot       *hotCache
 	// staged holds the hot keys the batch wrote, published to the cache
 	// only once the batch is committed.
 	staged map[string]*hotEntry
@@ -49,7 +52,7 @@ type Tx struct {
 }
 
 func newTx(b *pebble.Batch, s *Store) *Tx {
-	tx := &Tx{b: b, graph: s.graph, lean: s.lean, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
+	tx := &Tx{b: b, graph: s.graph, lean: s.lean, dueWrites: &s.dueWrites, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
 	tx.reader = hotReader{hot: s.hot, r: b, staged: tx.staged, populate: true}
 	tx.encoder = gojson.NewEncoder(&tx.enc)
 	tx.encoder.SetEscapeHTML(false)
