@@ -18,7 +18,8 @@ type JobsOptions struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// MaxRunning bounds the backtests running at once (default 1: each
-	// holds two projections in memory); a start beyond it is refused.
+	// holds two projections, and Open may take them outside the node's
+	// limit on past moments); a start beyond it is refused.
 	MaxRunning int
 	// MaxKept bounds the jobs kept, running or finished (default 16): the
 	// oldest finished one is forgotten to make room.
