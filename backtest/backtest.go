@@ -54,11 +54,9 @@ type Source interface {
 type Options struct {
 	// Log is read from the window's start to its end.
 	Log Source
-	// Open returns a fresh, private projection holding the state after
-	// the last event at or before from (every event when from is zero).
-	// Run calls it twice, for the baseline and for the candidate, and
-	// closes what it returns.
-	Open func(ctx context.Context, from time.Time) (*projections.Store, error)
+	// Open returns the two projections, baseline and candidate, at the
+	// window's start. Run releases them.
+	Open Opener
 	// Changes are the candidate's model changes (posture.Created,
 	// Updated and Deleted of posture.Check and posture.ServicePolicy), in
 	// the order they apply.
@@ -73,6 +71,14 @@ type Options struct {
 	// (default 10,000); the totals count them all.
 	MaxChanges int
 }
+
+// Opener returns a fresh, private projection holding the state after the
+// last event at or before from (every event when from is zero), and the
+// function that closes and removes it. Run calls it twice, for the
+// baseline and for the candidate, and calls release on each. The two must
+// hold the same state; where it comes from (a replay, a snapshot of the
+// projection with the events after it) does not change the report.
+type Opener func(ctx context.Context, from time.Time) (store *projections.Store, release func(), err error)
 
 // Run runs a backtest and returns its report.
 func Run(ctx context.Context, opts Options) (*Report, error) {
@@ -175,12 +181,14 @@ func replace(e posture.Event, p posture.Payload) (posture.Event, error) {
 
 // run is one backtest under way.
 type run struct {
-	opts      Options
-	log       Source
-	base      *projections.Store
-	cand      *projections.Store
-	overrides overrides
-	acc       *accumulator
+	opts Options
+	log  Source
+	base *projections.Store
+	cand *projections.Store
+	// releaseBase and releaseCand close and remove them.
+	releaseBase, releaseCand func()
+	overrides                overrides
+	acc                      *accumulator
 	// logDeadlines are the ids of the deadlines the log records in the
 	// current batch.
 	logDeadlines map[string]bool
@@ -199,8 +207,11 @@ type run struct {
 	basePos, candPos position
 	unpruned         uint64
 	// nextDue is the candidate projection's earliest deadline at the last
-	// decision or batch end (zero: none).
+	// decision or batch end (zero: none), read when the deadline index had
+	// taken dueWrites writes (dueRead: it was read).
 	nextDue     time.Time
+	dueWrites   uint64
+	dueRead     bool
 	events      uint64
 	first, last time.Time
 }
@@ -214,14 +225,10 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}, logDeadlines: map[string]bool{}}
 	// Both projections start from the same state, built side by side.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { r.base, err = opts.Open(gctx, opts.From); return err })
-	g.Go(func() (err error) { r.cand, err = opts.Open(gctx, opts.From); return err })
+	g.Go(func() (err error) { r.base, r.releaseBase, err = opts.Open(gctx, opts.From); return err })
+	g.Go(func() (err error) { r.cand, r.releaseCand, err = opts.Open(gctx, opts.From); return err })
 	if err := g.Wait(); err != nil {
-		for _, s := range []*projections.Store{r.base, r.cand} {
-			if s != nil {
-				s.Close()
-			}
-		}
+		r.close()
 		return nil, fmt.Errorf("backtest: the state at the window's start: %w", err)
 	}
 	if r.base.Cursor() != r.cand.Cursor() {
@@ -232,8 +239,11 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 }
 
 func (r *run) close() {
-	r.base.Close()
-	r.cand.Close()
+	for _, release := range []func(){r.releaseBase, r.releaseCand} {
+		if release != nil {
+			release()
+		}
+	}
 }
 
 func (r *run) run(ctx context.Context) error {
@@ -342,7 +352,7 @@ func (r *run) batch(batch []posture.Event) error {
 	if err := r.candidateDeadlines(due, r.last, r.cand.Overlay); err != nil {
 		return err
 	}
-	if err := r.updateNextDue(r.cand.DueDeadlines); err != nil {
+	if err := r.updateNextDue(r.cand.DueDeadlines, r.cand.DueWrites()); err != nil {
 		return err
 	}
 	base, err := drain(r.base, &r.basePos)
@@ -399,7 +409,7 @@ func (r *run) rewrite(v projections.View, e posture.Event) (posture.Event, error
 		return e, err
 	}
 	// The request's own events may have set a deadline.
-	return e, r.updateNextDue(v.DueDeadlines)
+	return e, r.updateNextDue(v.DueDeadlines, v.DueWrites())
 }
 
 // candidateDeadlines applies the deadlines due on the candidate's
@@ -443,8 +453,13 @@ func (r *run) candidateDeadlines(due []posture.DeadlineReached, at time.Time, ov
 // farFuture is beyond any deadline.
 var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// updateNextDue reads the candidate projection's earliest deadline.
-func (r *run) updateNextDue(list func(until time.Time, limit int) ([]posture.DeadlineReached, error)) error {
+// updateNextDue reads the candidate projection's earliest deadline, unless
+// the deadline index took no write since it was last read (writes).
+func (r *run) updateNextDue(list func(until time.Time, limit int) ([]posture.DeadlineReached, error), writes uint64) error {
+	if r.dueRead && writes == r.dueWrites {
+		return nil
+	}
+	r.dueRead, r.dueWrites = true, writes
 	due, err := list(farFuture, 1)
 	r.nextDue = time.Time{}
 	if len(due) > 0 {

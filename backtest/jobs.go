@@ -9,17 +9,17 @@ import (
 	"time"
 
 	"github.com/seed-0809debe/posture"
-	"github.com/seed-0809debe/posture/projections"
 )
 
 // JobsOptions configures NewJobs.
 type JobsOptions struct {
 	Log  Source
-	Open func(ctx context.Context, from time.Time) (*projections.Store, error)
+	Open Opener
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// MaxRunning bounds the backtests running at once (default 1: each
-	// holds two projections in memory); a start beyond it is refused.
+	// holds two projections, and Open may take them outside the node's
+	// limit on past moments); a start beyond it is refused.
 	MaxRunning int
 	// MaxKept bounds the jobs kept, running or finished (default 16): the
 	// oldest finished one is forgotten to make room.

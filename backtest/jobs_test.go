@@ -29,15 +29,19 @@ func TestJobsAreBounded(t *testing.T) {
 	release := make(chan struct{})
 	var opens atomic.Int32
 	jobs := backtest.NewJobs(backtest.JobsOptions{Log: emptyLog{}, MaxKept: 2,
-		Open: func(ctx context.Context, _ time.Time) (*projections.Store, error) {
+		Open: func(ctx context.Context, _ time.Time) (*projections.Store, func(), error) {
 			if opens.Add(1) <= 2 { // the first job's two projections wait
 				select {
 				case <-release:
 				case <-ctx.Done():
-					return nil, ctx.Err()
+					return nil, nil, ctx.Err()
 				}
 			}
-			return projections.Open(projections.Options{Dir: "p", FS: vfs.NewMem()})
+			s, err := projections.Open(projections.Options{Dir: "p", FS: vfs.NewMem()})
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, func() { s.Close() }, nil
 		}})
 	defer jobs.Close()
 

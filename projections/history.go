@@ -41,12 +41,16 @@ type identityHistory struct {
 // history records an audit entry for an identity, caused by the event
 // being applied. Entries are written when the event is done (flushHistory).
 func (tx *Tx) history(identityID, apiSessionID, kind, summary string, detail any) {
+	if tx.lean {
+		return
+	}
 	r := historyRecord{Kind: kind, APISessionID: apiSessionID, Summary: summary, Detail: detail}
-	for i := range tx.pending {
-		if tx.pending[i].identityID == identityID {
-			tx.pending[i].entries = append(tx.pending[i].entries, r)
-			return
-		}
+	if i, ok := tx.pendingIndex(identityID); ok {
+		tx.pending[i].entries = append(tx.pending[i].entries, r)
+		return
+	}
+	if tx.pendingAt != nil {
+		tx.pendingAt[identityID] = len(tx.pending)
 	}
 	// Reuse the entries of an earlier event's identity (flushHistory
 	// keeps them).
@@ -58,6 +62,32 @@ func (tx *Tx) history(identityID, apiSessionID, kind, summary string, detail any
 		return
 	}
 	tx.pending = append(tx.pending, identityHistory{identityID, []historyRecord{r}})
+}
+
+// pendingIndexAfter is how many identities an event's history entries
+// concern before they are found through a map rather than a scan: a model
+// change that re-evaluates a whole fleet would otherwise compare each
+// identity with all those before it.
+const pendingIndexAfter = 16
+
+// pendingIndex finds the pending entries of an identity.
+func (tx *Tx) pendingIndex(identityID string) (int, bool) {
+	if tx.pendingAt != nil {
+		i, ok := tx.pendingAt[identityID]
+		return i, ok
+	}
+	for i := range tx.pending {
+		if tx.pending[i].identityID == identityID {
+			return i, true
+		}
+	}
+	if len(tx.pending) >= pendingIndexAfter {
+		tx.pendingAt = make(map[string]int, 2*len(tx.pending))
+		for i := range tx.pending {
+			tx.pendingAt[tx.pending[i].identityID] = i
+		}
+	}
+	return 0, false
 }
 
 // flushHistory writes the entries of the event just applied.
@@ -80,6 +110,7 @@ func (tx *Tx) flushHistory() error {
 		tx.out = out // the batch copied it
 	}
 	tx.pending = tx.pending[:0]
+	tx.pendingAt = nil // rare and possibly large: not kept for the next event
 	return nil
 }
 

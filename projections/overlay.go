@@ -66,6 +66,9 @@ func (v View) DueDeadlines(until time.Time, limit int) ([]posture.DeadlineReache
 	return dueDeadlines(v.tx.b, until, limit)
 }
 
+// DueWrites is Store.DueWrites (the writes of the batch so far included).
+func (v View) DueWrites() uint64 { return v.s.DueWrites() }
+
 // Overlay is Store.Overlay inside the batch: the events apply after the
 // events before the one being rewritten.
 func (v View) Overlay(events []posture.Event) ([]posture.Transition, error) {

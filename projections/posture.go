@@ -46,6 +46,17 @@ func fleetFailedSlot(n uint64) []byte {
 
 var dueIndexPrefix = []byte("p/d/")
 
+// putDue and delDue write the deadline index, counted in Store.DueWrites.
+func (tx *Tx) putDue(t time.Time, apiSessionID, identityID string) error {
+	tx.dueWrites.Add(1)
+	return tx.putRaw(dueKey(t, apiSessionID), []byte(identityID))
+}
+
+func (tx *Tx) delDue(t time.Time, apiSessionID string) error {
+	tx.dueWrites.Add(1)
+	return tx.del(dueKey(t, apiSessionID))
+}
+
 func dueKey(t time.Time, apiSessionID string) []byte {
 	return []byte("p/d/" + timeKey(t) + "/" + apiSessionID)
 }
@@ -352,12 +363,12 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		}
 		if !st.Deadline.Equal(deadline) {
 			if !st.Deadline.IsZero() {
-				if err := tx.del(dueKey(st.Deadline, sid)); err != nil {
+				if err := tx.delDue(st.Deadline, sid); err != nil {
 					return err
 				}
 			}
 			if !deadline.IsZero() {
-				if err := tx.putRaw(dueKey(deadline, sid), []byte(identityID)); err != nil {
+				if err := tx.putDue(deadline, sid, identityID); err != nil {
 					return err
 				}
 			}
@@ -632,7 +643,7 @@ func endSessionPosture(tx *Tx, apiSessionID string) error {
 		tx.graph.dropSession(st.IdentityID, apiSessionID)
 	}
 	if found && !st.Deadline.IsZero() {
-		if err := tx.del(dueKey(st.Deadline, apiSessionID)); err != nil {
+		if err := tx.delDue(st.Deadline, apiSessionID); err != nil {
 			return err
 		}
 	}

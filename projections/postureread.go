@@ -160,6 +160,13 @@ func (s *Store) DueDeadlines(until time.Time, limit int) ([]posture.DeadlineReac
 	return dueDeadlines(s.db, until, limit)
 }
 
+// DueWrites counts the writes to the deadline index since the store was
+// opened, those of the batch being applied included: while it stays the
+// same, so does what DueDeadlines (and View.DueDeadlines) lists. A
+// backtest asks for the earliest deadline after every decision, and most
+// decisions change none.
+func (s *Store) DueWrites() uint64 { return s.dueWrites.Load() }
+
 func dueDeadlines(r reader, until time.Time, limit int) ([]posture.DeadlineReached, error) {
 	var out []posture.DeadlineReached
 	end := []byte(strings.TrimSuffix(string(dueKey(until, "")), "/") + "0")

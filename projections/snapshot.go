@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -450,13 +451,43 @@ func (s *Snapshots) OpenAt(ctx context.Context, r Reader, m Moment) (_ *Store, r
 		return nil, nil, &posture.Error{Code: posture.CodeTooManyRequests, RetryAfter: busyRetry, Err: ErrBusy,
 			Message: fmt.Sprintf("%d past moments are being rebuilt, the most at once; retry later", s.opts.MaxOpen)}
 	}
-	defer func() {
-		if err != nil {
+	store, closeCopy, err := s.openAt(ctx, r, m, CopyOptions{NoCompactions: m.Identity != ""})
+	if err != nil {
+		<-s.sem
+		return nil, nil, err
+	}
+	var once sync.Once
+	return store, func() {
+		once.Do(func() {
+			closeCopy()
 			<-s.sem
-		}
-	}()
+		})
+	}, nil
+}
+
+// CopyOptions configures OpenCopyAt.
+type CopyOptions struct {
+	// Lean opens the copy with Options.Lean.
+	Lean bool
+	// NoCompactions opens the copy with Options.NoCompactions.
+	NoCompactions bool
+	// MemTableSize and CacheSize size the copy's Pebble memtable and block
+	// cache (defaults: SnapshotOptions.OpenMemTable and OpenCache).
+	MemTableSize uint64
+	CacheSize    int64
+}
+
+// OpenCopyAt is OpenAt for a long batch job (a backtest), with the copy
+// opened as o says, and outside OpenAt's MaxOpen: the caller bounds how
+// many it opens at once (a node runs one backtest at a time), and the
+// short past-moment queries are not refused while it runs.
+func (s *Snapshots) OpenCopyAt(ctx context.Context, r Reader, m Moment, o CopyOptions) (_ *Store, release func(), err error) {
+	return s.openAt(ctx, r, m, o)
+}
+
+func (s *Snapshots) openAt(ctx context.Context, r Reader, m Moment, o CopyOptions) (_ *Store, release func(), err error) {
 	for {
-		store, cleanup, snap, ok, err := s.openCopy(m, m.Identity != "")
+		store, cleanup, snap, ok, err := s.openCopy(m, o)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -478,7 +509,6 @@ func (s *Snapshots) OpenAt(ctx context.Context, r Reader, m Moment) (_ *Store, r
 					s.opts.Logger.Warn("projections: closing a past moment", "err", err)
 				}
 				cleanup()
-				<-s.sem
 			})
 		}, nil
 	}
@@ -486,7 +516,7 @@ func (s *Snapshots) OpenAt(ctx context.Context, r Reader, m Moment) (_ *Store, r
 
 // openCopy opens a copy of the nearest snapshot for m (ok), or an empty
 // store. A snapshot that does not open is dropped and the next one tried.
-func (s *Snapshots) openCopy(m Moment, noCompactions bool) (_ *Store, cleanup func(), _ Snapshot, ok bool, _ error) {
+func (s *Snapshots) openCopy(m Moment, o CopyOptions) (_ *Store, cleanup func(), _ Snapshot, ok bool, _ error) {
 	for {
 		s.mu.RLock()
 		snap, ok := s.nearest(m)
@@ -515,7 +545,8 @@ func (s *Snapshots) openCopy(m Moment, noCompactions bool) (_ *Store, cleanup fu
 		var store *Store
 		if err == nil {
 			store, err = Open(Options{Dir: dir, FS: fs, NoWAL: true, Scratch: true, Logger: s.opts.Logger,
-				MemTableSize: s.opts.OpenMemTable, CacheSize: s.opts.OpenCache, NoCompactions: noCompactions})
+				MemTableSize: cmp.Or(o.MemTableSize, s.opts.OpenMemTable), CacheSize: cmp.Or(o.CacheSize, s.opts.OpenCache),
+				NoCompactions: o.NoCompactions, Lean: o.Lean})
 		}
 		if err == nil {
 			return store, cleanup, snap, ok, nil

@@ -50,6 +50,15 @@ type Options struct {
 	// identity): a copy of a snapshot would otherwise spend its short life
 	// compacting the tables it inherited.
 	NoCompactions bool
+	// Lean keeps neither the audit history (h/...) nor the fleet summary
+	// (f/i, f/n and f/r: the standing of identities, its counters and the
+	// report-only index) that Apply otherwise maintains: Histories,
+	// History, Summary and the impact of report-only checks answer as if
+	// nothing had happened. Sessions, posture, deadlines, grace windows and
+	// transitions are the same as without it. It is for a throwaway
+	// projection that is only compared (a backtest's): the two cost more
+	// than the rest of Apply for a large fleet.
+	Lean bool
 
 	// readOnly opens the database read-only (tests: every commit fails).
 	readOnly bool
@@ -81,6 +90,7 @@ type Store struct {
 	db      *pebble.DB
 	noWAL   bool
 	scratch bool
+	lean    bool
 	log     *slog.Logger
 	graph   *graph
 	hot     *hotCache
@@ -104,8 +114,9 @@ type Store struct {
 
 	disk       *diskGuard
 	closeOnce  sync.Once
-	heldWrites atomic.Bool // the file system holds Pebble's writes for lack of space
-	broken     atomic.Bool // Pebble failed a write: the database must not be used again
+	heldWrites atomic.Bool   // the file system holds Pebble's writes for lack of space
+	dueWrites  atomic.Uint64 // writes to the deadline index (DueWrites)
+	broken     atomic.Bool   // Pebble failed a write: the database must not be used again
 
 	// beforeCommit, when set (tests), runs just before a batch is
 	// committed.
@@ -129,7 +140,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.CacheSize == 0 {
 		opts.CacheSize = cacheSize
 	}
-	s := &Store{noWAL: opts.NoWAL, scratch: opts.Scratch, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
+	s := &Store{noWAL: opts.NoWAL, scratch: opts.Scratch, lean: opts.Lean, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
 	s.disk = &diskGuard{fs: opts.FS, dir: opts.Dir, reserve: opts.DiskReserve,
 		resume: max(opts.DiskReserve, int64(opts.MemTableSize)*11/10), closing: make(chan struct{})}
 	s.disk.measure()

@@ -179,6 +179,9 @@ func moveGrace(tx *Tx, identityID, apiSessionID string, old, now time.Time) erro
 // refreshStanding recomputes an identity's standing from its API sessions
 // and moves the counters by the difference.
 func refreshStanding(tx *Tx, identityID string) error {
+	if tx.lean {
+		return nil
+	}
 	agg := map[string]string{}
 	for _, sid := range tx.graph.sessionsOf(identityID) {
 		st, found, err := loadSessionState(tx, sid)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	gojson "github.com/goccy/go-json"
@@ -23,7 +24,10 @@ type Tx struct {
 	b      *pebble.Batch
 	reader reader // the batch through the hot cache
 	graph  *graph
-	hot    *hotCache
+	lean   bool // Options.Lean: no history, no fleet summary
+	// dueWrites is the store's count of writes to the deadline index.
+	dueWrites *atomic.Uint64
+	hot       *hotCache
 	// staged holds the hot keys the batch wrote, published to the cache
 	// only once the batch is committed.
 	staged map[string]*hotEntry
@@ -36,6 +40,9 @@ type Tx struct {
 	derived *[]posture.Transition
 	// pending holds the history entries of the event being applied.
 	pending []identityHistory
+	// pendingAt indexes pending by identity once an event has many
+	// (pendingIndex).
+	pendingAt map[string]int
 	// enc and encoder encode history details, without HTML escaping (so
 	// that ranges such as ">=1.2.7 <1.3.0" read as written); out is the
 	// buffer history records are written into.
@@ -45,7 +52,7 @@ type Tx struct {
 }
 
 func newTx(b *pebble.Batch, s *Store) *Tx {
-	tx := &Tx{b: b, graph: s.graph, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
+	tx := &Tx{b: b, graph: s.graph, lean: s.lean, dueWrites: &s.dueWrites, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
 	tx.reader = hotReader{hot: s.hot, r: b, staged: tx.staged, populate: true}
 	tx.encoder = gojson.NewEncoder(&tx.enc)
 	tx.encoder.SetEscapeHTML(false)

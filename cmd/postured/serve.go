@@ -553,7 +553,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store, snapshots: n.snapshots}, Signer: signer, Enrollments: n.store,
 		Secrets: n.secrets}
-	n.backtests = newBacktestJobs(n.elog, n.clock.Now, n.log)
+	n.backtests = newBacktestJobs(n.elog, n.snapshots, n.clock.Now, n.log)
 	n.management.Backtests = n.backtests
 	n.client.ServiceAdmin = n.management
 	if err := n.openCluster(openCtx, s); err != nil {
