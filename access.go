@@ -156,3 +156,24 @@ type CheckExplanation struct {
 	WakeGraceEnds   *time.Time `json:"wakeGraceEndsAt,omitempty"`
 	UnlockGraceEnds *time.Time `json:"unlockGraceEndsAt,omitempty"`
 }
+
+// Failures lists each evaluated policy with its failing checks (report-only
+// ones marked), as a failed service request or a would-deny records them.
+func Failures(results []PolicyResult) []PolicyFailure {
+	out := make([]PolicyFailure, 0, len(results))
+	for _, r := range results {
+		f := PolicyFailure{PolicyID: r.PolicyID, PolicyName: r.PolicyName, Checks: []CheckFailure{}}
+		for _, cr := range r.Checks {
+			if cr.Pass {
+				continue
+			}
+			f.Checks = append(f.Checks, CheckFailure{
+				PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
+				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic, Stale: cr.Stale,
+				ReportOnly: cr.ReportOnly,
+			})
+		}
+		out = append(out, f)
+	}
+	return out
+}

@@ -14,24 +14,24 @@ const module = "github.com/seed-0809debe/posture"
 // module it may depend on (directly or not). Sibling adapters never import
 // each other: cmd is the only place where they meet.
 var layers = map[string][]string{
-	"":                   {},
-	"eventlog":           {""},
-	"eventlog/natstest":  {},
-	"evaluator":          {""},
-	"expiry":             {""},
-	"api/client/mfacode": {""},
-	"pki":                {""},
-	"secrets":            {},
-	"projections":        {"", "evaluator"},
-	"api":                {"", "api/filter"},
-	"api/filter":         {""},
-	"api/connlimit":      {},
-	"api/apitest":        {"", "api", "api/filter"},
-	"api/client":         {"", "api", "api/filter", "evaluator", "api/client/mfacode", "pki"},
-	"api/management":     {"", "api", "api/filter", "evaluator", "pki"},
-	"webhooks":           {""},
-	"console":            {""},
-	"backtest":           {"", "evaluator", "projections", "expiry"},
+	"":                     {},
+	"eventlog":             {""},
+	"eventlog/natstest":    {},
+	"evaluator":            {""},
+	"expiry":               {""},
+	"api/client/mfacode":   {""},
+	"pki":                  {""},
+	"secrets":              {},
+	"projections":          {"", "evaluator"},
+	"api":                  {"", "api/filter"},
+	"api/filter":           {""},
+	"api/connlimit":        {},
+	"api/apitest":          {"", "api", "api/filter"},
+	"api/client":           {"", "api", "api/filter", "evaluator", "api/client/mfacode", "pki"},
+	"api/management":       {"", "api", "api/filter", "evaluator", "pki"},
+	"webhooks":             {""},
+	"console":              {""},
+	"projections/backtest": {"", "evaluator", "projections", "expiry"},
 }
 
 // rootAllowed is the allow-list of the root package (the shared
@@ -45,18 +45,18 @@ var rootForbiddenStd = []string{"net/http"}
 
 // forbidden are outside packages that a layer must not reach, by prefix.
 var forbidden = map[string][]string{
-	"evaluator":          {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"eventlog":           {"github.com/cockroachdb/", "github.com/labstack/"},
-	"projections":        {"github.com/nats-io/", "github.com/labstack/"},
-	"api":                {"github.com/nats-io/", "github.com/cockroachdb/"},
-	"api/apitest":        {"github.com/nats-io/", "github.com/cockroachdb/"},
-	"pki":                {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"secrets":            {"github.com/"},
-	"expiry":             {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"api/client/mfacode": {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"webhooks":           {"github.com/cockroachdb/", "github.com/labstack/"},
-	"console":            {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
-	"backtest":           {"github.com/nats-io/", "github.com/labstack/"},
+	"evaluator":            {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"eventlog":             {"github.com/cockroachdb/", "github.com/labstack/"},
+	"projections":          {"github.com/nats-io/", "github.com/labstack/"},
+	"api":                  {"github.com/nats-io/", "github.com/cockroachdb/"},
+	"api/apitest":          {"github.com/nats-io/", "github.com/cockroachdb/"},
+	"pki":                  {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"secrets":              {"github.com/"},
+	"expiry":               {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"api/client/mfacode":   {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"webhooks":             {"github.com/cockroachdb/", "github.com/labstack/"},
+	"console":              {"github.com/nats-io/", "github.com/cockroachdb/", "github.com/labstack/"},
+	"projections/backtest": {"github.com/nats-io/", "github.com/labstack/"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -143,7 +143,7 @@ func (a *API) createSession(c echo.Context) error {
 	// enforcement would have denied, recorded with the session.
 	var wouldDeny []posture.PolicyFailure
 	if !strict {
-		wouldDeny = policyFailures(results)
+		wouldDeny = posture.Failures(results)
 	}
 	ctx := c.Request().Context()
 	if s, err := a.Store.SessionFor(p.Session.ID, typ, svc.ID); err == nil {
@@ -198,7 +198,7 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 	}
 	data := map[string][]failedCheck{}
 	var ids []string
-	denied.PolicyFailures = policyFailures(results)
+	denied.PolicyFailures = posture.Failures(results)
 	for _, f := range denied.PolicyFailures {
 		for _, cf := range f.Checks {
 			if !cf.ReportOnly {
@@ -214,28 +214,6 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 		"message": fmt.Sprintf("Failed to pass posture checks for service policies: [%s]", strings.Join(ids, " ")),
 		"data":    data,
 	}}
-}
-
-// policyFailures lists each evaluated policy with its failing checks
-// (report-only ones marked), as a failed service request or a would-deny
-// records them.
-func policyFailures(results []posture.PolicyResult) []posture.PolicyFailure {
-	out := make([]posture.PolicyFailure, 0, len(results))
-	for _, r := range results {
-		f := posture.PolicyFailure{PolicyID: r.PolicyID, PolicyName: r.PolicyName, Checks: []posture.CheckFailure{}}
-		for _, cr := range r.Checks {
-			if cr.Pass {
-				continue
-			}
-			f.Checks = append(f.Checks, posture.CheckFailure{
-				PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
-				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic, Stale: cr.Stale,
-				ReportOnly: cr.ReportOnly,
-			})
-		}
-		out = append(out, f)
-	}
-	return out
 }
 
 func (a *API) listSessions(c echo.Context) error {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api/management"
-	"github.com/seed-0809debe/posture/backtest"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
+	"github.com/seed-0809debe/posture/projections/backtest"
 )
 
 // Exit codes of postured backtest: a pipeline can gate a change on them.

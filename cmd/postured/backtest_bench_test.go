@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/seed-0809debe/posture"
-	"github.com/seed-0809debe/posture/backtest"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
+	"github.com/seed-0809debe/posture/projections/backtest"
 )
 
 // fleetStart is when the generated fleet's 30 days begin.

@@ -14,10 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seed-0809debe/posture"
-	"github.com/seed-0809debe/posture/backtest"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/expiry"
 	"github.com/seed-0809debe/posture/projections"
+	"github.com/seed-0809debe/posture/projections/backtest"
 )
 
 // scenarioDataDir is a stopped node's data directory whose log holds the

@@ -569,7 +569,7 @@ func (r *run) decide(v projections.View, e posture.Event, p posture.Payload) (po
 	d := decision{seq: e.Seq, eventID: e.ID, at: e.At, identityID: identityID, apiSessionID: apiSessionID,
 		serviceID: serviceID, typ: typ, recorded: recordedGrant, candidate: grant, recordedFailures: recordedFailures}
 	if !grant {
-		d.failures = failures(results)
+		d.failures = posture.Failures(results)
 	}
 	r.acc.decision(d, r.names(r.base))
 	switch {
@@ -589,26 +589,6 @@ func (r *run) decide(v projections.View, e posture.Event, p posture.Payload) (po
 		return replace(e, posture.SessionDenied{IdentityID: identityID, APISessionID: apiSessionID, ServiceID: serviceID,
 			ServiceName: r.names(r.cand).service(serviceID), Type: typ, PolicyFailures: d.failures})
 	}
-}
-
-// failures are the failing policies and checks of a refusal, as the client
-// API records them.
-func failures(results []posture.PolicyResult) []posture.PolicyFailure {
-	out := make([]posture.PolicyFailure, 0, len(results))
-	for _, res := range results {
-		f := posture.PolicyFailure{PolicyID: res.PolicyID, PolicyName: res.PolicyName, Checks: []posture.CheckFailure{}}
-		for _, cr := range res.Checks {
-			if cr.Pass {
-				continue
-			}
-			f.Checks = append(f.Checks, posture.CheckFailure{
-				PostureCheckID: cr.Check.ID, PostureCheckName: cr.Check.Name, PostureCheckType: cr.Check.TypeID,
-				ActualValue: cr.Actual, ExpectedValue: cr.Expected, Criteria: cr.Criteria, Semantic: cr.Semantic, Stale: cr.Stale,
-			})
-		}
-		out = append(out, f)
-	}
-	return out
 }
 
 // names reads names from a projection.

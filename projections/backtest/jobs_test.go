@@ -9,8 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/seed-0809debe/posture"
-	"github.com/seed-0809debe/posture/backtest"
 	"github.com/seed-0809debe/posture/projections"
+	"github.com/seed-0809debe/posture/projections/backtest"
 )
 
 // emptyLog is a log without events: a backtest over it ends as soon as its
