@@ -263,3 +263,21 @@ func TestOpsCommands(t *testing.T) {
 		t.Fatalf("events tail --from 1 --type session.denied:\n%s", got)
 	}
 }
+
+// TestNegativeTimesNeedNoEquals: "--at -2h" is read as "--at=-2h", and
+// nothing else changes.
+func TestNegativeTimesNeedNoEquals(t *testing.T) {
+	for in, want := range map[string]string{
+		"explain --at -2h --identity i":     "explain --at=-2h --identity i",
+		"backtest --from -720h --until -1h": "backtest --from=-720h --until=-1h",
+		"audit identity x --since -30m":     "audit identity x --since=-30m",
+		"explain --at 2026-11-24T00:00:00Z": "explain --at 2026-11-24T00:00:00Z",
+		"explain --at -v":                   "explain --at -v",
+		"events tail --from 12":             "events tail --from 12",
+		"explain --at":                      "explain --at",
+	} {
+		if got := strings.Join(joinNegativeTimes(strings.Fields(in)), " "); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}

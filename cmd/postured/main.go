@@ -113,7 +113,7 @@ func mainCode(ctx context.Context, args []string, s streams) (code int) {
 	}()
 	// Shell completion: when the shell asks for completions, answer and exit.
 	kongcompletion.Register(parser)
-	k, err := parser.Parse(args)
+	k, err := parser.Parse(joinNegativeTimes(args))
 	if err != nil {
 		var pe *kong.ParseError
 		if errors.As(err, &pe) {
@@ -150,4 +150,24 @@ func main() {
 	code := mainCode(ctx, os.Args[1:], streams{out: os.Stdout, err: os.Stderr})
 	stop()
 	os.Exit(code)
+}
+
+// timeFlags take a time that may be a duration back from now (-2h).
+var timeFlags = map[string]bool{"--at": true, "--from": true, "--until": true, "--since": true}
+
+// joinNegativeTimes writes "--at -2h" as "--at=-2h": the parser would read
+// a value that starts with "-" as a flag, and the docs and help texts give
+// times as durations back from now.
+func joinNegativeTimes(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if a := args[i]; timeFlags[a] && i+1 < len(args) && len(args[i+1]) > 1 && args[i+1][0] == '-' &&
+			args[i+1][1] >= '0' && args[i+1][1] <= '9' {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
