@@ -122,19 +122,7 @@ func TestPauseBelowReserve(t *testing.T) {
 	}
 
 	disk.free.Store(1 << 30)
-	waitUntil(t, func() bool { return !s.Space().Full })
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	if err := s.WaitFor(wctx, last); err != nil {
-		t.Fatalf("after the space came back: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if dump(t, s) != wantDump(t, events) {
-		t.Fatal("the state after the pause differs from a store that never paused")
-	}
+	expectResumed(t, s, events, cancel, done)
 }
 
 // TestHoldWritesOnENOSPC: without a reserve, a write of Pebble's
@@ -162,19 +150,7 @@ func TestHoldWritesOnENOSPC(t *testing.T) {
 
 	disk.full.Off()
 	disk.free.Store(1 << 30)
-	waitUntil(t, func() bool { return !s.Space().Full })
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	if err := s.WaitFor(wctx, last); err != nil {
-		t.Fatalf("after the space came back: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if dump(t, s) != wantDump(t, events) {
-		t.Fatal("the state after the held writes differs from a store that never met a full disk")
-	}
+	expectResumed(t, s, events, cancel, done)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -186,5 +162,25 @@ func waitUntil(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached within 10s")
 		}
+	}
+}
+
+// expectResumed waits, once space is back, until the store running events
+// leaves its pause and applies them all, stops it (cancel, then its Run's
+// error from done), and compares its state with a store that never paused.
+func expectResumed(t *testing.T, s *projections.Store, events []posture.Event, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	waitUntil(t, func() bool { return !s.Space().Full })
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if err := s.WaitFor(wctx, uint64(len(events))); err != nil {
+		t.Fatalf("after the space came back: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if dump(t, s) != wantDump(t, events) {
+		t.Fatal("the state after the pause differs from a store that never met a full disk")
 	}
 }
