@@ -91,6 +91,23 @@ func (l *Log) Payload(t testing.TB, i int) posture.Payload {
 	return p
 }
 
+// Entities are a fake store's model records, JSON by kind and id, as the
+// projection keeps them.
+type Entities map[posture.Kind]map[string]json.RawMessage
+
+// Put keeps e's JSON under its kind and id.
+func (m Entities) Put(t testing.TB, e posture.Entity) {
+	t.Helper()
+	raw, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m[e.EntityKind()] == nil {
+		m[e.EntityKind()] = map[string]json.RawMessage{}
+	}
+	m[e.EntityKind()][e.EntityID()] = raw
+}
+
 // Applied is a projection that has applied everything (api.Barrier).
 type Applied struct{}
 

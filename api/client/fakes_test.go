@@ -35,7 +35,7 @@ type memStore struct {
 	extensions     map[string]posture.CertExtension // by authenticator id
 	// entities are the model's records as RawEntity and Raw read them
 	// (services, configs, config types, edge routers, checks).
-	entities map[posture.Kind]map[string]json.RawMessage
+	entities apitest.Entities
 	// grants, results and reachable answer ServicesFor, Evaluate and
 	// Access, and Reachable (by the id asked from).
 	grants    []posture.Grant
@@ -49,20 +49,13 @@ func newMemStore() *memStore {
 	return &memStore{
 		identities: map[string]posture.Identity{}, authenticators: map[string]posture.Authenticator{}, mfa: map[string]posture.MFA{},
 		sessions: map[string]posture.Session{}, certificates: map[string]posture.SessionCertificate{},
-		extensions: map[string]posture.CertExtension{}, entities: map[posture.Kind]map[string]json.RawMessage{}, reachable: map[string][]string{},
+		extensions: map[string]posture.CertExtension{}, entities: apitest.Entities{}, reachable: map[string][]string{},
 	}
 }
 
 func (s *memStore) put(t testing.TB, e posture.Entity) {
 	t.Helper()
-	raw, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.entities[e.EntityKind()] == nil {
-		s.entities[e.EntityKind()] = map[string]json.RawMessage{}
-	}
-	s.entities[e.EntityKind()][e.EntityID()] = raw
+	s.entities.Put(t, e)
 }
 
 // apply takes in what the projection would of the events handlers read

@@ -22,7 +22,7 @@ var handlerNow = time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
 // the appended events from the log. err, when set, fails every read other
 // than not found.
 type memStore struct {
-	entities map[posture.Kind]map[string]json.RawMessage
+	entities apitest.Entities
 	// selected answers Selected ("selected <policyId>"), Selecting
 	// ("selecting <id>") and Reachable ("reachable <id>").
 	selected map[string][]string
@@ -31,7 +31,7 @@ type memStore struct {
 
 func newMemStore(t testing.TB, entities ...posture.Entity) *memStore {
 	t.Helper()
-	s := &memStore{entities: map[posture.Kind]map[string]json.RawMessage{}, selected: map[string][]string{}}
+	s := &memStore{entities: apitest.Entities{}, selected: map[string][]string{}}
 	for _, e := range entities {
 		s.put(t, e)
 	}
@@ -40,14 +40,7 @@ func newMemStore(t testing.TB, entities ...posture.Entity) *memStore {
 
 func (s *memStore) put(t testing.TB, e posture.Entity) {
 	t.Helper()
-	raw, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.entities[e.EntityKind()] == nil {
-		s.entities[e.EntityKind()] = map[string]json.RawMessage{}
-	}
-	s.entities[e.EntityKind()][e.EntityID()] = raw
+	s.entities.Put(t, e)
 }
 
 // all decodes every entity of a kind, in id order.
