@@ -108,10 +108,11 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer nullProc.stop()
+	nullCA := filepath.Join(work, nullCAFile)
 	nullTokens := slices.Repeat([]string{"null-token"}, c.Clients)
 	null := newClients(nullT, nullTokens, osBodies(check, false))
 
-	var idle50, idle99, load50, load99, maxRates, ratios, paced []float64
+	var idle50, idle99, load50, load99, floor50, floor99, maxRates, ratios, paced []float64
 	for run := range c.Runs {
 		// Idle decisions.
 		lat, err := decide(ctx, c.Duration)
@@ -145,6 +146,13 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 			perr = err
 		})
 		lat, err = decide(ctx, c.Duration)
+		// The machine's own tail under the same load: the same requests
+		// from the same kind of process to the null server, which answers
+		// them at once.
+		var floor latencies
+		if err == nil {
+			floor, err = runDecider(ctx, nullT.base, nullCA, "null-token", services, c.Duration)
+		}
 		cancel()
 		wg.Wait()
 		if err != nil {
@@ -163,17 +171,18 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		slow1, total := over(before, after, 0.001)
 		slow25, _ := over(before, after, 0.0025)
 		l50, l99 := lat.P50, lat.P99
-		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s (null %.0f/s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s; inside postured %.2f%% over 1 ms, %.2f%% over 2.5 ms\n",
+		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s (null %.0f/s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s; inside postured %.2f%% over 1 ms, %.2f%% over 2.5 ms; the null server under the same load p50 %s p99 %s\n",
 			run+1, ms(i50), ms(i99), maxRate, nullRate, maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99),
-			100*slow1/total, 100*slow25/total)
+			100*slow1/total, 100*slow25/total, ms(floor.P50), ms(floor.P99))
 		idle50, idle99 = append(idle50, sec(i50)), append(idle99, sec(i99))
 		load50, load99 = append(load50, sec(l50)), append(load99, sec(l99))
+		floor50, floor99 = append(floor50, sec(floor.P50)), append(floor99, sec(floor.P99))
 		maxRates, ratios, paced = append(maxRates, maxRate), append(ratios, maxRate/nullRate), append(paced, got.Load().(float64))
 	}
 	rss, peak, _ := n.p.rssMiB()
-	fmt.Printf("median of %d runs: idle p50 %.2f ms p99 %.2f ms; ingest %.0f/s, ratio %.2f; under %.0f/s: p50 %.2f ms p99 %.2f ms; RSS %.0f MiB (peak %.0f MiB)\n",
+	fmt.Printf("median of %d runs: idle p50 %.2f ms p99 %.2f ms; ingest %.0f/s, ratio %.2f; under %.0f/s: p50 %.2f ms p99 %.2f ms (the null server: p50 %.2f ms p99 %.2f ms); RSS %.0f MiB (peak %.0f MiB)\n",
 		c.Runs, median(idle50)*1e3, median(idle99)*1e3, median(maxRates), median(ratios), median(paced),
-		median(load50)*1e3, median(load99)*1e3, rss, peak)
+		median(load50)*1e3, median(load99)*1e3, median(floor50)*1e3, median(floor99)*1e3, rss, peak)
 	return nil
 }
 

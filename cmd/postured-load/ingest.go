@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -32,6 +34,7 @@ type ingestCmd struct {
 	VariantBin string   `name:"variant-postured" help:"Also run a second postured from this binary, to compare two builds in the same runs."`
 	VariantArg []string `name:"variant-arg" help:"Also run a second postured with this extra serve flag (repeatable), to compare the two in the same runs."`
 	VariantEnv []string `name:"variant-env" help:"Also run a second postured with this extra environment variable (repeatable), for example --variant-env=GOGC=400."`
+	Profile    string   `help:"Write a CPU profile of each postured's first measured run into this directory (postured then runs with --pprof); read it with go tool pprof BINARY FILE." type:"path"`
 }
 
 const adminPassword = "postured-load-admin"
@@ -94,13 +97,17 @@ func (n *node) restart(ctx context.Context) (time.Duration, error) {
 	return ready, nil
 }
 
+// nullCAFile is where startNull writes the null server's certificate, in
+// the directory it is given.
+const nullCAFile = "null-ca.pem"
+
 // startNull runs the null server (this binary, `null`) and returns it.
 func startNull(ctx context.Context, dir string) (*proc, target, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, target{}, err
 	}
-	ca := filepath.Join(dir, "null-ca.pem")
+	ca := filepath.Join(dir, nullCAFile)
 	p, err := start(ctx, "null server", self, []string{"null", "--ca-out", ca}, nil, nullReady)
 	if err != nil {
 		return nil, target{}, err
@@ -209,6 +216,12 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 	if variant {
 		names = append(names, "variant")
 	}
+	if c.Profile != "" {
+		if err := os.MkdirAll(c.Profile, 0o755); err != nil {
+			return err
+		}
+		c.Args = append(slices.Clone(c.Args), "--pprof")
+	}
 	var check string
 	var attempts atomic.Int64 // delivery attempts the dead receiver got
 	for _, name := range names {
@@ -273,8 +286,17 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 				}
 				continue
 			}
+			var profile func() error
+			if c.Profile != "" && run == 0 {
+				profile = subjects[i].n.profile(ctx, filepath.Join(c.Profile, subjects[i].name+".pprof"), c.Duration)
+			}
 			if got[i], used[i], err = measure(ctx, subjects[i].c, subjects[i].n.p, c.Duration); err != nil {
 				return err
+			}
+			if profile != nil {
+				if err := profile(); err != nil {
+					return err
+				}
 			}
 		}
 		nullRates = append(nullRates, nullRate)
@@ -304,6 +326,44 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 		fmt.Printf("%s / postured: median %.2f (runs %.2f-%.2f)\n", subjects[i].name, median(rel), rel[0], rel[len(rel)-1])
 	}
 	return nil
+}
+
+// profile starts taking a CPU profile of the node for d (it must run
+// with --pprof) and returns a wait for it to be written to path.
+func (n *node) profile(ctx context.Context, path string, d time.Duration) func() error {
+	done := make(chan error, 1)
+	go func() {
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", n.metrics, max(1, int(d.Seconds())))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			done <- err
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("profile: %s from %s", resp.Status, url)
+			return
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() error {
+		if err := <-done; err != nil {
+			return err
+		}
+		fmt.Println("profile written to", path)
+		return nil
+	}
 }
 
 // usage is the CPU a burst took: the server's process and this one (the
