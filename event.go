@@ -12,8 +12,11 @@ import (
 // Event is one fact in the log. Events are immutable once appended.
 //
 // ID is minted at the edge and doubles as the JetStream message id, so a
-// retried append is deduplicated by the stream. Seq is set by the log when an
-// event is read back and is never part of what is written.
+// retried append is deduplicated by the stream. Seq and Part are set by the
+// log when an event is read back and are never part of what is written: Seq
+// is the sequence of the message that holds the event, Part its index in
+// that message (0 but in a batch of several events, which share their
+// message's sequence). Events are ordered by (Seq, Part).
 type Event struct {
 	ID        string          `json:"id"`
 	Type      string          `json:"type"`
@@ -24,6 +27,7 @@ type Event struct {
 	RequestID string          `json:"requestId,omitempty"`
 	Data      json.RawMessage `json:"data"`
 	Seq       uint64          `json:"-"`
+	Part      int             `json:"-"`
 
 	payload Payload // set by DecodedWith
 }

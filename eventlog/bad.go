@@ -48,10 +48,14 @@ func dataSHA256(data []byte) string {
 const maxReason = 300
 
 // decodeStored decodes the message stored at seq on subject, or reports
-// why it is not an event with a *BadEventError.
+// why it is not an event (a *BadEventError). A batch (see batch.go) is not
+// one event: decodeMessage reads both.
 func decodeStored(prefix, subject string, data []byte, seq uint64, stored time.Time) (posture.Event, error) {
 	bad := func(reason string) (posture.Event, error) {
 		return posture.Event{}, newBadEvent(seq, subject, stored, reason, data)
+	}
+	if subject == prefix+batchSubject {
+		return bad("a batch of events, not one event")
 	}
 	e, err := decode(data, seq)
 	if err != nil {
@@ -63,16 +67,37 @@ func decodeStored(prefix, subject string, data []byte, seq uint64, stored time.T
 	if subject != prefix+e.Subject {
 		return bad(fmt.Sprintf("the event's subject %q is not the subject it was published on", e.Subject))
 	}
+	if err := checkPayload(e); err != nil {
+		return bad(err.Error())
+	}
+	return e, nil
+}
+
+// decodeMessage decodes the events of the message stored at seq: one, or
+// a batch's.
+func decodeMessage(prefix, subject string, data []byte, seq uint64, stored time.Time) ([]posture.Event, error) {
+	if subject == prefix+batchSubject {
+		return decodeBatch(subject, data, seq, stored)
+	}
+	e, err := decodeStored(prefix, subject, data, seq, stored)
+	if err != nil {
+		return nil, err
+	}
+	return []posture.Event{e}, nil
+}
+
+// checkPayload reports a payload that does not decode or breaks its rules.
+func checkPayload(e posture.Event) error {
 	p, err := e.Decode() // decoded by decode: only a failure costs here
 	if err != nil {
-		return bad(err.Error())
+		return err
 	}
 	if v, ok := p.(posture.Validator); ok {
 		if err := v.Validate(); err != nil {
-			return bad(fmt.Sprintf("invalid %s payload: %v", e.Type, err))
+			return fmt.Errorf("invalid %s payload: %v", e.Type, err)
 		}
 	}
-	return e, nil
+	return nil
 }
 
 func newBadEvent(seq uint64, subject string, stored time.Time, reason string, data []byte) *BadEventError {
@@ -94,10 +119,10 @@ type Message struct {
 	prefix string
 }
 
-// Decode returns the message's event, or a *BadEventError saying why it
-// is not one.
-func (m Message) Decode() (posture.Event, error) {
-	return decodeStored(m.prefix, m.Subject, m.Data, m.Seq, m.Time)
+// Events returns the message's events (one, or a batch's), or a
+// *BadEventError saying why it holds none.
+func (m Message) Events() ([]posture.Event, error) {
+	return decodeMessage(m.prefix, m.Subject, m.Data, m.Seq, m.Time)
 }
 
 // errNoMessage is wrapped by Message for a sequence the stream does not
@@ -156,11 +181,15 @@ func (l *Log) Skip(ctx context.Context, req SkipRequest) (posture.Event, error) 
 	if err != nil {
 		return posture.Event{}, err
 	}
-	e, err := m.Decode()
+	events, err := m.Events()
 	var bad *BadEventError
 	if !errors.As(err, &bad) {
+		what := "a valid " + events[0].Type + " event"
+		if len(events) > 1 {
+			what = fmt.Sprintf("a valid batch of %d events", len(events))
+		}
 		return posture.Event{}, &posture.Error{Code: posture.CodeCouldNotValidate,
-			Message: fmt.Sprintf("the message at sequence %d is a valid %s event: only a message that is not an event can be skipped", req.Seq, e.Type)}
+			Message: fmt.Sprintf("the message at sequence %d is %s: only a message that is not an event can be skipped", req.Seq, what)}
 	}
 	prev, err := l.lastOn(ctx, posture.SkipSubject(req.Seq))
 	if err != nil {

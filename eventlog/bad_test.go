@@ -159,7 +159,7 @@ func TestBadEventKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = m.Decode()
+			_, err = m.Events()
 			var bad *eventlog.BadEventError
 			if !errors.As(err, &bad) || !strings.Contains(bad.Reason, c.reason) {
 				t.Fatalf("decode: %v, want a bad event because %q", err, c.reason)

@@ -11,7 +11,9 @@ import (
 	"github.com/seed-0809debe/posture"
 )
 
-// MaxBatch bounds how many waiting events Consume hands over at once.
+// MaxBatch bounds how many waiting messages' events Consume hands over at
+// once (a batch of the log's, batch.go, may carry it beyond: a message's
+// events are handed over together).
 const MaxBatch = 512
 
 // Consume delivers the events from sequence from onwards, in order, until ctx
@@ -98,9 +100,9 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 		if tap != nil {
 			tap(m)
 		}
-		e, err := decodeMsg(l.prefix, m)
+		events, err := decodeMsg(l.prefix, m)
 		select {
-		case msgs <- delivered{e, err}:
+		case msgs <- delivered{events, err}:
 		case <-ctx.Done():
 		}
 	}, jetstream.PullMaxMessages(2*MaxBatch))
@@ -129,20 +131,22 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 	// that is not an event and that no decision skips, or an error.
 	var halt error
 	add := func(m delivered) {
-		e, err := m.e, m.err
+		events, err := m.events, m.err
 		var bad *BadEventError
 		if errors.As(err, &bad) {
 			if bad.Seq < *next {
 				return // a replaced consumer's leftover
 			}
-			e, err = l.passOver(ctx, bad)
+			var d posture.Event
+			d, err = l.passOver(ctx, bad)
+			events = []posture.Event{d}
 		}
 		if err != nil {
 			halt = err
 			return
 		}
-		if e.Seq >= *next { // a replaced consumer's leftovers are dropped
-			batch = append(batch, e)
+		if events[0].Seq >= *next { // a replaced consumer's leftovers are dropped
+			batch = append(batch, events...)
 		}
 	}
 	for {
@@ -181,10 +185,10 @@ func (l *Log) consume(ctx context.Context, next *uint64, fn func([]posture.Event
 	}
 }
 
-// delivered is a message of the consumer, decoded.
+// delivered is a message of the consumer, decoded: its events.
 type delivered struct {
-	e   posture.Event
-	err error
+	events []posture.Event
+	err    error
 }
 
 // ahead reports whether the log holds the event at next; ok is false when
@@ -218,15 +222,23 @@ func (l *Log) Read(ctx context.Context, from, to uint64, fn func([]posture.Event
 	}
 	errDone := errors.New("done")
 	err = l.Consume(ctx, from, func(batch []posture.Event) error {
+		// The events of the message at to are all in this batch (a
+		// message is delivered whole), and those after it are cut.
 		for i, e := range batch {
-			if e.Seq >= to {
-				if err := fn(batch[:i+1]); err != nil {
-					return err
-				}
-				return errDone
+			if e.Seq > to {
+				batch = batch[:i]
+				break
 			}
 		}
-		return fn(batch)
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
+		}
+		if len(batch) == 0 || batch[len(batch)-1].Seq >= to {
+			return errDone
+		}
+		return nil
 	})
 	if errors.Is(err, errDone) {
 		return nil
@@ -250,10 +262,10 @@ func (l *Log) orderedFrom(ctx context.Context, from uint64) (jetstream.Consumer,
 	return cons, nil
 }
 
-func decodeMsg(prefix string, m jetstream.Msg) (posture.Event, error) {
+func decodeMsg(prefix string, m jetstream.Msg) ([]posture.Event, error) {
 	md, err := m.Metadata()
 	if err != nil {
-		return posture.Event{}, fmt.Errorf("eventlog: metadata: %w", err)
+		return nil, fmt.Errorf("eventlog: metadata: %w", err)
 	}
-	return decodeStored(prefix, m.Subject(), m.Data(), md.Sequence.Stream, md.Timestamp)
+	return decodeMessage(prefix, m.Subject(), m.Data(), md.Sequence.Stream, md.Timestamp)
 }

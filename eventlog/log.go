@@ -73,6 +73,12 @@ type Options struct {
 	// Logger receives connection events and the embedded server's log
 	// (default: discard).
 	Logger *slog.Logger
+	// GroupCommit lets concurrent appends of the high-rate facts
+	// (posture responses, sessions created or denied, API session
+	// activity) share one message of the stream (see batch.go): one
+	// publish, one acknowledgement and one delivery for many events.
+	// Other events, and every conditional append, keep a message each.
+	GroupCommit bool
 }
 
 // Log is a handle on the event stream. It is safe for concurrent use.
@@ -90,6 +96,8 @@ type Log struct {
 	kv   jetstream.KeyValue // the node registry, opened on first use (nodes.go)
 
 	stopping sync.WaitGroup // stops of stalled consumers (consume.go)
+
+	group *committer // nil without Options.GroupCommit (batch.go)
 
 	guard     *guard        // the embedded store's disk (space.go)
 	stopGuard chan struct{} // closed by Close
@@ -214,6 +222,9 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		l.Close()
 		return nil, fmt.Errorf("eventlog: stream %s: %w", opts.Stream, err)
 	}
+	if opts.GroupCommit {
+		l.group = &committer{l: l}
+	}
 	return l, nil
 }
 
@@ -284,8 +295,17 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	if err := l.fits(e, body); err != nil {
 		return 0, err
 	}
-	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(l.name)}, opts...)
+	if l.group != nil && len(opts) == 0 && batchable[e.Type] {
+		return l.group.append(e, body)
+	}
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
+	return l.publish(ctx, msg, e.ID, e, opts...)
+}
+
+// publish writes msg with the message id id and returns its sequence once
+// the stream has acknowledged it. e names what is written in errors.
+func (l *Log) publish(ctx context.Context, msg *nats.Msg, id string, e posture.Event, opts ...jetstream.PublishOpt) (uint64, error) {
+	pub := append([]jetstream.PublishOpt{jetstream.WithMsgID(id), jetstream.WithExpectStream(l.name)}, opts...)
 	// However long ctx is, an append gives up after maxAppendWait: a
 	// handler never waits on the log without a deadline.
 	ctx, cancel := context.WithTimeout(ctx, maxAppendWait)
@@ -295,7 +315,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 	// Each attempt waits for its acknowledgement at most appendAttempt,
 	// so that an acknowledgement lost with a server that died is soon
 	// asked again. The retry carries the same message id.
-	err = retryWithin(ctx, appendAttempt, func(ctx context.Context) error {
+	err := retryWithin(ctx, appendAttempt, func(ctx context.Context) error {
 		if err := l.checkSpace(); err != nil {
 			return err // not transient: answered at once
 		}
@@ -336,7 +356,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 			return 0, &posture.Error{Code: posture.CodeConflict, Err: err}
 		}
 		if errors.Is(err, nats.ErrMaxPayload) {
-			return 0, tooLarge(e, len(body), l.nc.MaxPayload(), err)
+			return 0, tooLarge(e, len(msg.Data), l.nc.MaxPayload(), err)
 		}
 		if errors.Is(err, posture.ErrOutOfSpace) {
 			return 0, err
@@ -469,7 +489,8 @@ func (l *Log) LastSubjectSeq(ctx context.Context, subject string) (uint64, error
 }
 
 // Get reads the event at seq. A message that is not an event is a
-// *BadEventError.
+// *BadEventError; a batch of events (batch.go) is an error too: Read reads
+// its events.
 func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 	m, err := l.stream.GetMsg(ctx, seq)
 	if err != nil {
@@ -478,7 +499,14 @@ func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 		}
 		return posture.Event{}, err
 	}
-	return decodeStored(l.prefix, m.Subject, m.Data, m.Sequence, m.Time)
+	events, err := decodeMessage(l.prefix, m.Subject, m.Data, m.Sequence, m.Time)
+	if err != nil {
+		return posture.Event{}, err
+	}
+	if len(events) > 1 {
+		return posture.Event{}, fmt.Errorf("eventlog: the message at %d is a batch of %d events", seq, len(events))
+	}
+	return events[0], nil
 }
 
 // envelope is an event without its payload, which encode splices in as it

@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,10 +30,13 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 	if from > to {
 		return nil
 	}
-	filters := make([]string, len(subjects))
+	// Batches (batch.go) hold events of any identity: they are read
+	// too, and their events filtered here.
+	filters := make([]string, len(subjects), len(subjects)+1)
 	for i, s := range subjects {
 		filters[i] = l.prefix + s
 	}
+	filters = append(filters, l.prefix+batchSubject)
 	// An ephemeral consumer counts at creation the messages it will
 	// deliver, which tells when the read is complete.
 	cons, err := l.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
@@ -82,11 +86,15 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 				done = true
 				continue
 			}
-			e, err := decodeMsg(l.prefix, m)
+			events, err := decodeMsg(l.prefix, m)
 			if err != nil {
 				return err
 			}
-			batch = append(batch, e)
+			for _, e := range events {
+				if len(events) == 1 || matchesAny(subjects, e.Subject) {
+					batch = append(batch, e)
+				}
+			}
 			done = md.Sequence.Stream == to
 		}
 		if err := msgs.Error(); err != nil && ctx.Err() == nil {
@@ -109,4 +117,32 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 		}
 	}
 	return nil
+}
+
+// matchesAny says whether subject matches one of the NATS patterns.
+func matchesAny(patterns []string, subject string) bool {
+	for _, p := range patterns {
+		if matchSubject(p, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchSubject says whether subject matches the NATS pattern: tokens
+// separated by dots, "*" for one token, a final ">" for one or more.
+func matchSubject(pattern, subject string) bool {
+	for {
+		pt, prest, pmore := strings.Cut(pattern, ".")
+		st, srest, smore := strings.Cut(subject, ".")
+		switch {
+		case pt == ">":
+			return !pmore && st != ""
+		case pt != "*" && pt != st:
+			return false
+		case !pmore || !smore:
+			return pmore == smore
+		}
+		pattern, subject = prest, srest
+	}
 }

@@ -27,7 +27,10 @@ func apply(tx *Tx, e posture.Event) error {
 	if err != nil {
 		return fmt.Errorf("projections: %w", err)
 	}
-	tx.event, tx.transitions = e, 0
+	tx.event = e
+	if e.Part == 0 {
+		tx.transitions = 0 // counted per message (transitionKey)
+	}
 	h, ok := handlers[e.Type]
 	if !ok {
 		return fmt.Errorf("projections: event %d: no handler for %q", e.Seq, e.Type)

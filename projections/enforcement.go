@@ -72,7 +72,7 @@ func recordWouldDeny(tx *Tx, e posture.Event, p posture.SessionCreated) error {
 		SessionType: s.Type, When: e.At, PolicyFailures: p.WouldDeny,
 	}
 	prefix := wouldDenyPrefix(s.IdentityID)
-	if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), w); err != nil {
+	if err := tx.put(appendPosition(prefix, e), w); err != nil {
 		return err
 	}
 	var checks []string

@@ -17,8 +17,8 @@ import (
 // array. History outlives the identity: it is the audit trail.
 func historyPrefix(identityID string) []byte { return []byte("h/" + identityID + "/") }
 
-func historyKey(identityID string, seq uint64) []byte {
-	return fmt.Appendf(historyPrefix(identityID), "%020d", seq)
+func historyKey(identityID string, e posture.Event) []byte {
+	return appendPosition(historyPrefix(identityID), e)
 }
 
 // historyRecord is what a history entry holds beyond the event that
@@ -104,7 +104,7 @@ func (tx *Tx) flushHistory() error {
 			}
 		}
 		out = append(out, ']')
-		if err := tx.b.Set(historyKey(h.identityID, tx.event.Seq), out, nil); err != nil {
+		if err := tx.b.Set(historyKey(h.identityID, tx.event), out, nil); err != nil {
 			return err
 		}
 		tx.out = out // the batch copied it

@@ -84,3 +84,15 @@ func prefixEnd(prefix []byte) []byte {
 	}
 	return nil
 }
+
+// appendPosition appends e's position in the log to a key prefix: its
+// message's sequence in 20 digits, and for the second and later events of
+// a batch of the log's, "-" and their index in it. Keys so made sort in
+// the log's order, and those of unbatched events are the sequence alone.
+func appendPosition(prefix []byte, e posture.Event) []byte {
+	key := fmt.Appendf(append([]byte(nil), prefix...), "%020d", e.Seq)
+	if e.Part > 0 {
+		key = fmt.Appendf(key, "-%03d", e.Part)
+	}
+	return key
+}

@@ -543,7 +543,7 @@ func recordFailure(tx *Tx, e posture.Event, p posture.SessionDenied) error {
 		SessionType: p.Type, When: e.At, PolicyFailures: p.PolicyFailures,
 	}
 	prefix := failedPrefix(p.IdentityID)
-	if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), f); err != nil {
+	if err := tx.put(appendPosition(prefix, e), f); err != nil {
 		return err
 	}
 	if err := addFleetFailure(tx, posture.FleetFailedRequest{IdentityID: p.IdentityID, FailedServiceRequest: f}); err != nil {

@@ -333,6 +333,10 @@ func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition
 	var last posture.Event
 	modelSeq := uint64(0)
 	maxAt := time.Time{}
+	// The events of a message (several in a batch of the log's, which
+	// share its sequence) are applied together: those of a message at or
+	// below the cursor were.
+	start := cursor
 	for _, e := range events {
 		if overlay {
 			e.Seq = cursor
@@ -342,21 +346,22 @@ func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition
 			last = e
 			continue
 		}
-		if e.Seq <= cursor {
+		if e.Seq <= start {
 			continue
 		}
-		if e.Seq != cursor+1 && cursor != 0 && !partial {
+		sameMessage := e.Seq == cursor && cursor > start
+		if !sameMessage && e.Seq != cursor+1 && cursor != 0 && !partial {
 			// A gap means the source skipped events: refusing keeps the
 			// projection a faithful function of the log.
 			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log", e.Seq, cursor))
 		}
 		if rewrite != nil {
-			seq := e.Seq
+			seq, part := e.Seq, e.Part
 			var err error
 			if e, err = rewrite(View{tx: tx, s: s, cursor: cursor}, e); err != nil {
 				return s.fail(err)
 			}
-			e.Seq = seq
+			e.Seq, e.Part = seq, part
 		}
 		if err := apply(tx, e); err != nil {
 			return s.fail(err)
@@ -469,6 +474,15 @@ func (s *Store) Err() error {
 // WaitFor blocks until the event at seq has been applied, ctx ends, or the
 // store stopped on an error.
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
+	return s.WaitForOr(ctx, seq, nil)
+}
+
+// ErrWaitStopped is WaitForOr's answer when its stop channel closed first.
+var ErrWaitStopped = errors.New("projections: the wait was stopped")
+
+// WaitForOr is WaitFor that also gives up, with ErrWaitStopped, when stop
+// is closed (a nil stop never is).
+func (s *Store) WaitForOr(ctx context.Context, seq uint64, stop <-chan struct{}) error {
 	for {
 		s.mu.Lock()
 		applied, failed, paused, changed := s.applied, s.failed, s.paused, s.changed
@@ -484,6 +498,8 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 		}
 		select {
 		case <-changed:
+		case <-stop:
+			return ErrWaitStopped
 		case <-ctx.Done():
 			return fmt.Errorf("projections: waiting for event %d (applied %d): %w", seq, applied, ctx.Err())
 		}

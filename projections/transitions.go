@@ -24,6 +24,8 @@ import (
 // what the stream already holds).
 var transitionPrefix = []byte("t/")
 
+// transitionKey is the key of the n-th transition derived from the message
+// at seq (its events', in order, for a batch of the log's).
 func transitionKey(seq uint64, n int) []byte {
 	return []byte(fmt.Sprintf("t/%020d/%04d", seq, n))
 }

@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/seed-0809debe/posture"
@@ -23,7 +22,7 @@ func init() {
 			return err
 		}
 		prefix := deliveryPrefix(p.WebhookID)
-		if err := tx.put([]byte(fmt.Sprintf("%s%020d", prefix, e.Seq)), posture.WebhookDelivery{WebhookAttempted: p, At: e.At}); err != nil {
+		if err := tx.put(appendPosition(prefix, e), posture.WebhookDelivery{WebhookAttempted: p, At: e.At}); err != nil {
 			return err
 		}
 		return trimRing(tx, prefix, posture.MaxWebhookDeliveries)

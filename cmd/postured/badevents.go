@@ -112,6 +112,7 @@ type inspection struct {
 	Size    int                 `json:"size"`
 	IsEvent bool                `json:"isEvent"`
 	Type    string              `json:"type,omitempty"`
+	Events  int                 `json:"events,omitempty"` // a batch's count (group commit)
 	Problem string              `json:"problem,omitempty"`
 	Skip    *skipView           `json:"skippedBy,omitempty"`
 }
@@ -143,11 +144,13 @@ func (x *eventsInspectCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	in := inspection{Seq: m.Seq, Subject: m.Subject, Stored: m.Time, Headers: m.Header, Data: m.Data, Size: len(m.Data)}
-	e, err := m.Decode()
+	events, err := m.Events()
 	var bad *eventlog.BadEventError
 	switch {
+	case err == nil && len(events) > 1:
+		in.IsEvent, in.Events = true, len(events)
 	case err == nil:
-		in.IsEvent, in.Type = true, e.Type
+		in.IsEvent, in.Type = true, events[0].Type
 	case errors.As(err, &bad):
 		in.Problem = bad.Reason
 		d, ok, err := l.SkipFor(ctx, bad)
@@ -188,6 +191,8 @@ func writeInspection(w io.Writer, in inspection) error {
 		fmt.Fprintf(w, "data:     %d bytes, not text:\n%s", in.Size, hex.Dump(in.Data))
 	}
 	switch {
+	case in.IsEvent && in.Events > 1:
+		fmt.Fprintf(w, "event:    yes, a batch of %d events\n", in.Events)
 	case in.IsEvent:
 		fmt.Fprintf(w, "event:    yes, a %s event\n", in.Type)
 	case in.Skip != nil:

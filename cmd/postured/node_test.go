@@ -27,7 +27,7 @@ type testNode struct {
 
 func defaultTestConfig(dir string) serveCmd {
 	return serveCmd{
-		DataDir: dir, Listen: "127.0.0.1:0", StreamReplicas: 1, Sync: "interval",
+		DataDir: dir, Listen: "127.0.0.1:0", StreamReplicas: 1, Sync: "interval", GroupCommit: true,
 		APISessionTimeout: 30 * time.Minute, MFAGrace: 5 * time.Minute,
 		AdminUsername: "admin", AdminPassword: testAdminPassword,
 	}

@@ -245,7 +245,7 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 				if t.Identity != "" && !aboutIdentity(e, t.Identity) {
 					continue
 				}
-				if err := enc.Encode(tailLine{Event: e, Seq: e.Seq}); err != nil {
+				if err := enc.Encode(tailLine{Event: e, Seq: e.Seq, Part: e.Part}); err != nil {
 					return err
 				}
 			}
@@ -286,7 +286,8 @@ type badLine struct {
 // tailLine is an event with its sequence, as events tail prints it.
 type tailLine struct {
 	posture.Event
-	Seq uint64 `json:"seq"`
+	Seq  uint64 `json:"seq"`
+	Part int    `json:"part,omitempty"` // the event's index in a batch (group commit)
 }
 
 // aboutIdentity reports whether an event concerns an identity: its subject

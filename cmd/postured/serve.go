@@ -55,6 +55,7 @@ type serveCmd struct {
 	NatsListen        string        `name:"nats-listen" help:"Let the embedded NATS server accept clients on this host:port (for postured events tail or replay against a running node), over TLS with a certificate from the CA and the credentials written to <data-dir>/nats/creds."`
 	StreamReplicas    int           `default:"1" help:"Replicas of the event stream (on a cluster)."`
 	Sync              string        `default:"interval" enum:"interval,always" help:"Embedded JetStream fsync policy: interval (default) or always (fsync before every acknowledgement)."`
+	GroupCommit       bool          `default:"true" negatable:"" env:"POSTURED_GROUP_COMMIT" help:"Let concurrent posture responses and session requests share one message of the log: one write and one acknowledgement for many (--no-group-commit: a message each)."`
 	DiskReserveMiB    int64         `name:"disk-reserve-mib" default:"64" help:"Disk space (MiB) kept free under the data directory: the embedded log refuses writes (503) below it, the projection stops applying below half of it; both resume by themselves once space is freed. 0: only a full disk stops them."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
 	MFAGrace          time.Duration `name:"mfa-grace" default:"5m" help:"Grace period after a wake or unlock before an MFA check that prompts on it fails."`
@@ -407,14 +408,15 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
 	n.elog, err = eventlog.Open(openCtx, eventlog.Options{
-		URLs:       s.NatsURL,
-		Dir:        filepath.Join(s.DataDir, "nats"),
-		Listen:     s.NatsListen,
-		ListenTLS:  listenTLS,
-		Auth:       s.clientAuth(),
-		Replicas:   s.StreamReplicas,
-		SyncAlways: s.Sync == "always",
-		Logger:     log,
+		URLs:        s.NatsURL,
+		Dir:         filepath.Join(s.DataDir, "nats"),
+		Listen:      s.NatsListen,
+		ListenTLS:   listenTLS,
+		Auth:        s.clientAuth(),
+		Replicas:    s.StreamReplicas,
+		SyncAlways:  s.Sync == "always",
+		GroupCommit: s.GroupCommit,
+		Logger:      log,
 
 		// Appends are refused below it (see eventlog/space.go).
 		DiskReserve: s.DiskReserveMiB << 20,

@@ -1,0 +1,204 @@
+package eventlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Group commit. While one publish of a node waits for its acknowledgement,
+// the appends that come in meanwhile queue; the next publish carries them
+// all, in one message of the stream on the batch subject. A message of the
+// log is therefore either one event, on the event's own subject, or a
+// batch: a JSON array of events as a single message would hold them,
+// several of them, in the order they were queued. Each event of a batch
+// has the message's sequence (Seq) and its index in it (Part). A message is
+// applied whole or not at all, so the sequences of the stream stay the
+// positions of the log (cursors, snapshots, checkpoints, WaitFor) and a
+// batch's acknowledgement acknowledges every event in it.
+//
+// Only the facts no write conditions on are batched (batchable): they are
+// on per-identity subjects no AppendIfLast names and their ids are fresh,
+// so they need neither their subject's last sequence nor their own message
+// id for deduplication. A batch's message id is derived from its first
+// event's, so that a retried publish is deduplicated as a single event's
+// is.
+
+// batchSubject is the subject of a batch, after the stream's prefix. No
+// event's subject is it.
+const batchSubject = "batch"
+
+// batchable are the types of the events group commit may batch.
+var batchable = map[string]bool{
+	posture.TypePostureRecorded:   true,
+	posture.TypeSessionCreated:    true,
+	posture.TypeSessionDenied:     true,
+	posture.TypeAPISessionTouched: true,
+}
+
+// Bounds of a batch: at most maxBatchEvents events, and at most
+// maxBatchBytes of JSON unless it is one event (which fits alone, fits
+// having checked it).
+const (
+	maxBatchEvents = 256
+	maxBatchBytes  = 256 << 10
+)
+
+// committer is a log's group commit: at most one publish in flight, the
+// appends that arrive meanwhile queued for the next.
+type committer struct {
+	l     *Log
+	mu    sync.Mutex
+	busy  bool       // a publish is in flight
+	queue []*pending // appends waiting for the next publish
+}
+
+// pending is an append waiting in a committer.
+type pending struct {
+	e    posture.Event
+	body []byte
+	wake chan struct{} // closed once: with the result, or to lead
+	lead []*pending    // set before wake: this append publishes these
+	seq  uint64
+	err  error
+}
+
+// append queues e (encoded as body) and returns its sequence once a publish
+// carrying it was acknowledged. The append that finds no publish in flight
+// publishes at once, alone; one that finds one waits, and the first of
+// those waiting publishes them together once it ends. Leading is handed on
+// rather than kept, so that no request waits for others' publishes.
+func (c *committer) append(e posture.Event, body []byte) (uint64, error) {
+	p := &pending{e: e, body: body, wake: make(chan struct{})}
+	c.mu.Lock()
+	if c.busy {
+		c.queue = append(c.queue, p)
+		c.mu.Unlock()
+		// Not bounded by the request's ctx: a queued append may be led
+		// to publish, and a publish ends within maxAppendWait.
+		<-p.wake
+		if p.lead == nil {
+			return p.seq, p.err
+		}
+	} else {
+		c.busy = true
+		c.mu.Unlock()
+		p.lead = []*pending{p}
+	}
+	c.commit(p.lead)
+	return p.seq, p.err
+}
+
+// commit publishes batch (whose first append is the caller's), hands the
+// lead to the first of the appends queued meanwhile, and wakes the others
+// of batch with their results.
+func (c *committer) commit(batch []*pending) {
+	seq, err := c.publish(batch)
+	for _, p := range batch {
+		p.seq, p.err = seq, err
+	}
+	c.mu.Lock()
+	next := c.take()
+	if len(next) == 0 {
+		c.busy = false
+	}
+	c.mu.Unlock()
+	if len(next) > 0 {
+		next[0].lead = next
+		close(next[0].wake)
+	}
+	for _, p := range batch[1:] {
+		close(p.wake)
+	}
+}
+
+// take removes the next batch from the queue. Locked.
+func (c *committer) take() []*pending {
+	n, size := 0, 0
+	for n < len(c.queue) && n < maxBatchEvents {
+		size += len(c.queue[n].body) + 1
+		if n > 0 && size > maxBatchBytes {
+			break
+		}
+		n++
+	}
+	next := c.queue[:n:n]
+	c.queue = c.queue[n:]
+	if len(c.queue) == 0 {
+		c.queue = nil // let the slice go
+	}
+	return next
+}
+
+// publish writes batch: one event as a message of its own, several as a
+// batch.
+func (c *committer) publish(batch []*pending) (uint64, error) {
+	first := batch[0]
+	ctx := context.Background() // publish bounds itself (maxAppendWait)
+	if len(batch) == 1 {
+		return c.l.publish(ctx, &nats.Msg{Subject: c.l.prefix + first.e.Subject, Data: first.body}, first.e.ID, first.e)
+	}
+	size := 1
+	for _, p := range batch {
+		size += len(p.body) + 1
+	}
+	data := make([]byte, 0, size)
+	data = append(data, '[')
+	for i, p := range batch {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, p.body...)
+	}
+	data = append(data, ']')
+	seq, err := c.l.publish(ctx, &nats.Msg{Subject: c.l.prefix + batchSubject, Data: data}, first.e.ID+".batch", first.e)
+	if err != nil {
+		return 0, fmt.Errorf("%w (a batch of %d events)", err, len(batch))
+	}
+	return seq, nil
+}
+
+// decodeBatch reads the events of a batch stored at seq. Anything but an
+// array of at least two valid events of batchable types is not a batch:
+// a *BadEventError, as for any message that is not an event.
+func decodeBatch(subject string, data []byte, seq uint64, stored time.Time) ([]posture.Event, error) {
+	bad := func(reason string) ([]posture.Event, error) {
+		return nil, newBadEvent(seq, subject, stored.UTC(), reason, data)
+	}
+	var raw []json.RawMessage
+	if err := unmarshal(data, &raw); err != nil {
+		return bad("a batch that is not a JSON array: " + err.Error())
+	}
+	if len(raw) < 2 {
+		return bad(fmt.Sprintf("a batch of %d events (at least 2)", len(raw)))
+	}
+	events := make([]posture.Event, len(raw))
+	for i, r := range raw {
+		if len(bytes.TrimSpace(r)) == 0 || r[0] != '{' {
+			return bad(fmt.Sprintf("event %d of the batch is not a JSON object", i))
+		}
+		e, err := decode(r, seq)
+		if err != nil {
+			return bad(fmt.Sprintf("event %d of the batch: %v", i, err))
+		}
+		if err := e.CheckEnvelope(); err != nil {
+			return bad(fmt.Sprintf("event %d of the batch: %v", i, err))
+		}
+		if !batchable[e.Type] {
+			return bad(fmt.Sprintf("event %d of the batch is a %s event, which is never batched", i, e.Type))
+		}
+		if err := checkPayload(e); err != nil {
+			return bad(fmt.Sprintf("event %d of the batch: %v", i, err))
+		}
+		e.Part = i
+		events[i] = e
+	}
+	return events, nil
+}

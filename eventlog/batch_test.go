@@ -1,0 +1,201 @@
+package eventlog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+)
+
+// recorded is a batchable event: identity's n-th posture response.
+func recorded(identity string, n int) posture.Event {
+	return posture.MustEvent(posture.PostureRecorded{IdentityID: identity, APISessionID: "as-" + identity,
+		Responses: []posture.PostureResponse{{ID: "os", TypeID: "OS", Type: "Windows", Version: fmt.Sprintf("10.0.%d", n)}}},
+		time.Date(2026, 1, 1, 0, 0, n, 0, time.UTC))
+}
+
+// Concurrent appends with group commit share messages: every event is
+// read back once, at the sequence its append returned, in the order of
+// its message's parts; the identity's filtered read finds its own events
+// inside batches; conditional appends and other types stay alone.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: t.TempDir(), GroupCommit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	const writers, each = 32, 20
+	type appended struct {
+		id  string
+		seq uint64
+	}
+	results := make(chan appended, writers*each)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for n := range each {
+				e := recorded(fmt.Sprintf("id%02d", w), n)
+				seq, err := l.Append(ctx, e)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results <- appended{e.ID, seq}
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+	want := map[string]uint64{}
+	for r := range results {
+		want[r.id] = r.seq
+	}
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last >= writers*each {
+		t.Fatalf("%d appends took %d messages: nothing was batched", writers*each, last)
+	}
+
+	got, err := readAll(t, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != writers*each {
+		t.Fatalf("read %d events, want %d", len(got), writers*each)
+	}
+	perIdentity := map[string]int{}
+	batches := 0
+	for i, e := range got {
+		if seq, ok := want[e.ID]; !ok || seq != e.Seq {
+			t.Fatalf("event %s read at %d, its append returned %d (found %v)", e.ID, e.Seq, seq, ok)
+		}
+		delete(want, e.ID)
+		if i > 0 {
+			prev := got[i-1]
+			sameMessage := e.Seq == prev.Seq
+			if sameMessage && e.Part != prev.Part+1 || !sameMessage && (e.Seq < prev.Seq || e.Part != 0) {
+				t.Fatalf("event %d.%d follows %d.%d", e.Seq, e.Part, prev.Seq, prev.Part)
+			}
+			if sameMessage && e.Part == 1 {
+				batches++
+			}
+		}
+		// Each writer's events are in its order: it waited for each.
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.(posture.PostureRecorded)
+		if v := fmt.Sprintf("10.0.%d", perIdentity[r.IdentityID]); r.Responses[0].Version != v {
+			t.Fatalf("%s's events out of order: %s, want %s", r.IdentityID, r.Responses[0].Version, v)
+		}
+		perIdentity[r.IdentityID]++
+	}
+	if batches == 0 {
+		t.Fatal("no message holds several events")
+	}
+
+	// A batch as an operator sees it.
+	var batchSeq uint64
+	for i := 1; i < len(got); i++ {
+		if got[i].Part == 1 {
+			batchSeq = got[i].Seq
+			break
+		}
+	}
+	m, err := l.Message(ctx, batchSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := m.Events()
+	if err != nil || len(events) < 2 || m.Subject != "postured.batch" {
+		t.Fatalf("message %d: %s, %d events, %v", batchSeq, m.Subject, len(events), err)
+	}
+	if _, err := l.Get(ctx, batchSeq); err == nil || !strings.Contains(err.Error(), "a batch of") {
+		t.Fatalf("get of a batch: %v", err)
+	}
+
+	// The log filters by subject inside batches too.
+	var mine []posture.Event
+	if err := l.ReadSubjects(ctx, 1, 0, []string{"posture.id07"}, func(b []posture.Event) error {
+		mine = append(mine, b...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(mine) != each {
+		t.Fatalf("filtered read found %d of id07's events, want %d", len(mine), each)
+	}
+	for _, e := range mine {
+		if e.Subject != "posture.id07" {
+			t.Fatalf("filtered read delivered %s", e.Subject)
+		}
+	}
+
+	// Read up to a batch's sequence delivers all its events, none after.
+	var upTo []posture.Event
+	if err := l.Read(ctx, 1, batchSeq, func(b []posture.Event) error {
+		upTo = append(upTo, b...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(upTo); upTo[n-1].Seq != batchSeq || upTo[n-1].Part != len(events)-1 {
+		t.Fatalf("read to %d ended at %d.%d", batchSeq, upTo[n-1].Seq, upTo[n-1].Part)
+	}
+
+	// Other types and conditional appends keep a message each.
+	model := posture.MustEvent(posture.ConfigChanged{}, time.Now())
+	seq, err := l.AppendIfLast(ctx, model, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := l.Message(ctx, seq); err != nil || m.Subject != "postured.model" {
+		t.Fatalf("conditional append: %s, %v", m.Subject, err)
+	}
+}
+
+// A message on the batch subject that is not a valid batch is not an
+// event, with why.
+func TestBadBatches(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	defer l.Close()
+	body := func(events ...posture.Event) string {
+		var parts []string
+		for _, e := range events {
+			parts = append(parts, fmt.Sprintf(`{"id":%q,"type":%q,"schema":1,"subject":%q,"at":"2026-01-01T00:00:00Z","data":%s}`, e.ID, e.Type, e.Subject, e.Data))
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	model := posture.MustEvent(posture.ConfigChanged{}, time.Now())
+	for _, c := range []struct{ name, data, reason string }{
+		{"not an array", `{"id":"x"}`, "not a JSON array"},
+		{"one event", body(recorded("a", 1)), "a batch of 1 events"},
+		{"not objects", `[1,2]`, "is not a JSON object"},
+		{"a type never batched", body(recorded("a", 1), model), "config.changed event, which is never batched"},
+		{"an event without envelope", `[` + body(recorded("a", 1))[1:len(body(recorded("a", 1)))-1] + `,{"hello":"world"}]`, "event 1 of the batch"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			seq := publishRaw(t, l, "batch", []byte(c.data))
+			m, err := l.Message(context.Background(), seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Events()
+			var bad *eventlog.BadEventError
+			if !errors.As(err, &bad) || !strings.Contains(bad.Reason, c.reason) {
+				t.Fatalf("decode: %v, want a bad event because %q", err, c.reason)
+			}
+		})
+	}
+}
