@@ -84,13 +84,21 @@ func (h *Halt) blocking(seq uint64) (<-chan struct{}, error) {
 	return h.stopped, nil
 }
 
+// StoppableBarrier is a Barrier whose wait also ends, with
+// projections.ErrWaitStopped or any other error, when stop is closed
+// (projections.Store).
+type StoppableBarrier interface {
+	Barrier
+	WaitForOr(ctx context.Context, seq uint64, stop <-chan struct{}) error
+}
+
 // Barrier wraps b so that a wait for an event at or beyond the message the
 // consumer is stopped at fails at once with 503 SERVICE_UNAVAILABLE, rather
 // than holding the request until it gives up.
-func (h *Halt) Barrier(b Barrier) Barrier { return haltBarrier{Barrier: b, h: h} }
+func (h *Halt) Barrier(b StoppableBarrier) Barrier { return haltBarrier{StoppableBarrier: b, h: h} }
 
 type haltBarrier struct {
-	Barrier
+	StoppableBarrier
 	h *Halt
 }
 
@@ -100,16 +108,7 @@ func (hb haltBarrier) WaitFor(ctx context.Context, seq uint64) error {
 		if err != nil {
 			return err
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-stopped:
-				cancel()
-			case <-wctx.Done():
-			}
-		}()
-		err = hb.Barrier.WaitFor(wctx, seq)
-		cancel()
+		err = hb.WaitForOr(ctx, seq, stopped)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -40,11 +41,18 @@ func (p *fakeProgress) AppliedAt() time.Time {
 }
 func (p *fakeProgress) Err() error { return nil }
 func (p *fakeProgress) WaitFor(ctx context.Context, seq uint64) error {
+	return p.WaitForOr(ctx, seq, nil)
+}
+func (p *fakeProgress) WaitForOr(ctx context.Context, seq uint64, stop <-chan struct{}) error {
 	if p.Cursor() >= seq {
 		return nil
 	}
-	<-ctx.Done() // the fake never moves by itself
-	return ctx.Err()
+	select { // the fake never moves by itself
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		return errors.New("stopped")
+	}
 }
 
 type fakeDeadlines int
