@@ -69,6 +69,7 @@ const MaxFleetFailedRequests = 500
 // an access change or a session decision, with the event that caused it.
 type HistoryEntry struct {
 	Seq          uint64          `json:"seq"`
+	Part         int             `json:"part,omitempty"` // the event's index in a batch of the log's
 	At           time.Time       `json:"at"`
 	Kind         string          `json:"kind"`
 	Event        string          `json:"event"`

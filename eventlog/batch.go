@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,8 +45,9 @@ var batchable = map[string]bool{
 }
 
 // Bounds of a batch: at most maxBatchEvents events, and at most
-// maxBatchBytes of JSON unless it is one event (which fits alone, fits
-// having checked it).
+// maxBatchBytes of JSON (or the server's or the stream's largest message,
+// if smaller) unless it is one event (which fits alone, fits having
+// checked it).
 const (
 	maxBatchEvents = 256
 	maxBatchBytes  = 256 << 10
@@ -55,35 +57,50 @@ const (
 // appends that arrive meanwhile queued for the next.
 type committer struct {
 	l     *Log
-	mu    sync.Mutex
+	limit int64 // the most bytes of a batch (see maxBatchBytes)
+	// beforePublish, when set (tests), runs before each publish.
+	beforePublish func()
+	mu            sync.Mutex
 	busy  bool       // a publish is in flight
 	queue []*pending // appends waiting for the next publish
 }
 
 // pending is an append waiting in a committer.
 type pending struct {
-	e    posture.Event
-	body []byte
-	wake chan struct{} // closed once: with the result, or to lead
-	lead []*pending    // set before wake: this append publishes these
-	seq  uint64
-	err  error
+	e        posture.Event
+	body     []byte
+	deadline time.Time     // maxAppendWait after it came: it fails then
+	wake     chan struct{} // closed once: with the result, or to lead
+	lead     []*pending    // set before wake: this append publishes these
+	seq      uint64
+	err      error
 }
 
 // append queues e (encoded as body) and returns its sequence once a publish
 // carrying it was acknowledged. The append that finds no publish in flight
 // publishes at once, alone; one that finds one waits, and the first of
 // those waiting publishes them together once it ends. Leading is handed on
-// rather than kept, so that no request waits for others' publishes.
-func (c *committer) append(e posture.Event, body []byte) (uint64, error) {
-	p := &pending{e: e, body: body, wake: make(chan struct{})}
+// rather than kept, so that no request waits for others' publishes. An
+// append fails after maxAppendWait, queued or publishing, and leaves the
+// queue when ctx ends before a publish took it.
+func (c *committer) append(ctx context.Context, e posture.Event, body []byte) (uint64, error) {
+	p := &pending{e: e, body: body, deadline: time.Now().Add(maxAppendWait), wake: make(chan struct{})}
 	c.mu.Lock()
 	if c.busy {
 		c.queue = append(c.queue, p)
 		c.mu.Unlock()
-		// Not bounded by the request's ctx: a queued append may be led
-		// to publish, and a publish ends within maxAppendWait.
-		<-p.wake
+		select {
+		case <-p.wake:
+		case <-ctx.Done():
+			c.mu.Lock()
+			if i := slices.Index(c.queue, p); i >= 0 {
+				c.queue = slices.Delete(c.queue, i, i+1)
+				c.mu.Unlock()
+				return 0, fmt.Errorf("eventlog: append %s: %w", e.Type, ctx.Err())
+			}
+			c.mu.Unlock()
+			<-p.wake // taken: its publish is under way, and bounded
+		}
 		if p.lead == nil {
 			return p.seq, p.err
 		}
@@ -105,7 +122,7 @@ func (c *committer) commit(batch []*pending) {
 		p.seq, p.err = seq, err
 	}
 	c.mu.Lock()
-	next := c.take()
+	next := c.take(time.Now())
 	if len(next) == 0 {
 		c.busy = false
 	}
@@ -119,29 +136,44 @@ func (c *committer) commit(batch []*pending) {
 	}
 }
 
-// take removes the next batch from the queue. Locked.
-func (c *committer) take() []*pending {
-	n, size := 0, 0
+// take removes the next batch from the queue, failing the appends that
+// waited past their deadline. Locked.
+func (c *committer) take(now time.Time) []*pending {
+	live := c.queue[:0]
+	for _, p := range c.queue {
+		if now.After(p.deadline) {
+			p.err = fmt.Errorf("eventlog: append %s: %w (waited %s for the log)", p.e.Type, context.DeadlineExceeded, maxAppendWait)
+			close(p.wake)
+			continue
+		}
+		live = append(live, p)
+	}
+	clear(c.queue[len(live):])
+	c.queue = live
+	n, size := 0, 1 // the brackets, and a comma between events
 	for n < len(c.queue) && n < maxBatchEvents {
 		size += len(c.queue[n].body) + 1
-		if n > 0 && size > maxBatchBytes {
+		if n > 0 && int64(size) > c.limit {
 			break
 		}
 		n++
 	}
-	next := c.queue[:n:n]
-	c.queue = c.queue[n:]
-	if len(c.queue) == 0 {
-		c.queue = nil // let the slice go
-	}
+	next := slices.Clone(c.queue[:n])
+	c.queue = slices.Delete(c.queue, 0, n)
 	return next
 }
 
 // publish writes batch: one event as a message of its own, several as a
 // batch.
 func (c *committer) publish(batch []*pending) (uint64, error) {
+	if c.beforePublish != nil {
+		c.beforePublish()
+	}
 	first := batch[0]
-	ctx := context.Background() // publish bounds itself (maxAppendWait)
+	// Not a request's ctx: the publish is the batch's. The oldest append
+	// of the batch comes first: its deadline bounds the others'.
+	ctx, cancel := context.WithDeadline(context.Background(), first.deadline)
+	defer cancel()
 	if len(batch) == 1 {
 		return c.l.publish(ctx, &nats.Msg{Subject: c.l.prefix + first.e.Subject, Data: first.body}, first.e.ID, first.e)
 	}
@@ -201,4 +233,13 @@ func decodeBatch(subject string, data []byte, seq uint64, stored time.Time) ([]p
 		events[i] = e
 	}
 	return events, nil
+}
+
+// newCommitter is the group commit of l, whose stream is open.
+func newCommitter(l *Log) *committer {
+	limit := min(maxBatchBytes, l.nc.MaxPayload()-headerRoom)
+	if info := l.stream.CachedInfo(); info != nil && info.Config.MaxMsgSize > 0 {
+		limit = min(limit, int64(info.Config.MaxMsgSize)-headerRoom)
+	}
+	return &committer{l: l, limit: limit}
 }

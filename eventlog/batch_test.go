@@ -199,3 +199,67 @@ func TestBadBatches(t *testing.T) {
 		})
 	}
 }
+
+// An append queued behind a publish in flight leaves the queue when its
+// request ends, and is not written; the others queued with it are, in one
+// message.
+func TestGroupCommitQueuedAppendLeaves(t *testing.T) {
+	ctx := context.Background()
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: t.TempDir(), GroupCommit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	release := make(chan struct{})
+	eventlog.HoldGroupPublishes(l, release)
+
+	first := make(chan error, 1)
+	go func() { _, err := l.Append(ctx, recorded("a", 0)); first <- err }()
+	// Wait until the first append holds the publish: the next ones queue.
+	for l.QueuedForTest() != 0 || !l.PublishingForTest() {
+		time.Sleep(time.Millisecond)
+	}
+	short, cancel := context.WithCancel(ctx)
+	gone := recorded("b", 0)
+	left := make(chan error, 1)
+	go func() { _, err := l.Append(short, gone); left <- err }()
+	stay := make(chan uint64, 2)
+	for _, id := range []string{"c", "d"} {
+		go func() {
+			seq, err := l.Append(ctx, recorded(id, 0))
+			if err != nil {
+				t.Error(err)
+			}
+			stay <- seq
+		}()
+	}
+	for l.QueuedForTest() != 3 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the append whose request ended: %v, want canceled", err)
+	}
+	if n := l.QueuedForTest(); n != 2 {
+		t.Fatalf("%d queued after one left, want 2", n)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if a, b := <-stay, <-stay; a != b || a != 2 {
+		t.Fatalf("the two queued appends at %d and %d, want both in message 2", a, b)
+	}
+	got, err := readAll(t, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d events written, want 3", len(got))
+	}
+	for _, e := range got {
+		if e.ID == gone.ID {
+			t.Fatal("the append that left was written")
+		}
+	}
+}

@@ -223,7 +223,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("eventlog: stream %s: %w", opts.Stream, err)
 	}
 	if opts.GroupCommit {
-		l.group = &committer{l: l}
+		l.group = newCommitter(l)
 	}
 	return l, nil
 }
@@ -296,7 +296,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		return 0, err
 	}
 	if l.group != nil && len(opts) == 0 && batchable[e.Type] {
-		return l.group.append(e, body)
+		return l.group.append(ctx, e, body)
 	}
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
 	return l.publish(ctx, msg, e.ID, e, opts...)

@@ -1,6 +1,7 @@
 package projections_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 // Events that share a message of the log (a batch of group commit: one
@@ -82,7 +84,7 @@ func TestBatchedEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range h {
-				h[i].Seq = 0 // the sequences differ, by construction
+				h[i].Seq, h[i].Part = 0, 0 // the positions differ, by construction
 			}
 			v.Failed, v.History = append(v.Failed, f), append(v.History, h)
 		}
@@ -102,5 +104,65 @@ func TestBatchedEvents(t *testing.T) {
 		if last := batched[len(batched)-1].Seq; cursor != last {
 			t.Fatalf("cursor %d, want %d", cursor, last)
 		}
+	}
+}
+
+// messageLog is a log whose messages may be batches: it delivers whole
+// messages with from <= Seq <= to, one message per call.
+type messageLog []posture.Event
+
+func (l messageLog) Read(ctx context.Context, from, to uint64, fn func([]posture.Event) error) error {
+	for i := 0; i < len(l); {
+		j := i + 1
+		for j < len(l) && l[j].Seq == l[i].Seq {
+			j++
+		}
+		if s := l[i].Seq; s >= from && (to == 0 || s <= to) {
+			if err := fn(l[i:j]); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// A replay to a moment that falls between the events of a batch takes the
+// batch whole, so that reading on from its cursor (a backtest's window
+// after its start, a replayed directory served) misses none of it.
+func TestReplayToAMomentInsideABatch(t *testing.T) {
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	mk := func(p posture.Payload, seq uint64, part int, d time.Duration) posture.Event {
+		e := posture.MustEvent(p, at.Add(d))
+		e.ID, e.Seq, e.Part = fmt.Sprintf("ev-%d-%d", seq, part), seq, part
+		return e
+	}
+	denied := func(svc string) posture.Payload {
+		return posture.SessionDenied{IdentityID: "ident-a", APISessionID: "apis-a", ServiceID: svc, ServiceName: svc, Type: posture.Dial,
+			PolicyFailures: []posture.PolicyFailure{{PolicyID: "pol1", PolicyName: "p", Checks: []posture.CheckFailure{}}}}
+	}
+	log := messageLog{
+		mk(posture.Created[posture.Identity]{Entity: posture.Identity{ID: "ident-a", Name: "a", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}}, 1, 0, 0),
+		mk(denied("s1"), 2, 0, time.Second),
+		mk(denied("s2"), 2, 1, 3*time.Second),
+		mk(denied("s3"), 3, 0, 4*time.Second),
+	}
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	if _, err := s.ReplayTo(context.Background(), log, projections.Moment{At: at.Add(2 * time.Second)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Cursor(); c != 2 {
+		t.Fatalf("cursor after the moment: %d, want 2 (the batch whole)", c)
+	}
+	if err := log.Read(context.Background(), s.Cursor()+1, 0, s.Apply); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.FailedRequests("ident-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) != 3 {
+		t.Fatalf("%d failed requests after reading on, want 3: %+v", len(f), f)
 	}
 }

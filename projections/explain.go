@@ -155,7 +155,7 @@ func explainHistory(history []posture.HistoryEntry, apiSessionID string, policie
 	}
 	var related []posture.HistoryEntry
 	for _, h := range []*posture.HistoryEntry{mfa, wake, unlock} {
-		if h != nil && (len(related) == 0 || related[len(related)-1].Seq != h.Seq) {
+		if h != nil && (len(related) == 0 || related[len(related)-1].Seq != h.Seq || related[len(related)-1].Part != h.Part) {
 			related = append(related, *h)
 		}
 	}

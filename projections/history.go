@@ -121,6 +121,10 @@ func (tx *Tx) flushHistory() error {
 func (tx *Tx) appendHistory(out []byte, r historyRecord) ([]byte, error) {
 	out = append(out, `{"seq":`...)
 	out = strconv.AppendUint(out, tx.event.Seq, 10)
+	if tx.event.Part > 0 {
+		out = append(out, `,"part":`...)
+		out = strconv.AppendInt(out, int64(tx.event.Part), 10)
+	}
 	out = append(out, `,"at":"`...)
 	out = tx.event.At.AppendFormat(out, time.RFC3339Nano)
 	out = append(out, `","kind":`...)

@@ -97,6 +97,24 @@ func concerns(e posture.Event, identity string) bool {
 
 var errMomentReached = errors.New("moment reached")
 
+// Through returns how many of events, whole messages of the log in its
+// order, come before the first event after at, a message counted whole: a
+// batch of the log's (its events share a sequence) whose first event is at
+// or before at is in with all its events, which were committed together.
+// A store is never left in the middle of a message, which the events
+// read after its cursor could not complete.
+func Through(events []posture.Event, at time.Time) int {
+	for i, e := range events {
+		if e.At.After(at) {
+			for i > 0 && i < len(events) && events[i].Seq == events[i-1].Seq {
+				i++
+			}
+			return i
+		}
+	}
+	return len(events)
+}
+
 // ReplayTo applies the events of r after the store's cursor up to the
 // moment m, calling progress (when not nil) with the cursor after each
 // batch. It returns the number of events applied.
@@ -114,12 +132,7 @@ func (s *Store) ReplayTo(ctx context.Context, r Reader, m Moment, progress func(
 	onBatch := func(batch []posture.Event) error {
 		cut := len(batch)
 		if !m.At.IsZero() {
-			for i, e := range batch {
-				if e.At.After(m.At) {
-					cut = i
-					break
-				}
-			}
+			cut = Through(batch, m.At)
 		}
 		apply := batch[:cut]
 		if m.Identity != "" {

@@ -74,7 +74,10 @@ func (v View) DueWrites() uint64 { return v.s.DueWrites() }
 func (v View) Overlay(events []posture.Event) ([]posture.Transition, error) {
 	derived := []posture.Transition{}
 	v.tx.derived = &derived
-	defer func() { v.tx.derived = nil }()
+	// The count of the message's transitions goes on after the overlay
+	// (transitionKey): a batch's later events still follow its earlier.
+	counted := v.tx.transitions
+	defer func() { v.tx.derived, v.tx.transitions = nil, counted }()
 	for _, e := range events {
 		e.Seq = v.cursor
 		if err := apply(v.tx, e); err != nil {

@@ -25,9 +25,10 @@ import (
 var transitionPrefix = []byte("t/")
 
 // transitionKey is the key of the n-th transition derived from the message
-// at seq (its events', in order, for a batch of the log's).
+// at seq (its events', in order, for a batch of the log's). n has room for
+// a model change that moves every identity of a large fleet.
 func transitionKey(seq uint64, n int) []byte {
-	return []byte(fmt.Sprintf("t/%020d/%04d", seq, n))
+	return []byte(fmt.Sprintf("t/%020d/%09d", seq, n))
 }
 
 // transition queues a transition derived from the event being applied,

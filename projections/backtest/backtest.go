@@ -291,12 +291,7 @@ func (r *run) run(ctx context.Context) error {
 	err = r.log.Read(ctx, start+1, last, func(batch []posture.Event) error {
 		cut := len(batch)
 		if !r.opts.Until.IsZero() {
-			for i, e := range batch {
-				if e.At.After(r.opts.Until) {
-					cut = i
-					break
-				}
-			}
+			cut = projections.Through(batch, r.opts.Until)
 		}
 		if cut > 0 {
 			if err := r.batch(batch[:cut]); err != nil {
