@@ -61,8 +61,8 @@ type committer struct {
 	// beforePublish, when set (tests), runs before each publish.
 	beforePublish func()
 	mu            sync.Mutex
-	busy  bool       // a publish is in flight
-	queue []*pending // appends waiting for the next publish
+	busy          bool       // a publish is in flight
+	queue         []*pending // appends waiting for the next publish
 }
 
 // pending is an append waiting in a committer.
