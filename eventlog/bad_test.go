@@ -154,10 +154,10 @@ func TestBadEventKinds(t *testing.T) {
 		{"invalid payload", "skip.1", `{"id":"e1","type":"event.skipped","subject":"skip.1","data":{"seq":1}}`, "invalid event.skipped payload: reason is required"},
 		// Batches (group commit).
 		{"a batch not an array", "batch", `{"id":"x"}`, "not a JSON array"},
-		{"a batch of one event", "batch", rawBatch(recorded("a", 1)), "a batch of 1 events"},
+		{"a batch of one event", "batch", rawBatch(recorded("a", 1)), "at least 2 events, this one 1"},
 		{"a batch not of objects", "batch", `[1,2]`, "is not a JSON object"},
 		{"a batch with a type never batched", "batch", rawBatch(recorded("a", 1), posture.MustEvent(posture.ConfigChanged{}, time.Now())),
-			"config.changed event, which is never batched"},
+			"of type config.changed, which is never batched"},
 		{"a batch with an event without envelope", "batch", strings.TrimSuffix(rawBatch(recorded("a", 1)), "]") + `,{"hello":"world"}]`, "event 1 of the batch"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -209,7 +209,7 @@ func decodeBatch(subject string, data []byte, seq uint64, stored time.Time) ([]p
 		return bad("a batch that is not a JSON array: " + err.Error())
 	}
 	if len(raw) < 2 {
-		return bad(fmt.Sprintf("a batch of %d events (at least 2)", len(raw)))
+		return bad(fmt.Sprintf("a batch holds at least 2 events, this one %d", len(raw)))
 	}
 	events := make([]posture.Event, len(raw))
 	for i, r := range raw {
@@ -224,7 +224,7 @@ func decodeBatch(subject string, data []byte, seq uint64, stored time.Time) ([]p
 			return bad(fmt.Sprintf("event %d of the batch: %v", i, err))
 		}
 		if !batchable[e.Type] {
-			return bad(fmt.Sprintf("event %d of the batch is a %s event, which is never batched", i, e.Type))
+			return bad(fmt.Sprintf("event %d of the batch is of type %s, which is never batched", i, e.Type))
 		}
 		if err := checkPayload(e); err != nil {
 			return bad(fmt.Sprintf("event %d of the batch: %v", i, err))

@@ -144,7 +144,7 @@ func TestCheckpointsVerify(t *testing.T) {
 	if v.Covered < 20 || v.Checkpoints < 4 || v.Messages != v.Last || v.Last < last {
 		t.Fatalf("untouched log: %+v", v)
 	}
-	if !strings.HasPrefix(v.Summary(), "OK: verified events 1..") {
+	if !strings.HasPrefix(v.Summary(), "OK: verified messages 1..") {
 		t.Errorf("summary %q", v.Summary())
 	}
 

@@ -3,7 +3,6 @@ package eventlog
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,7 +13,9 @@ import (
 // ReadSubjects is Read narrowed to the events on some subjects: those with
 // from <= seq <= to (to == 0: the newest event when the call starts) whose
 // subject matches one of subjects (NATS patterns relative to the log, such
-// as "model", "posture.<identity>" or "skip.>"), in order. The server
+// as "model", "posture.<identity>" or "skip.>"), in order, and every
+// batch of group commit whole (a message is one: its events on other
+// subjects are the caller's to pass over). The server
 // filters, so the events passed over cost nothing here. A message that is
 // not an event stops it with a *BadEventError, skip decisions or not: the
 // caller reads that stretch with Read, which knows them.
@@ -30,8 +31,8 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 	if from > to {
 		return nil
 	}
-	// Batches (batch.go) hold events of any identity: they are read
-	// too, and their events filtered here.
+	// Batches (batch.go) hold events of any subject: every batch is
+	// read, and delivered whole (see above).
 	filters := make([]string, len(subjects), len(subjects)+1)
 	for i, s := range subjects {
 		filters[i] = l.prefix + s
@@ -90,11 +91,7 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 			if err != nil {
 				return err
 			}
-			for _, e := range events {
-				if len(events) == 1 || matchesAny(subjects, e.Subject) {
-					batch = append(batch, e)
-				}
-			}
+			batch = append(batch, events...)
 			done = md.Sequence.Stream == to
 		}
 		if err := msgs.Error(); err != nil && ctx.Err() == nil {
@@ -117,32 +114,4 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 		}
 	}
 	return nil
-}
-
-// matchesAny says whether subject matches one of the NATS patterns.
-func matchesAny(patterns []string, subject string) bool {
-	for _, p := range patterns {
-		if matchSubject(p, subject) {
-			return true
-		}
-	}
-	return false
-}
-
-// matchSubject says whether subject matches the NATS pattern: tokens
-// separated by dots, "*" for one token, a final ">" for one or more.
-func matchSubject(pattern, subject string) bool {
-	for {
-		pt, prest, pmore := strings.Cut(pattern, ".")
-		st, srest, smore := strings.Cut(subject, ".")
-		switch {
-		case pt == ">":
-			return !pmore && st != ""
-		case pt != "*" && pt != st:
-			return false
-		case !pmore || !smore:
-			return pmore == smore
-		}
-		pattern, subject = prest, srest
-	}
 }

@@ -132,9 +132,9 @@ func (v *Verification) Summary() string {
 	}
 	covered := "no checkpoint yet"
 	if v.Covered > 0 {
-		covered = fmt.Sprintf("verified events 1..%d in %d checkpoints", v.Covered, v.Checkpoints)
+		covered = fmt.Sprintf("verified messages 1..%d in %d checkpoints", v.Covered, v.Checkpoints)
 	}
-	return fmt.Sprintf("OK: %s, %d events after the last checkpoint not yet covered%s", covered, v.Uncovered, head)
+	return fmt.Sprintf("OK: %s, %d messages after the last checkpoint not yet covered%s", covered, v.Uncovered, head)
 }
 
 // Verify reads the whole log as it is stored and checks it against its

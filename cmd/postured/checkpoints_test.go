@@ -76,7 +76,7 @@ func TestAuditVerifyDeleted(t *testing.T) {
 		ca := filepath.Join(dir, "pki", "ca.pem")
 		out, err := command(t, "audit", "verify", "--nats-url", "tls://"+cfg.NatsListen, "--nats-tls-ca", ca,
 			"--nats-nkey", filepath.Join(dir, "nats", "creds", "auditor.nk"), "--ca", ca)
-		if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
+		if err != nil || !strings.HasPrefix(out, "OK: verified messages 1..") {
 			t.Fatalf("untouched log, as the auditor: %v\n%s", err, out)
 		}
 		t.Log(strings.TrimSpace(out))
@@ -110,7 +110,7 @@ func TestAuditVerifyRepublished(t *testing.T) {
 	t.Run("history", func(t *testing.T) { _, seq = checkpointedNode(t, defaultTestConfig(dir)) }) // stopped when it returns
 
 	out, err := command(t, "audit", "verify", "--data-dir", dir)
-	if err != nil || !strings.HasPrefix(out, "OK: verified events 1..") {
+	if err != nil || !strings.HasPrefix(out, "OK: verified messages 1..") {
 		t.Fatalf("untouched log: %v\n%s", err, out)
 	}
 

@@ -287,7 +287,7 @@ type badLine struct {
 type tailLine struct {
 	posture.Event
 	Seq  uint64 `json:"seq"`
-	Part int    `json:"part,omitempty"` // the event's index in a batch (group commit)
+	Part int    `json:"part"` // the event's index in its message: 0 alone or first of a batch (group commit)
 }
 
 // aboutIdentity reports whether an event concerns an identity: its subject

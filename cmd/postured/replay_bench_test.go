@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +20,12 @@ import (
 // over the identities a different twentieth of them reports an OS version
 // that fails the check, so one submission in ten changes a verdict), one
 // activity record and one session.
-func replayLog(b testing.TB, total int) *eventlog.Log {
+func replayLog(b testing.TB, total int) *eventlog.Log { return replayLogIn(b, total, 1) }
+
+// replayLogIn is replayLog with the posture submissions, activity records
+// and sessions in batches of up to batch events (a batch of group commit,
+// written as it writes them), and the model's events alone.
+func replayLogIn(b testing.TB, total, batch int) *eventlog.Log {
 	ctx := context.Background()
 	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(b.TempDir(), "nats")})
 	if err != nil {
@@ -64,24 +68,40 @@ func replayLog(b testing.TB, total int) *eventlog.Log {
 		}
 	}
 	events = events[:total]
-	// Appended in order (sequences are the history), 64 at a time.
-	var wg sync.WaitGroup
-	var failed atomic.Bool
-	for start := 0; start < len(events); start += 64 {
-		end := min(start+64, len(events))
-		batch := make([]posture.Event, end-start)
-		for i := range batch {
-			batch[i] = posture.MustEvent(events[start+i], at.Add(time.Duration(start+i)*time.Millisecond))
-		}
-		// Order within the group does not matter for the benchmark's
-		// cost, but keep it: append one by one.
-		for _, e := range batch {
-			if _, err := l.Append(ctx, e); err != nil && !failed.Swap(true) {
+	// Appended in order (sequences are the history).
+	var group []posture.Event // a batch's events
+	flush := func() {
+		if len(group) == 1 {
+			if _, err := l.Append(ctx, group[0]); err != nil {
+				b.Fatal(err)
+			}
+		} else if len(group) > 1 {
+			data, err := json.Marshal(group)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := l.JetStream().Publish(ctx, "postured.batch", data); err != nil {
 				b.Fatal(err)
 			}
 		}
+		group = group[:0]
 	}
-	wg.Wait()
+	for i, p := range events {
+		group = append(group, posture.MustEvent(p, at.Add(time.Duration(i)*time.Millisecond)))
+		switch p.(type) {
+		case posture.PostureRecorded, posture.SessionCreated, posture.APISessionTouched: // batched
+			if len(group) < batch {
+				continue
+			}
+		default: // alone
+			last := group[len(group)-1]
+			group = group[:len(group)-1]
+			flush()
+			group = append(group, last)
+		}
+		flush()
+	}
+	flush()
 	return l
 }
 
