@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,8 +16,8 @@ import (
 // subject matches one of subjects (NATS patterns relative to the log, such
 // as "model", "posture.<identity>" or "skip.>"), in order, and every
 // batch of group commit whole (a message is one: its events on other
-// subjects are the caller's to pass over). The server
-// filters, so the events passed over cost nothing here. A message that is
+// subjects are the caller's to pass over). The server filters, so the
+// other messages cost nothing here. A message that is
 // not an event stops it with a *BadEventError, skip decisions or not: the
 // caller reads that stretch with Read, which knows them.
 func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []string, fn func([]posture.Event) error) error {
@@ -37,7 +38,9 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 	for i, s := range subjects {
 		filters[i] = l.prefix + s
 	}
-	filters = append(filters, l.prefix+batchSubject)
+	if !slices.Contains(subjects, ">") && !slices.Contains(subjects, batchSubject) { // filters may not overlap
+		filters = append(filters, l.prefix+batchSubject)
+	}
 	// An ephemeral consumer counts at creation the messages it will
 	// deliver, which tells when the read is complete.
 	cons, err := l.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
