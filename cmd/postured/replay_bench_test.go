@@ -109,11 +109,17 @@ func replayLogIn(b testing.TB, total, batch int) *eventlog.Log {
 // fresh Pebble directory and reports events per second ("rebuild"). Its two
 // halves are measured alone: "read", the log read and decoded with nothing
 // applied, and "apply", the decoded events applied from memory.
+// BenchmarkReplayBatched is the same on a log written by group commit
+// (the facts in batches of 16).
 //
 //	go test -run '^$' -bench Replay -benchtime 3x ./cmd/postured/
-func BenchmarkReplay(b *testing.B) {
+func BenchmarkReplay(b *testing.B) { benchmarkReplay(b, 1) }
+
+func BenchmarkReplayBatched(b *testing.B) { benchmarkReplay(b, 16) }
+
+func benchmarkReplay(b *testing.B, batch int) {
 	const total = 100_000
-	l := replayLog(b, total)
+	l := replayLogIn(b, total, batch)
 	ctx := context.Background()
 	b.Run("read", func(b *testing.B) {
 		var rate, cores float64
