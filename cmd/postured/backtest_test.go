@@ -335,15 +335,8 @@ func snapshotScenario(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	live, err := projections.Open(projections.Options{Dir: filepath.Join(t.TempDir(), "projections")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	live, snaps := openLiveAndSnapshots(t, filepath.Join(dir, "snapshots"), 1000)
 	defer live.Close()
-	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(dir, "snapshots"), Keep: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	last, err := l.LastSeq(ctx)
 	if err != nil {
 		t.Fatal(err)

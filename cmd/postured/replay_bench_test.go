@@ -87,19 +87,17 @@ func replayLogIn(b testing.TB, total, batch int) *eventlog.Log {
 		group = group[:0]
 	}
 	for i, p := range events {
-		group = append(group, posture.MustEvent(p, at.Add(time.Duration(i)*time.Millisecond)))
+		e := posture.MustEvent(p, at.Add(time.Duration(i)*time.Millisecond))
 		switch p.(type) {
 		case posture.PostureRecorded, posture.SessionCreated, posture.APISessionTouched: // batched
-			if len(group) < batch {
-				continue
+			if group = append(group, e); len(group) >= batch {
+				flush()
 			}
 		default: // alone
-			last := group[len(group)-1]
-			group = group[:len(group)-1]
 			flush()
-			group = append(group, last)
+			group = append(group, e)
+			flush()
 		}
-		flush()
 	}
 	flush()
 	return l

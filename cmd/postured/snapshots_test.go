@@ -17,6 +17,23 @@ import (
 	"github.com/seed-0809debe/posture/projections"
 )
 
+// openLiveAndSnapshots opens a fresh projection, in a directory of its own,
+// and the snapshots kept in snapDir (keep 0: the default number); the
+// caller closes the projection.
+func openLiveAndSnapshots(t *testing.T, snapDir string, keep int) (*projections.Store, *projections.Snapshots) {
+	t.Helper()
+	live, err := projections.Open(projections.Options{Dir: filepath.Join(t.TempDir(), "projections")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: snapDir, Keep: keep})
+	if err != nil {
+		live.Close()
+		t.Fatal(err)
+	}
+	return live, snaps
+}
+
 // TestPastMomentsFromSnapshotsEqualFullReplay rebuilds the recorded ops
 // scenario (an OS check failing and passing, MFA, a wake and the deadline
 // at the end of its grace) at many moments, from snapshots taken every
@@ -27,16 +44,8 @@ import (
 func TestPastMomentsFromSnapshotsEqualFullReplay(t *testing.T) {
 	l, rec := loadScenario(t)
 	ctx := t.Context()
-	dir := t.TempDir()
-	live, err := projections.Open(projections.Options{Dir: filepath.Join(dir, "projections")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	live, snaps := openLiveAndSnapshots(t, filepath.Join(t.TempDir(), "snapshots"), 8)
 	defer live.Close()
-	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(dir, "snapshots"), Keep: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
 	last, err := l.LastSeq(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -140,16 +149,8 @@ func TestNarrowedPastMomentsEqualFullReplay(t *testing.T) {
 
 func narrowedPastMoments(t *testing.T, l *eventlog.Log) {
 	ctx := t.Context()
-	dir := t.TempDir()
-	live, err := projections.Open(projections.Options{Dir: filepath.Join(dir, "projections")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	live, snaps := openLiveAndSnapshots(t, filepath.Join(t.TempDir(), "snapshots"), 0)
 	defer live.Close()
-	snaps, err := projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(dir, "snapshots")})
-	if err != nil {
-		t.Fatal(err)
-	}
 	last, err := l.LastSeq(ctx)
 	if err != nil {
 		t.Fatal(err)
