@@ -29,7 +29,7 @@ type cli struct {
 	Version    versionCmd                `cmd:"" help:"Print the version and the VCS revision."`
 	Completion kongcompletion.Completion `cmd:"" help:"Print a shell completion script (bash, zsh or fish) and how to install it."`
 
-	ShowVersion kong.VersionFlag `name:"version" help:"Print the version and the VCS revision, and exit."`
+	ShowVersion kong.VersionFlag `name:"version" env:"-" help:"Print the version and the VCS revision, and exit."`
 }
 
 // streams are where a command writes its output and its messages.

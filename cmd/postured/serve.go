@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,9 @@ type reported struct{ error }
 func (r reported) Unwrap() error { return r.error }
 
 func (s *serveCmd) Run(ctx context.Context, st streams) error {
+	if err := s.validate(); err != nil {
+		return usageError{err}
+	}
 	s.stderr = st.err
 	log := s.logger()
 	err := s.serve(ctx, log)
@@ -166,11 +170,47 @@ const (
 	serveHeap    = 512 << 20
 )
 
+// validate checks the values of the command line before anything is
+// opened: a value out of range is named, never replaced by a default.
+func (s *serveCmd) validate() error {
+	switch {
+	case s.Pprof && s.MetricsListen == "":
+		return errors.New("--pprof serves the profiles on --metrics-listen: set it too")
+	case len(s.NatsURL) > 0 && s.NatsListen != "":
+		return errors.New("--nats-listen opens the embedded NATS server, which --nats-url replaces: use one of them")
+	case s.APISessionTimeout < time.Second:
+		return errors.New("--api-session-timeout must be at least 1s")
+	case s.MFAGrace < time.Second:
+		return errors.New("--mfa-grace must be at least 1s")
+	case s.ReadTimeout < 0 || s.WriteTimeout < 0 || s.IdleTimeout < 0 || s.MaxConnections < 0 || s.MaxConnsPerSource < 0:
+		return errors.New("--read-timeout, --write-timeout, --idle-timeout, --max-connections and --max-connections-per-source may not be negative")
+	case s.WebhookTimeout <= 0 || s.WebhookBackoff <= 0 || s.WebhookGiveUp <= 0:
+		return errors.New("--webhook-timeout, --webhook-backoff and --webhook-give-up must be positive")
+	case s.WebhookMaxBackoff < s.WebhookBackoff:
+		return errors.New("--webhook-max-backoff may not be under --webhook-backoff")
+	case s.StreamReplicas < 1 || s.StreamReplicas > 5:
+		return fmt.Errorf("--stream-replicas must be 1 to 5 (JetStream's most), not %d", s.StreamReplicas)
+	case s.CheckpointEvery < 1 || s.CheckpointEvery > eventlog.MaxCheckpointEvents:
+		return fmt.Errorf("--checkpoint-every must be 1 to %d events, not %d", eventlog.MaxCheckpointEvents, s.CheckpointEvery)
+	case s.CheckpointInterval <= 0 || s.SnapshotInterval <= 0:
+		return errors.New("--checkpoint-interval and --snapshot-interval must be positive")
+	case s.SnapshotEvery < 1 || s.SnapshotsKeep < 1 || s.PastMoments < 1:
+		return errors.New("--snapshot-every, --snapshots-keep and --past-moments must be at least 1")
+	}
+	if _, err := api.ParseCIDRs(s.TrustedProxies); err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if s.Advertise != "" {
+		host, port, err := net.SplitHostPort(s.Advertise)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("--advertise %q: want host:port, as clients reach this node (postured.example.com:1280)", s.Advertise)
+		}
+	}
+	return nil
+}
+
 // serve runs the node until ctx ends.
 func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
-	if s.Pprof && s.MetricsListen == "" {
-		return errors.New("--pprof serves the profiles on --metrics-listen: set it too")
-	}
 	defer serveGC()()
 	// The listener comes first so that --listen :0 knows its port before
 	// the server certificate is issued for it.
@@ -359,21 +399,9 @@ type node struct {
 // projection consumer. Until ready, the node serves the probes and the
 // metrics, and answers 503 to everything else.
 func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Logger) (_ *node, err error) {
-	if s.APISessionTimeout < time.Second {
-		return nil, fmt.Errorf("--api-session-timeout must be at least 1s")
-	}
-	if s.MFAGrace < time.Second {
-		return nil, fmt.Errorf("--mfa-grace must be at least 1s")
-	}
-	if s.ReadTimeout < 0 || s.WriteTimeout < 0 || s.IdleTimeout < 0 || s.MaxConnections < 0 || s.MaxConnsPerSource < 0 {
-		return nil, fmt.Errorf("--read-timeout, --write-timeout, --idle-timeout, --max-connections and --max-connections-per-source may not be negative")
-	}
-	trusted, err := api.ParseCIDRs(s.TrustedProxies)
+	trusted, err := api.ParseCIDRs(s.TrustedProxies) // validate checked the command line's
 	if err != nil {
 		return nil, fmt.Errorf("--trusted-proxies: %w", err)
-	}
-	if len(s.NatsURL) > 0 && s.NatsListen != "" {
-		return nil, errors.New("--nats-listen opens the embedded NATS server, which --nats-url replaces: use one of them")
 	}
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", s.DataDir, err)
@@ -440,9 +468,6 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		DiskReserve: (s.DiskReserveMiB << 20) / 2})
 	if err != nil {
 		return nil, err
-	}
-	if s.SnapshotsKeep < 0 || s.PastMoments < 0 || s.SnapshotInterval < 0 {
-		return nil, errors.New("--snapshot-interval, --snapshots-keep and --past-moments may not be negative")
 	}
 	if n.snapshots, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(s.DataDir, "snapshots"),
 		Keep: s.SnapshotsKeep, Every: s.SnapshotEvery, Interval: s.SnapshotInterval, MaxOpen: s.PastMoments,

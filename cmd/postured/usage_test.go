@@ -37,6 +37,16 @@ func TestUsageErrors(t *testing.T) {
 			`--at "yesterday": want an RFC 3339 time (2026-11-22T10:32:00Z, 2026-11-22T11:32:00+01:00) or a duration from now (-2h, -30m)`, "postured explain"},
 		{[]string{"audit", "identity", "i", "--since", "22/11/2026", data}, `--since "22/11/2026": want an RFC 3339 time`, "postured audit identity"},
 		{[]string{"replay", "--out", t.TempDir(), "--until", "10:32", data}, `--until "10:32": want an RFC 3339 time`, "postured replay"},
+		// serve's values are checked before anything is opened, and none
+		// silently stands for a default.
+		{[]string{"serve", "--api-session-timeout", "0s", data}, "--api-session-timeout must be at least 1s", "postured serve"},
+		{[]string{"serve", "--trusted-proxies", "notanip", data}, `--trusted-proxies: "notanip"`, "postured serve"},
+		{[]string{"serve", "--checkpoint-every", "60000", data}, "--checkpoint-every must be 1 to 50000 events, not 60000", "postured serve"},
+		{[]string{"serve", "--checkpoint-every", "0", data}, "--checkpoint-every must be 1 to 50000 events, not 0", "postured serve"},
+		{[]string{"serve", "--past-moments", "0", data}, "--past-moments must be at least 1", "postured serve"},
+		{[]string{"serve", "--stream-replicas", "0", data}, "--stream-replicas must be 1 to 5", "postured serve"},
+		{[]string{"serve", "--advertise", "nohostport", data}, `--advertise "nohostport": want host:port`, "postured serve"},
+		{[]string{"serve", "--webhook-max-backoff", "1s", data}, "--webhook-max-backoff may not be under --webhook-backoff", "postured serve"},
 	} {
 		code, stdout, stderr := runMain(t, c.args...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
@@ -45,6 +55,12 @@ func TestUsageErrors(t *testing.T) {
 			lines[1] != "Run '"+c.cmd+" --help' for usage." {
 			t.Errorf("postured %q: exit %d, stdout %q, stderr:\n%s\nwant exit 2, %q and the hint for %q", c.args, code, stdout, stderr, c.error, c.cmd)
 		}
+	}
+	// POSTURED_<FLAG> sets flags, but not --version: a POSTURED_VERSION in
+	// a service's environment does not turn serve into printing a version.
+	t.Setenv("POSTURED_VERSION", "1.4.0")
+	if code, stdout, stderr := runMain(t, "serve", "--past-moments", "0", data); code != exitUsage || stdout != "" || !strings.Contains(stderr, "--past-moments") {
+		t.Errorf("serve with POSTURED_VERSION set: exit %d, %q %q", code, stdout, stderr)
 	}
 	// Help is asked for: all of it, on stdout, exit 0.
 	if code, stdout, _ := runMain(t, "explain", "--help"); code != 0 || !strings.Contains(stdout, "Usage: postured explain") || !strings.Contains(stdout, "--at=STRING") {
