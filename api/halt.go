@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -74,14 +75,41 @@ func (h *Halt) blocking(seq uint64) (<-chan struct{}, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.seq != 0 && h.seq <= seq {
-		return nil, &posture.Error{Code: posture.CodeUnavailable, Message: fmt.Sprintf(
-			"this node's projection is stopped at sequence %d, a message of the log that is not an event, until an operator decides; "+
-				"what was written is in the log and will be applied then", h.seq)}
+		return nil, haltedAnswer(h.seq, true)
 	}
 	if h.stopped == nil {
 		h.stopped = make(chan struct{})
 	}
 	return h.stopped, nil
+}
+
+// haltedAnswer is the answer to a request held up by the consumer stopped
+// at seq: written says whether the request's events are in the log.
+func haltedAnswer(seq uint64, written bool) error {
+	what := "what was written is in the log and will be applied then"
+	if !written {
+		what = "nothing of this request was written: send it again once the projection goes on"
+	}
+	return &posture.Error{Code: posture.CodeUnavailable, Err: haltedError{seq}, Message: fmt.Sprintf(
+		"this node's projection is stopped at sequence %d, a message of the log that is not an event, until an operator decides; %s", seq, what)}
+}
+
+// haltedError marks haltedAnswer's errors.
+type haltedError struct{ seq uint64 }
+
+func (e haltedError) Error() string {
+	return fmt.Sprintf("the projection is stopped at sequence %d", e.seq)
+}
+
+// unwrittenHalt is err, or, when err is a stopped consumer's answer, that
+// answer for a request that wrote nothing: a wait before a write (a change
+// catching up with the state it decides on) is held up as a write's wait is.
+func unwrittenHalt(err error) error {
+	var h haltedError
+	if errors.As(err, &h) {
+		return haltedAnswer(h.seq, false)
+	}
+	return err
 }
 
 // StoppableBarrier is a Barrier whose wait also ends, with

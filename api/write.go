@@ -117,10 +117,20 @@ type Change struct {
 // as "this name is free" or "this code is unused" hold across requests and
 // across nodes. It returns once the projection has applied the change.
 func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
+	// wrote: some of the change's events are in the log (a chain can lose
+	// its race after its first event), so a stopped projection's answer
+	// must not say that nothing was written.
+	wrote := false
+	unwritten := func(err error) error {
+		if wrote {
+			return err
+		}
+		return unwrittenHalt(err)
+	}
 	for range maxConflicts {
 		expect, err := ch.Expect(ctx)
 		if err != nil {
-			return err
+			return unwritten(err)
 		}
 		payloads, err := ch.Decide()
 		if err != nil || len(payloads) == 0 {
@@ -130,11 +140,13 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 			return fmt.Errorf("a change of %s cannot start with %s (subject %s)", ch.Subject, payloads[0].EventType(), payloads[0].Subject())
 		}
 		var seq uint64
+		var n int
 		if ch.Chain {
-			seq, err = w.appendChain(ctx, st, ch.Subject, payloads, expect)
+			seq, n, err = w.appendChain(ctx, st, ch.Subject, payloads, expect)
 		} else {
-			seq, err = w.appendAfter(ctx, st, payloads, expect)
+			seq, n, err = w.appendAfter(ctx, st, payloads, expect)
 		}
+		wrote = wrote || n > 0
 		if posture.CodeOf(err) == posture.CodeConflict {
 			// Catch up with the change that won, then decide again.
 			last, lerr := w.Log.LastSubjectSeq(ctx, ch.Subject)
@@ -142,7 +154,7 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 				return lerr
 			}
 			if err := w.Barrier.WaitFor(ctx, last); err != nil {
-				return err
+				return unwritten(err)
 			}
 			continue
 		}
@@ -155,13 +167,12 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 }
 
 // appendAfter appends the first event if the last of its subject is
-// expect, then the others unconditionally.
-func (w *Writer) appendAfter(ctx context.Context, st Stamp, payloads []posture.Payload, expect uint64) (uint64, error) {
-	var seq uint64
+// expect, then the others unconditionally. n is how many it appended.
+func (w *Writer) appendAfter(ctx context.Context, st Stamp, payloads []posture.Payload, expect uint64) (seq uint64, n int, err error) {
 	for i, p := range payloads {
 		e, err := w.Event(st, p)
 		if err != nil {
-			return 0, err
+			return 0, n, err
 		}
 		if i == 0 {
 			seq, err = w.Log.AppendIfLast(ctx, e, expect)
@@ -169,26 +180,27 @@ func (w *Writer) appendAfter(ctx context.Context, st Stamp, payloads []posture.P
 			seq, err = w.Log.Append(ctx, e)
 		}
 		if err != nil {
-			return 0, err
+			return 0, n, err
 		}
+		n++
 	}
-	return seq, nil
+	return seq, n, nil
 }
 
-func (w *Writer) appendChain(ctx context.Context, st Stamp, subject string, payloads []posture.Payload, expect uint64) (uint64, error) {
-	var seq uint64
+func (w *Writer) appendChain(ctx context.Context, st Stamp, subject string, payloads []posture.Payload, expect uint64) (seq uint64, n int, err error) {
 	for _, p := range payloads {
 		if p.Subject() != subject {
-			return 0, fmt.Errorf("a change of %s cannot carry %s (subject %s)", subject, p.EventType(), p.Subject())
+			return 0, n, fmt.Errorf("a change of %s cannot carry %s (subject %s)", subject, p.EventType(), p.Subject())
 		}
 		e, err := w.Event(st, p)
 		if err != nil {
-			return 0, err
+			return 0, n, err
 		}
 		if seq, err = w.Log.AppendIfLast(ctx, e, expect); err != nil {
-			return 0, err
+			return 0, n, err
 		}
 		expect = seq
+		n++
 	}
-	return seq, nil
+	return seq, n, nil
 }

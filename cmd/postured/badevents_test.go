@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -85,11 +86,18 @@ func TestBadEventStopsEveryNodeUntilSkipped(t *testing.T) {
 		}
 	}
 
-	// A write waits for no projection that cannot move: 503 at once.
+	// A write waits for no projection that cannot move: 503 at once. A
+	// model change decides on the state after the bad message, so it is
+	// not written, and says so.
 	r := a.do(t, http.MethodPost, mgmt+"/services", admin, map[string]any{"name": "during"})
 	if _, e := r.envelope(t); r.Status != http.StatusServiceUnavailable || e.Code != posture.CodeUnavailable ||
-		!strings.Contains(e.Message, fmt.Sprintf("stopped at sequence %d", bad)) {
-		t.Fatalf("a write while stopped: %d %s", r.Status, r.Body)
+		!strings.Contains(e.Message, fmt.Sprintf("stopped at sequence %d", bad)) || !strings.Contains(e.Message, "nothing of this request was written") {
+		t.Fatalf("a model change while stopped: %d %s", r.Status, r.Body)
+	}
+	// A log-in appends its API session before it waits: it is in the log.
+	r = a.do(t, http.MethodPost, mgmt+"/authenticate?method=password", "", map[string]any{"username": "admin", "password": testAdminPassword})
+	if _, e := r.envelope(t); r.Status != http.StatusServiceUnavailable || !strings.Contains(e.Message, "what was written is in the log") {
+		t.Fatalf("a log-in while stopped: %d %s", r.Status, r.Body)
 	}
 
 	// Readers of the log stop there too, and say what to do.
@@ -134,6 +142,11 @@ func TestBadEventStopsEveryNodeUntilSkipped(t *testing.T) {
 	}
 	admin = b.adminToken(t)
 	b.create(t, admin, "services", map[string]any{"name": "later", "roleAttributes": []string{"apps"}})
+	// The model change answered 503 while stopped was not made.
+	if r := b.do(t, http.MethodGet, mgmt+"/services?filter="+url.QueryEscape(`name="during"`), admin, nil); r.Status != http.StatusOK ||
+		!strings.Contains(string(r.Body), `"data":[]`) {
+		t.Fatalf("services after the decision: %d %s", r.Status, r.Body)
+	}
 
 	// Who skipped what and why.
 	out, err = command(t, "audit", "skips", nats, "--stream-replicas=3")
