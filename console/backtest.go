@@ -212,19 +212,20 @@ type Report struct {
 	} `json:"window"`
 	Changed bool `json:"changed"`
 	Totals  struct {
-		Decisions                int `json:"decisions"`
-		Granted                  int `json:"granted"`
-		Denied                   int `json:"denied"`
-		NewlyDenied              int `json:"newlyDenied"`
-		NewlyAllowed             int `json:"newlyAllowed"`
-		IdentitiesNewlyDenied    int `json:"identitiesNewlyDenied"`
-		IdentitiesNewlyAllowed   int `json:"identitiesNewlyAllowed"`
-		Transitions              int `json:"transitions"`
-		TransitionsUnchanged     int `json:"transitionsUnchanged"`
-		TransitionsOnlyRecorded  int `json:"transitionsOnlyRecorded"`
-		TransitionsOnlyCandidate int `json:"transitionsOnlyCandidate"`
-		RemovalsOnlyRecorded     int `json:"removalsOnlyRecorded"`
-		RemovalsOnlyCandidate    int `json:"removalsOnlyCandidate"`
+		Decisions                    int `json:"decisions"`
+		Granted                      int `json:"granted"`
+		Denied                       int `json:"denied"`
+		NewlyDenied                  int `json:"newlyDenied"`
+		NewlyAllowed                 int `json:"newlyAllowed"`
+		IdentitiesNewlyDenied        int `json:"identitiesNewlyDenied"`
+		IdentitiesNewlyAllowed       int `json:"identitiesNewlyAllowed"`
+		Transitions                  int `json:"transitions"`
+		TransitionsUnchanged         int `json:"transitionsUnchanged"`
+		TransitionsOnlyRecorded      int `json:"transitionsOnlyRecorded"`
+		TransitionsOfRefusedSessions int `json:"transitionsOfRefusedSessions"`
+		TransitionsOnlyCandidate     int `json:"transitionsOnlyCandidate"`
+		RemovalsOnlyRecorded         int `json:"removalsOnlyRecorded"`
+		RemovalsOnlyCandidate        int `json:"removalsOnlyCandidate"`
 	} `json:"totals"`
 	Services   []ReportImpact `json:"services"`
 	Checks     []ReportImpact `json:"checks"`

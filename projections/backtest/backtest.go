@@ -509,7 +509,8 @@ func (r *run) compare(base []posture.Transition) error {
 			continue
 		}
 		if t.Kind == posture.TransitionSessionRemoved && r.deniedSessions[t.SessionID] {
-			continue // the candidate never granted it
+			r.acc.refusedSessionTransition(t) // the candidate never granted it
+			continue
 		}
 		r.acc.transition(t, true, r.names(r.base))
 	}

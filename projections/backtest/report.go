@@ -21,8 +21,9 @@ type Report struct {
 	Changed bool   `json:"changed"`
 	Totals  Totals `json:"totals"`
 	// Services and Checks: how many identities and requests each would
-	// newly deny or newly allow (a check counts where it fails in the
-	// candidate's refusal, or failed in the recorded one).
+	// newly deny or newly allow (a check counts where it refuses in the
+	// candidate's refusal, or refused in the recorded one; a report-only
+	// check refuses nothing).
 	Services []Impact `json:"services"`
 	Checks   []Impact `json:"checks"`
 	// LostAccess: when each identity would first have lost access (a
@@ -30,7 +31,7 @@ type Report struct {
 	// kept), earliest first.
 	LostAccess []LostAccess `json:"lostAccess"`
 	// FailingValues: the values reported to the checks that refuse the
-	// newly denied requests, most identities first.
+	// newly denied requests (not report-only ones), most identities first.
 	FailingValues []FailingValue `json:"failingValues"`
 	// Changes: every changed decision and transition in log order, the
 	// evidence (at most Options.MaxChanges; ChangesOmitted counts the
@@ -62,12 +63,15 @@ type Totals struct {
 	IdentitiesNewlyDenied  int `json:"identitiesNewlyDenied"`
 	IdentitiesNewlyAllowed int `json:"identitiesNewlyAllowed"`
 	// Transitions derived from the log (policies passing and failing,
-	// sessions removed, grace and timeouts): the same under the candidate,
-	// only without it (recorded), only with it (candidate).
-	Transitions              int `json:"transitions"`
-	TransitionsUnchanged     int `json:"transitionsUnchanged"`
-	TransitionsOnlyRecorded  int `json:"transitionsOnlyRecorded"`
-	TransitionsOnlyCandidate int `json:"transitionsOnlyCandidate"`
+	// sessions removed, grace and timeouts), all those recorded: the same
+	// under the candidate, only without it (recorded), and the removals of
+	// sessions the candidate refused (counted with that refusal, not as
+	// changes of their own); and those only with the candidate.
+	Transitions                  int `json:"transitions"`
+	TransitionsUnchanged         int `json:"transitionsUnchanged"`
+	TransitionsOnlyRecorded      int `json:"transitionsOnlyRecorded"`
+	TransitionsOfRefusedSessions int `json:"transitionsOfRefusedSessions"`
+	TransitionsOnlyCandidate     int `json:"transitionsOnlyCandidate"`
 	// Sessions removed that the candidate would not remove, and sessions
 	// it would remove that were kept.
 	RemovalsOnlyRecorded  int `json:"removalsOnlyRecorded"`
@@ -241,20 +245,18 @@ func (a *accumulator) decision(d decision, n names) {
 		a.denied[d.identityID] = true
 		svc.denied.add(d.identityID)
 		c.Failures = d.failures
-		for _, f := range d.failures {
-			for _, cf := range f.Checks {
-				impact(a.checks, cf.PostureCheckID, cf.PostureCheckName, string(cf.PostureCheckType)).denied.add(d.identityID)
-				v := failingValue(cf)
-				key := cf.PostureCheckID + "\x00" + v
-				acc, ok := a.values[key]
-				if !ok {
-					acc = &valueAcc{check: FailingValue{CheckID: cf.PostureCheckID, CheckName: cf.PostureCheckName,
-						CheckType: string(cf.PostureCheckType), Value: v}}
-					a.values[key] = acc
-				}
-				acc.tally.add(d.identityID)
+		refusing(d.failures, func(cf posture.CheckFailure) {
+			impact(a.checks, cf.PostureCheckID, cf.PostureCheckName, string(cf.PostureCheckType)).denied.add(d.identityID)
+			v := failingValue(cf)
+			key := cf.PostureCheckID + "\x00" + v
+			acc, ok := a.values[key]
+			if !ok {
+				acc = &valueAcc{check: FailingValue{CheckID: cf.PostureCheckID, CheckName: cf.PostureCheckName,
+					CheckType: string(cf.PostureCheckType), Value: v}}
+				a.values[key] = acc
 			}
-		}
+			acc.tally.add(d.identityID)
+		})
 		a.lose(LostAccess{IdentityID: d.identityID, IdentityName: identity, At: d.at, Seq: d.seq,
 			ServiceID: d.serviceID, ServiceName: service, How: "request denied"})
 	} else {
@@ -262,17 +264,26 @@ func (a *accumulator) decision(d decision, n names) {
 		a.allowed[d.identityID] = true
 		svc.allowed.add(d.identityID)
 		c.Failures = d.recordedFailures
-		seen := map[string]bool{}
-		for _, f := range d.recordedFailures {
-			for _, cf := range f.Checks {
-				if !seen[cf.PostureCheckID] {
-					seen[cf.PostureCheckID] = true
-					impact(a.checks, cf.PostureCheckID, cf.PostureCheckName, string(cf.PostureCheckType)).allowed.add(d.identityID)
-				}
+		refusing(d.recordedFailures, func(cf posture.CheckFailure) {
+			impact(a.checks, cf.PostureCheckID, cf.PostureCheckName, string(cf.PostureCheckType)).allowed.add(d.identityID)
+		})
+	}
+	a.change(c)
+}
+
+// refusing calls fn once for each check that refuses a request in
+// failures: a check failing in several policies counts once, and a
+// report-only check refuses nothing (the request's failures still list it).
+func refusing(failures []posture.PolicyFailure, fn func(posture.CheckFailure)) {
+	seen := map[string]bool{}
+	for _, f := range failures {
+		for _, cf := range f.Checks {
+			if !cf.ReportOnly && !seen[cf.PostureCheckID] {
+				seen[cf.PostureCheckID] = true
+				fn(cf)
 			}
 		}
 	}
-	a.change(c)
 }
 
 func outcome(granted bool) string {
@@ -285,6 +296,13 @@ func outcome(granted bool) string {
 func (a *accumulator) sameTransition(posture.Transition) {
 	a.totals.Transitions++
 	a.totals.TransitionsUnchanged++
+}
+
+// refusedSessionTransition counts a recorded transition of a session the
+// candidate refused.
+func (a *accumulator) refusedSessionTransition(posture.Transition) {
+	a.totals.Transitions++
+	a.totals.TransitionsOfRefusedSessions++
 }
 
 // transition records a transition that only one side derived.
@@ -425,8 +443,8 @@ func (r *Report) WriteText(w io.Writer, limit int) error {
 	} else {
 		fmt.Fprintf(b, "Changed: %d events replayed; of %d session requests (%d granted, %d denied), %d would be newly denied (%d identities) and %d newly allowed (%d identities).\n",
 			r.Window.Events, t.Decisions, t.Granted, t.Denied, t.NewlyDenied, t.IdentitiesNewlyDenied, t.NewlyAllowed, t.IdentitiesNewlyAllowed)
-		fmt.Fprintf(b, "Transitions: %d recorded, %d unchanged, %d only recorded, %d only with the candidate; sessions removed: %d no longer, %d more.\n",
-			t.Transitions, t.TransitionsUnchanged, t.TransitionsOnlyRecorded, t.TransitionsOnlyCandidate, t.RemovalsOnlyRecorded, t.RemovalsOnlyCandidate)
+		fmt.Fprintf(b, "Transitions: %d recorded (%d unchanged, %d only recorded, %d of sessions the candidate refused), %d only with the candidate; sessions removed: %d no longer, %d more.\n",
+			t.Transitions, t.TransitionsUnchanged, t.TransitionsOnlyRecorded, t.TransitionsOfRefusedSessions, t.TransitionsOnlyCandidate, t.RemovalsOnlyRecorded, t.RemovalsOnlyCandidate)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
