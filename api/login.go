@@ -271,6 +271,9 @@ func (l *Login) Logout(c echo.Context) error {
 		return err
 	}
 	l.Auth.Forget(p.Session.ID)
+	// The session has ended: no expiry to announce.
+	c.Response().Header().Del("expiration-seconds")
+	c.Response().Header().Del("expires-at")
 	return Empty(c)
 }
 

@@ -194,7 +194,7 @@ func writeInspection(w io.Writer, in inspection) error {
 	case in.IsEvent && in.Events > 1:
 		fmt.Fprintf(w, "event:    yes, a batch of %d events\n", in.Events)
 	case in.IsEvent:
-		fmt.Fprintf(w, "event:    yes, a %s event\n", in.Type)
+		fmt.Fprintf(w, "event:    yes, of type %s\n", in.Type)
 	case in.Skip != nil:
 		fmt.Fprintf(w, "event:    no: %s\nskipped:  by %s at %s (decision at sequence %d): %s\n", in.Problem,
 			in.Skip.Actor, in.Skip.At.Format(time.RFC3339), in.Skip.DecisionSeq, in.Skip.Reason)

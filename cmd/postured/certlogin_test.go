@@ -380,8 +380,9 @@ func TestCertEphemeralSessionCertificates(t *testing.T) {
 	if err := json.Unmarshal(data, &created); err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	if r := n.do(t, http.MethodDelete, clientAPI+"/current-api-session", tok, nil); r.Status != http.StatusOK {
-		t.Fatalf("logout: %d %s", r.Status, r.Body)
+	if r := n.do(t, http.MethodDelete, clientAPI+"/current-api-session", tok, nil); r.Status != http.StatusOK ||
+		r.Header.Get("expires-at") != "" || r.Header.Get("expiration-seconds") != "" {
+		t.Fatalf("logout (it announces no expiry of the ended session): %d %v %s", r.Status, r.Header, r.Body)
 	}
 	if _, err := n.store.SessionCertificate(created.ID); !errors.Is(err, posture.ErrNotFound) {
 		t.Fatalf("certificate after logout: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -61,6 +62,9 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 	until, err := parseTime("until", a.Until, true, now)
 	if err != nil {
 		return err
+	}
+	if !since.IsZero() && !until.IsZero() && until.Before(since) {
+		return usageError{errors.New("--until is before --since")}
 	}
 	l, err := a.open(ctx)
 	if err != nil {
@@ -214,6 +218,16 @@ type eventsTailCmd struct {
 }
 
 func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
+	types := map[string]bool{}
+	for _, ty := range t.Type {
+		for _, x := range strings.Split(ty, ",") {
+			x = strings.TrimSpace(x)
+			if !slices.Contains(posture.EventTypes(), x) {
+				return usageError{fmt.Errorf("--type %q: not an event type (%s)", x, strings.Join(posture.EventTypes(), ", "))}
+			}
+			types[x] = true
+		}
+	}
 	l, err := t.open(ctx)
 	if err != nil {
 		return err
@@ -226,12 +240,6 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 			return err
 		}
 		from = last + 1
-	}
-	types := map[string]bool{}
-	for _, ty := range t.Type {
-		for _, x := range strings.Split(ty, ",") {
-			types[strings.TrimSpace(x)] = true
-		}
 	}
 	enc := json.NewEncoder(s.out)
 	enc.SetEscapeHTML(false)

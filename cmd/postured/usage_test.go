@@ -37,6 +37,9 @@ func TestUsageErrors(t *testing.T) {
 			`--at "yesterday": want an RFC 3339 time (2026-11-22T10:32:00Z, 2026-11-22T11:32:00+01:00) or a duration from now (-2h, -30m)`, "postured explain"},
 		{[]string{"audit", "identity", "i", "--since", "22/11/2026", data}, `--since "22/11/2026": want an RFC 3339 time`, "postured audit identity"},
 		{[]string{"replay", "--out", t.TempDir(), "--until", "10:32", data}, `--until "10:32": want an RFC 3339 time`, "postured replay"},
+		{[]string{"replay", "--to-seq", "10", "--until", "-1h", data}, "--to-seq and --until can't be used together", "postured replay"},
+		{[]string{"audit", "identity", "i", "--since", "2026-11-24T06:00:00Z", "--until", "2026-11-24T05:00:00Z", data}, "--until is before --since", "postured audit identity"},
+		{[]string{"events", "tail", "--type", "posture.recorded,no.such.type", data}, `--type "no.such.type": not an event type (`, "postured events tail"},
 		// serve's values are checked before anything is opened, and none
 		// silently stands for a default.
 		{[]string{"serve", "--api-session-timeout", "0s", data}, "--api-session-timeout must be at least 1s", "postured serve"},
