@@ -48,7 +48,7 @@ func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
 	lock, err := datadir.Acquire(f.DataDir)
 	var inUse *datadir.InUseError
 	if errors.As(err, &inUse) {
-		return nil, fmt.Errorf("%w: a running node owns it; ask the node instead: --nats-url nats://<host:port> "+
+		return nil, fmt.Errorf("%w: a running node owns it; ask the node instead: --nats-url tls://<host:port> "+
 			"if it was started with --nats-listen, or its management API", err)
 	}
 	if err != nil {
