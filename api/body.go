@@ -44,12 +44,55 @@ func DecodeBytes(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
+	if err := CheckDepth(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
 		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: parseMessage(err)}
 	}
-	if dec.More() {
-		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body holds more than one JSON value"}
+	return Rest(dec, data)
+}
+
+// MaxDepth is the deepest nesting of arrays and objects a body may have.
+// Free-form values (a config's data, a config type's schema) are stored
+// inside an event a few levels deeper, and an event must always decode:
+// the decoder's own limit is 10,000.
+const MaxDepth = 100
+
+// CheckDepth refuses a JSON document nested deeper than MaxDepth.
+func CheckDepth(data []byte) error {
+	depth, inString, escaped := 0, false, false
+	for _, b := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '[' || b == '{':
+			if depth++; depth > MaxDepth {
+				return &posture.Error{Code: posture.CodeCouldNotParseBody,
+					Message: fmt.Sprintf("the body is nested deeper than %d levels of arrays and objects", MaxDepth)}
+			}
+		case b == ']' || b == '}':
+			depth--
+		}
+	}
+	return nil
+}
+
+// Rest refuses anything but white space after the value dec decoded from
+// data ("{...}]" is not JSON).
+func Rest(dec *json.Decoder, data []byte) error {
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
+		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body is not valid JSON: more after the value"}
 	}
 	return nil
 }

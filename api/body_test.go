@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/seed-0809debe/posture"
@@ -27,6 +28,42 @@ func TestDecodeNamesJSONKinds(t *testing.T) {
 		var pe *posture.Error
 		if !errors.As(err, &pe) || pe.Code != posture.CodeCouldNotParseBody || pe.Message != want {
 			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}
+
+// TestDecodeRefusesWhatIsNotOneShallowValue: data after the value, and
+// nesting beyond MaxDepth (whose event, a few levels deeper, could not be
+// read back from the log), are refused; strings holding brackets are not
+// nesting.
+func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
+	deep := func(n int) string {
+		s := `{"data":`
+		for range n - 1 {
+			s += "["
+		}
+		for range n - 1 {
+			s += "]"
+		}
+		return s + "}"
+	}
+	for body, want := range map[string]string{
+		`{"name":"x1"}]`:       "the body is not valid JSON: more after the value",
+		`{"name":"x1"}}}`:      "the body is not valid JSON: more after the value",
+		`{"name":"x1"} {}`:     "the body is not valid JSON: more after the value",
+		deep(api.MaxDepth + 1): "the body is nested deeper than 100 levels of arrays and objects",
+	} {
+		var v map[string]any
+		err := api.DecodeBytes([]byte(body), &v)
+		var pe *posture.Error
+		if !errors.As(err, &pe) || pe.Code != posture.CodeCouldNotParseBody || pe.Message != want {
+			t.Errorf("%.40s: %v, want %q", body, err, want)
+		}
+	}
+	for _, body := range []string{deep(api.MaxDepth), `{"name":"[[[[{\"\\","more":"]]]"}` + " \n", `{"s":"` + strings.Repeat("[", 2*api.MaxDepth) + `"}`} {
+		var v map[string]any
+		if err := api.DecodeBytes([]byte(body), &v); err != nil {
+			t.Errorf("%.40s: %v", body, err)
 		}
 	}
 }

@@ -63,6 +63,13 @@ func ParseCandidate(store Store, body []byte, now time.Time) ([]posture.Payload,
 
 func decodeCandidate(body []byte) (candidateDoc, error) {
 	var doc candidateDoc
+	if err := api.CheckDepth(body); err != nil {
+		return doc, err
+	}
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		return doc, &posture.Error{Code: posture.CodeCouldNotParseBody,
+			Message: "the candidate must be a JSON object with postureChecks and servicePolicies (each with create, update, delete)"}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
@@ -74,10 +81,7 @@ func decodeCandidate(body []byte) (candidateDoc, error) {
 		return doc, &posture.Error{Code: posture.CodeCouldNotParseBody,
 			Message: "the candidate must be a JSON object with postureChecks and servicePolicies (each with create, update, delete): " + err.Error()}
 	}
-	if dec.More() {
-		return doc, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body holds more than one JSON value"}
-	}
-	return doc, nil
+	return doc, api.Rest(dec, body)
 }
 
 // at prefixes a body's error with its path in the document: the field of

@@ -313,6 +313,9 @@ func TestBacktestOverTheAPI(t *testing.T) {
 			http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "postureCheck"},
 		{"bad from", map[string]any{"from": "yesterday"},
 			http.StatusBadRequest, posture.CodeCouldNotValidate, "from", ""},
+		// A candidate is never empty by mistake.
+		{"null", "null", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "must be a JSON object"},
+		{"more after the object", "{}]", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "more after the value"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, c.body)
