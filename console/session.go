@@ -45,11 +45,29 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 			token = ck.Value
 		}
 		if r.Method == http.MethodPost {
-			form := r.PostFormValue(CSRFField)
-			if token == "" || subtle.ConstantTimeCompare([]byte(form), []byte(token)) != 1 {
-				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-				w.WriteHeader(http.StatusForbidden)
-				_, _ = io.WriteString(w, "The form's CSRF token is missing or wrong: reload the page and try again.\n")
+			// Without the cookie no form can be right: refused before its
+			// body is read. With it, the body is read up to maxForm.
+			if token == "" {
+				refuse(w, http.StatusForbidden, "The form's CSRF token is missing or wrong: reload the page and try again.")
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			err := r.ParseForm() // ParseMultipartForm drops its error on a form that is not multipart
+			if err == nil {
+				if err = r.ParseMultipartForm(maxForm); errors.Is(err, http.ErrNotMultipart) {
+					err = nil
+				}
+			}
+			if err != nil {
+				if errors.As(err, new(*http.MaxBytesError)) {
+					refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d MiB.", maxForm>>20))
+				} else {
+					refuse(w, http.StatusBadRequest, "The form could not be read.")
+				}
+				return
+			}
+			if subtle.ConstantTimeCompare([]byte(r.PostFormValue(CSRFField)), []byte(token)) != 1 {
+				refuse(w, http.StatusForbidden, "The form's CSRF token is missing or wrong: reload the page and try again.")
 				return
 			}
 		}
@@ -59,6 +77,17 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), csrfKey, token)))
 	})
+}
+
+// maxForm bounds a form's body: a backtest's candidate (at most the API's
+// 1 MiB) URL-encoded, with room.
+const maxForm = 4 << 20
+
+// refuse answers a form the console does not take, in plain text.
+func refuse(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
 }
 
 func csrfToken(r *http.Request) string { s, _ := r.Context().Value(csrfKey).(string); return s }

@@ -211,6 +211,11 @@ func TestConsolePages(t *testing.T) {
 	if p := b.do(http.MethodPost, "/console/sign-in", form); p.Status != http.StatusForbidden {
 		t.Fatalf("sign-in with a forged CSRF token: %d %s", p.Status, p.Body)
 	}
+	// A form's body is bounded (4 MiB), before anyone signed in.
+	form.Set("username", strings.Repeat("a", 5<<20))
+	if p := b.do(http.MethodPost, "/console/sign-in", form); p.Status != http.StatusRequestEntityTooLarge || !strings.Contains(p.Body, "larger than 4 MiB") {
+		t.Fatalf("a 5 MiB sign-in form: %d %.200s", p.Status, p.Body)
+	}
 	if b.sessionToken() != "" {
 		t.Fatal("a refused form set a session")
 	}
