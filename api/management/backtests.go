@@ -319,10 +319,10 @@ const maxBacktestWait = 60 * time.Second
 func (a *API) detailBacktest(c echo.Context) error {
 	if w := c.QueryParam("wait"); w != "" {
 		secs, err := strconv.ParseFloat(w, 64)
-		if err != nil || secs < 0 {
-			return posture.Invalid("wait", "must be a number of seconds", w)
+		if err != nil || !(secs >= 0 && secs <= maxBacktestWait.Seconds()) { // NaN is neither
+			return posture.Invalid("wait", fmt.Sprintf("must be a number of seconds from 0 to %.0f", maxBacktestWait.Seconds()), w)
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), min(time.Duration(secs*float64(time.Second)), maxBacktestWait))
+		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Duration(secs*float64(time.Second)))
 		defer cancel()
 		a.Backtests.Wait(ctx, c.Param("id"))
 	}

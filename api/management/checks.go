@@ -184,6 +184,9 @@ func (a *API) buildCheck(in checkInput, old *posture.Check, now time.Time) (post
 		if c.TimeoutSeconds <= 0 {
 			c.TimeoutSeconds = -1
 		}
+		if most := int64(maxScheduleAhead / time.Second); c.TimeoutSeconds > most {
+			err = posture.Invalid("timeoutSeconds", fmt.Sprintf("must be at most %d (10 years), or 0 or less for no timeout", most), c.TimeoutSeconds)
+		}
 		c.PromptOnWake = deref(in.PromptOnWake, false)
 		c.PromptOnUnlock = deref(in.PromptOnUnlock, false)
 		c.IgnoreLegacyEndpoints = deref(in.IgnoreLegacyEndpoints, false)

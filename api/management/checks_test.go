@@ -32,6 +32,9 @@ func TestCheckHandlers(t *testing.T) {
 					t.Fatalf("created %+v", c)
 				}
 			}},
+		{Name: "createCheck: an MFA timeout beyond 10 years", Method: http.MethodPost, Path: checks,
+			Body: `{"typeId":"MFA","name":"mfa-huge","timeoutSeconds":9223372036854775807}`, Status: http.StatusBadRequest,
+			Code: posture.CodeCouldNotValidate, Field: "timeoutSeconds"},
 		{Name: "createCheck: unknown fields are ignored", Method: http.MethodPost, Path: checks,
 			Body: `{"typeId":"DOMAIN","name":"corp","domains":["corp.example"],"colour":"blue"}`, Status: http.StatusCreated, Appended: []string{created[posture.Check]()}},
 		{Name: "createCheck: malformed JSON", Method: http.MethodPost, Path: checks, Body: `{"typeId":`,

@@ -326,6 +326,9 @@ func TestBacktestOverTheAPI(t *testing.T) {
 		})
 	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/nope", admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	for _, wait := range []string{"NaN", "-1", "abc", "61", "1e300"} {
+		expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/"+started.ID+"?wait="+wait, admin, nil), http.StatusBadRequest, posture.CodeCouldNotValidate, "wait")
+	}
 }
 
 // snapshotScenario takes a snapshot of the scenario's projection after
