@@ -118,8 +118,20 @@ func (a *API) createAuthenticator(c echo.Context) error {
 func (a *API) deleteAuthenticator(c echo.Context) error {
 	id := c.Param("id")
 	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
-		if err := a.exists(posture.KindAuthenticator, "authenticator", id); err != nil {
+		au, err := get[posture.Authenticator](a.Store, "authenticator", id)
+		if err != nil {
 			return nil, err
+		}
+		// The default admin keeps a way to sign in, as it stays an
+		// enabled admin (identities.go).
+		if owner, err := get[posture.Identity](a.Store, "identity", au.IdentityID); err == nil && owner.IsDefaultAdmin {
+			all, err := a.Store.IdentityAuthenticators(owner.ID)
+			if err != nil {
+				return nil, err
+			}
+			if len(all) <= 1 {
+				return nil, posture.Invalid("id", "the default admin keeps a way to sign in: this is its only authenticator", id)
+			}
 		}
 		return []posture.Payload{posture.Deleted[posture.Authenticator]{ID: id}}, nil
 	})

@@ -132,6 +132,13 @@ func TestIdentitiesServicesConfigs(t *testing.T) {
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/identities", tok, map[string]any{"name": "dev2", "type": "Toaster"}), 400, posture.CodeCouldNotValidate, "type")
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/identities", tok, map[string]any{"name": "dev2", "externalId": "ext-1"}), 400, posture.CodeCouldNotValidate, "externalId")
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/identities/"+n.adminID(t, tok), tok, nil), 400, posture.CodeCouldNotValidate, "id")
+	// Nor is its only authenticator: it keeps a way to sign in.
+	adminAuth, _ := n.listIDs(t, tok, "/identities/"+n.adminID(t, tok)+"/authenticators", "")
+	if len(adminAuth) != 1 {
+		t.Fatalf("the default admin's authenticators: %v", adminAuth)
+	}
+	expectError(t, n.do(t, http.MethodDelete, mgmt+"/authenticators/"+adminAuth[0], tok, nil), 400, posture.CodeCouldNotValidate, "id")
+	n.adminToken(t)
 
 	// A password authenticator for the identity lets it log in (client API).
 	authID := n.create(t, tok, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": "dev1-user", "password": "dev1-password"})
