@@ -114,12 +114,29 @@ func CheckWebhookSecret(s string) error {
 	return nil
 }
 
+// errNoURLCredentials refuses a URL with a user name or password: a URL is
+// configuration, kept in clear in the log and shown to admins, while
+// secrets are sealed (a webhook's own secret signs its deliveries).
+var errNoURLCredentials = errors.New("must not carry a user name or password (the URL is stored and shown in clear; a webhook signs its deliveries with its secret)")
+
+// RedactedURL is raw with its password, if any, replaced: what may be
+// echoed in an error.
+func RedactedURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
+}
+
 // CheckWebhookURL validates a receiver URL: absolute, https, or http when insecure
 // is allowed.
 func CheckWebhookURL(raw string, allowInsecureHTTP bool) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return errors.New("must be an absolute http(s) URL")
+	}
+	if u.User != nil {
+		return errNoURLCredentials
 	}
 	switch u.Scheme {
 	case "https":

@@ -93,6 +93,13 @@ func TestExternalJWTSignerHandlers(t *testing.T) {
 			Body: `{"name":"idp2","issuer":"https://idp.example",` + base + `,"jwksEndpoint":"https://idp2.example/keys"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "issuer"},
 		{Name: "createExternalJWTSigner: a JWKS endpoint that is no URL", Method: http.MethodPost, Path: "/external-jwt-signers",
 			Body: `{"name":"idp2","issuer":"https://idp2.example",` + base + `,"jwksEndpoint":"ftp://idp2"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "jwksEndpoint"},
+		{Name: "createExternalJWTSigner: a JWKS endpoint with a password", Method: http.MethodPost, Path: "/external-jwt-signers",
+			Body: `{"name":"idp2","issuer":"https://idp2.example",` + base + `,"jwksEndpoint":"https://u:SignerPass123@idp2.example/keys"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "jwksEndpoint",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if strings.Contains(string(r.Body), "SignerPass123") {
+					t.Fatalf("the password is echoed: %s", r.Body)
+				}
+			}},
 		{Name: "createExternalJWTSigner: enabled missing", Method: http.MethodPost, Path: "/external-jwt-signers",
 			Body: `{"name":"idp2","issuer":"https://idp2.example","audience":"postured","jwksEndpoint":"https://idp2.example/keys"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "enabled"},
 		{Name: "createExternalJWTSigner: scopes of the wrong type", Method: http.MethodPost, Path: "/external-jwt-signers",

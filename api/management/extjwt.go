@@ -82,6 +82,10 @@ func httpURL(field string, v *string) (string, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(s) > maxExtJWTField {
 		return "", posture.Invalid(field, "must be an absolute http or https URL", s)
 	}
+	if u.User != nil {
+		// Not echoed: the value holds a credential.
+		return "", posture.Invalid(field, "must not carry a user name or password (the URL is stored and shown in clear)", posture.RedactedURL(s))
+	}
 	return s, nil
 }
 

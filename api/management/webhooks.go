@@ -95,7 +95,7 @@ func (a *API) buildWebhook(in webhookInput, old *posture.Webhook, now time.Time)
 		return w, posture.Invalid("url", "is required", nil)
 	}
 	if err := posture.CheckWebhookURL(w.URL, w.AllowInsecureHTTP); err != nil {
-		return w, posture.Invalid("url", err.Error(), w.URL)
+		return w, posture.Invalid("url", err.Error(), posture.RedactedURL(w.URL))
 	}
 	w.Kinds = []string{}
 	for i, k := range in.Kinds {

@@ -150,8 +150,10 @@ func TestWebhooks(t *testing.T) {
 		{"name": "plain", "url": "http://127.0.0.1:9/hook"},
 		{"name": "kinds", "url": rcv.srv.URL, "kinds": []string{"policy-exploded"}},
 		{"name": "secret", "url": rcv.srv.URL, "secret": "not-a-secret"},
+		// Credentials in a URL would be kept and shown in clear.
+		{"name": "creds", "url": strings.Replace(rcv.srv.URL, "https://", "https://hookuser:HookPassw0rdXYZ@", 1)},
 	} {
-		if r := n.do(t, http.MethodPost, mgmt+"/webhooks", admin, body); r.Status != http.StatusBadRequest {
+		if r := n.do(t, http.MethodPost, mgmt+"/webhooks", admin, body); r.Status != http.StatusBadRequest || strings.Contains(string(r.Body), "HookPassw0rdXYZ") {
 			t.Fatalf("%v: %d %s", body, r.Status, r.Body)
 		}
 	}
