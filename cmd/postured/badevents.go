@@ -183,10 +183,10 @@ func writeInspection(w io.Writer, in inspection) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "header:   %s: %s\n", k, strings.Join(in.Headers[k], ", "))
+		fmt.Fprintf(w, "header:   %s: %s\n", pr(k), pr(strings.Join(in.Headers[k], ", ")))
 	}
 	if printable(in.Data) {
-		fmt.Fprintf(w, "data:     %d bytes, text:\n%s\n", in.Size, in.Data)
+		fmt.Fprintf(w, "data:     %d bytes, text:\n%s\n", in.Size, posture.PrintableLines(string(in.Data)))
 	} else {
 		fmt.Fprintf(w, "data:     %d bytes, not text:\n%s", in.Size, hex.Dump(in.Data))
 	}
@@ -196,11 +196,11 @@ func writeInspection(w io.Writer, in inspection) error {
 	case in.IsEvent:
 		fmt.Fprintf(w, "event:    yes, of type %s\n", in.Type)
 	case in.Skip != nil:
-		fmt.Fprintf(w, "event:    no: %s\nskipped:  by %s at %s (decision at sequence %d): %s\n", in.Problem,
-			in.Skip.Actor, in.Skip.At.Format(time.RFC3339), in.Skip.DecisionSeq, in.Skip.Reason)
+		fmt.Fprintf(w, "event:    no: %s\nskipped:  by %s at %s (decision at sequence %d): %s\n", pr(in.Problem),
+			pr(in.Skip.Actor), in.Skip.At.Format(time.RFC3339), in.Skip.DecisionSeq, pr(in.Skip.Reason))
 	default:
 		fmt.Fprintf(w, "event:    no: %s\nskipped:  no; consumers stop here until `postured events skip --seq %d --reason \"...\"` records the decision\n",
-			in.Problem, in.Seq)
+			pr(in.Problem), in.Seq)
 	}
 	return nil
 }
@@ -285,7 +285,7 @@ func (a *auditSkipsCmd) Run(ctx context.Context, s streams) error {
 	fmt.Fprintln(tw, "SKIPPED SEQ\tDECIDED AT\tDECISION SEQ\tBY\tREASON\tPROBLEM")
 	for _, d := range skips {
 		v := newSkipView(d)
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", v.Seq, v.At.UTC().Format(api.TimeFormat), v.DecisionSeq, v.Actor, v.Reason, v.Problem)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", v.Seq, v.At.UTC().Format(api.TimeFormat), v.DecisionSeq, pr(v.Actor), pr(v.Reason), pr(v.Problem))
 	}
 	return tw.Flush()
 }

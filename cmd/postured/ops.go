@@ -105,10 +105,13 @@ func writeHistory(w io.Writer, entries []posture.HistoryEntry, asJSON bool) erro
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tSEQ\tKIND\tAPI SESSION\tWHAT\tCAUSE")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(api.TimeFormat), e.Seq, e.Kind, orDash(e.APISessionID), e.Summary, e.Event)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(api.TimeFormat), e.Seq, e.Kind, pr(orDash(e.APISessionID)), pr(e.Summary), e.Event)
 	}
 	return tw.Flush()
 }
+
+// pr is posture.Printable: what endpoints and admins wrote, for a terminal.
+var pr = posture.Printable
 
 func orDash(s string) string {
 	if s == "" {
@@ -154,16 +157,16 @@ func (x *explainCmd) Run(ctx context.Context, s streams) error {
 
 // writeExplanation prints a decision for people.
 func writeExplanation(w io.Writer, e posture.Explanation) error {
-	fmt.Fprintf(w, "%s of service %s (%s) by identity %s at %s: %s\n", e.Type, e.ServiceName, e.ServiceID, e.IdentityID,
+	fmt.Fprintf(w, "%s of service %s (%s) by identity %s at %s: %s\n", e.Type, pr(e.ServiceName), pr(e.ServiceID), pr(e.IdentityID),
 		e.At.UTC().Format(api.TimeFormat), strings.ToUpper(e.Decision))
 	for _, s := range e.APISessions {
 		verdict := "denied"
 		if s.Granted {
 			verdict = "granted"
 		}
-		fmt.Fprintf(w, "\nAPI session %s: %s\n", s.APISessionID, verdict)
+		fmt.Fprintf(w, "\nAPI session %s: %s\n", pr(s.APISessionID), verdict)
 		for _, p := range s.Policies {
-			fmt.Fprintf(w, "  policy %s (%s): %s\n", p.PolicyName, p.PolicyID, passing(p.Passing))
+			fmt.Fprintf(w, "  policy %s (%s): %s\n", pr(p.PolicyName), p.PolicyID, passing(p.Passing))
 			if len(p.Checks) == 0 {
 				fmt.Fprintln(w, "    no posture checks: always passes")
 			}
@@ -175,7 +178,7 @@ func writeExplanation(w io.Writer, e posture.Explanation) error {
 				if c.ReportOnly {
 					notes += " (report only: does not deny)"
 				}
-				fmt.Fprintf(w, "    %s check %s: %s%s\n", c.PostureCheckType, c.PostureCheckName, passing(c.Passing), notes)
+				fmt.Fprintf(w, "    %s check %s: %s%s\n", c.PostureCheckType, pr(c.PostureCheckName), passing(c.Passing), notes)
 				fmt.Fprintf(w, "      actual:   %s\n      expected: %s\n", c.ActualValue, c.ExpectedValue)
 				for _, d := range []struct {
 					what string
@@ -188,10 +191,10 @@ func writeExplanation(w io.Writer, e posture.Explanation) error {
 			}
 		}
 		for _, r := range s.Related {
-			fmt.Fprintf(w, "  fact: %s at %s (event %d, %s)\n", r.Summary, r.At.UTC().Format(api.TimeFormat), r.Seq, r.Event)
+			fmt.Fprintf(w, "  fact: %s at %s (event %d, %s)\n", pr(r.Summary), r.At.UTC().Format(api.TimeFormat), r.Seq, r.Event)
 		}
 		if s.LastChange != nil {
-			fmt.Fprintf(w, "  last change: %s at %s (event %d, %s)\n", s.LastChange.Summary, s.LastChange.At.UTC().Format(api.TimeFormat), s.LastChange.Seq, s.LastChange.Event)
+			fmt.Fprintf(w, "  last change: %s at %s (event %d, %s)\n", pr(s.LastChange.Summary), s.LastChange.At.UTC().Format(api.TimeFormat), s.LastChange.Seq, s.LastChange.Event)
 		}
 	}
 	return nil

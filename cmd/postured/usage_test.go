@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -185,5 +186,26 @@ func TestWholeSecondIncludesItsEvents(t *testing.T) {
 	js, err := command(t, "explain", "--identity", st.ep.id, "--service", st.svc, "--at", second, "--json", data)
 	if err != nil || json.Unmarshal([]byte(js), &e) != nil || e.Decision != posture.DecisionGranted {
 		t.Errorf("explain --at %s (the second access was granted in): %v\n%s", second, err, js)
+	}
+}
+
+// TestTextOutputIsPrintable: what endpoints report and admins name reaches
+// text tables escaped, so that no value forges a line or drives the
+// terminal of whoever reads an audit, an explanation or a skip list.
+func TestTextOutputIsPrintable(t *testing.T) {
+	evil := "Windows\x1b[31mRED\a 6.1\n\rINJECTED LINE"
+	var out bytes.Buffer
+	if err := writeHistory(&out, []posture.HistoryEntry{{Seq: 7, At: time.Now(), Kind: posture.HistoryPosture, Event: posture.TypePostureRecorded,
+		APISessionID: "apis\x1b", Summary: evil}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeExplanation(&out, posture.Explanation{Type: posture.Dial, ServiceName: evil, Decision: "denied",
+		APISessions: []posture.SessionExplanation{{APISessionID: "a", Policies: []posture.PolicyExplanation{{PolicyName: evil,
+			Checks: []posture.CheckExplanation{{PostureCheckName: evil}}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if strings.ContainsAny(text, "\x1b\a\r") || strings.Contains(text, "\nINJECTED") || !strings.Contains(text, `Windows\x1b[31mRED\a 6.1\n\rINJECTED LINE`) {
+		t.Fatalf("text output:\n%q", text)
 	}
 }

@@ -460,6 +460,9 @@ func (r *Report) WriteText(w io.Writer, limit int) error {
 				if i > 0 {
 					fmt.Fprint(tw, "\t")
 				}
+				if s, ok := v.(string); ok {
+					v = posture.Printable(s) // names and reported values
+				}
 				fmt.Fprint(tw, v)
 			}
 			fmt.Fprintln(tw)

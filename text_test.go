@@ -1,0 +1,23 @@
+package posture
+
+import "testing"
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"Windows 10.0.19045":               "Windows 10.0.19045",
+		"naïve café ✓":                     "naïve café ✓",
+		"Windows\x1b[31mRED\a":             `Windows\x1b[31mRED\a`,
+		"6.1\n\rINJECTED LINE":             `6.1\n\rINJECTED LINE`,
+		"a\tb":                             `a\tb`,
+		"evil\u202etxt.exe":                `evil\u202etxt.exe`,
+		"bad \xff byte":                    `bad \xff byte`,
+		`already "quoted" \ but printable`: `already "quoted" \ but printable`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := PrintableLines("line 1\tcol\x1b[2J\nline 2"); got != "line 1\tcol\\x1b[2J\nline 2" {
+		t.Errorf("PrintableLines: %q", got)
+	}
+}
