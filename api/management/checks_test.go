@@ -105,6 +105,13 @@ func TestCheckHandlers(t *testing.T) {
 					t.Fatalf("updated %+v", c)
 				}
 			}},
+		{Name: "patchCheck: a field named in another case replaces it, as in an update", Method: http.MethodPatch, Path: checks + "/chk1", Body: `{"NAME":"windows-21h2"}`,
+			Status: http.StatusOK, Appended: []string{updated[posture.Check]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				if c := payload[posture.Updated[posture.Check]](t, log).Entity; c.Name != "windows-21h2" || len(c.OperatingSystems) != 1 {
+					t.Fatalf("updated %+v", c)
+				}
+			}},
 		{Name: "patchCheck: a field of the wrong type", Method: http.MethodPatch, Path: checks + "/chk1", Body: `{"operatingSystems":"Windows"}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
 		{Name: "patchCheck: unknown id", Method: http.MethodPatch, Path: checks + "/chk9", Body: `{"name":"x"}`,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -183,6 +184,14 @@ func (r *resource[T, In]) merge(old T, fields map[string]json.RawMessage) (In, e
 		}
 	}
 	for k, v := range fields {
+		// Field names match without regard to case, as in a create or an
+		// update: "NAME" replaces the current "name" rather than sitting
+		// beside it, where the decoder would pick one by their order.
+		for cur := range merged {
+			if cur != k && strings.EqualFold(cur, k) {
+				delete(merged, cur)
+			}
+		}
 		merged[k] = v
 	}
 	data, err := json.Marshal(merged)
