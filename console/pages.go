@@ -363,7 +363,11 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	identityID, serviceID, typ := q.Get("identity"), q.Get("service"), q.Get("type")
 	if typ == "" {
-		typ = "Dial"
+		typ = posture.Dial
+	}
+	if typ != posture.Dial && typ != posture.Bind {
+		c.fail(w, r, posture.Invalid("type", "must be Dial or Bind", typ))
+		return
 	}
 	data := map[string]any{"Title": "Explain", "IdentityID": identityID, "ServiceID": serviceID, "Type": typ, "At": q.Get("at")}
 	if identityID == "" {

@@ -295,6 +295,9 @@ func TestConsolePages(t *testing.T) {
 		t.Fatalf("explain's failing check: %q\n%s", row, p.Body)
 	}
 	// Now, the same question is granted.
+	if p := b.get("/console/explain?identity=" + st.identity + "&service=" + st.service + "&type=Bogus"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "Dial or Bind") {
+		t.Fatalf("explain of type Bogus: %d %s", p.Status, p.Body)
+	}
 	if p := b.get("/console/explain?identity=" + st.identity + "&service=" + st.service); !strings.Contains(p.Body, "Decision: <strong>granted</strong>") {
 		t.Fatalf("explain now: %s", p.Body)
 	}
