@@ -307,7 +307,7 @@ func windowTime(field, s string, now time.Time) (time.Time, error) {
 	if field == "from" && t.After(now) {
 		return t, posture.Invalid(field, "must not be in the future", s)
 	}
-	return t.UTC(), nil
+	return t.UTC(), beforeLog(field, s, t)
 }
 
 // maxBacktestWait bounds GET /backtests/{id}?wait=.

@@ -249,7 +249,16 @@ func queryTime(c echo.Context, name string) (time.Time, error) {
 	if err != nil {
 		return t, posture.Invalid(name, "must be an RFC 3339 time", s)
 	}
-	return t, nil
+	return t, beforeLog(name, s, t)
+}
+
+// beforeLog refuses a time before 1970: no log holds one, and the zero
+// time means "not given" to the code that reads it.
+func beforeLog(name, s string, t time.Time) error {
+	if t.Before(time.Unix(0, 0)) {
+		return posture.Invalid(name, "must be 1970 or later", s)
+	}
+	return nil
 }
 
 type historyView struct {

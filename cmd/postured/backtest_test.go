@@ -313,6 +313,8 @@ func TestBacktestOverTheAPI(t *testing.T) {
 			http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "postureCheck"},
 		{"bad from", map[string]any{"from": "yesterday"},
 			http.StatusBadRequest, posture.CodeCouldNotValidate, "from", ""},
+		{"until year 1", map[string]any{"until": "0001-01-01T00:00:00Z"},
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "until", "1970 or later"},
 		// A candidate is never empty by mistake.
 		{"null", "null", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "must be a JSON object"},
 		{"more after the object", "{}]", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "more after the value"},

@@ -270,6 +270,9 @@ func TestExplainAtAnswers429BeyondTheLimit(t *testing.T) {
 	if r := n.do(t, "GET", api.ManagementBase+"/identities/none/policy-advice/none?at="+before, admin, nil); r.Status != 404 {
 		t.Fatalf("after release: %d %s", r.Status, r.Body)
 	}
+	// Year 1 is no past moment of any log (nor "now", as a zero time would read).
+	expectError(t, n.do(t, "GET", api.ManagementBase+"/identities/none/policy-advice/none?at=0001-01-01T00:00:00Z", admin, nil),
+		400, posture.CodeCouldNotValidate, "at")
 }
 
 var _ projections.Reader = (*eventlog.Log)(nil)
