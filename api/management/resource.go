@@ -1,10 +1,13 @@
 package management
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,25 +177,27 @@ func (r *resource[T, In]) merge(old T, fields map[string]json.RawMessage) (In, e
 	if err := json.Unmarshal(cur, &merged); err != nil {
 		return in, err
 	}
-	for _, group := range r.aliases {
-		for _, k := range group {
-			if _, ok := fields[k]; ok {
-				for _, other := range group {
-					delete(merged, other)
+	// Field names match without regard to case, as in a create or an
+	// update: "NAME" replaces the current "name" rather than sitting beside
+	// it, where the decoder would pick one by their order; an alias
+	// ("ATTRIBUTES") replaces every spelling of its field. Keys are taken
+	// in order, so that two spellings in one patch always end the same.
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		for _, group := range r.aliases {
+			if slices.ContainsFunc(group, func(a string) bool { return strings.EqualFold(a, k) }) {
+				for cur := range merged {
+					if slices.ContainsFunc(group, func(a string) bool { return strings.EqualFold(a, cur) }) {
+						delete(merged, cur)
+					}
 				}
 			}
 		}
-	}
-	for k, v := range fields {
-		// Field names match without regard to case, as in a create or an
-		// update: "NAME" replaces the current "name" rather than sitting
-		// beside it, where the decoder would pick one by their order.
 		for cur := range merged {
-			if cur != k && strings.EqualFold(cur, k) {
+			if strings.EqualFold(cur, k) {
 				delete(merged, cur)
 			}
 		}
-		merged[k] = v
+		merged[k] = fields[k]
 	}
 	data, err := json.Marshal(merged)
 	if err != nil {
@@ -259,7 +264,10 @@ func decodeObject(c echo.Context, v any) error {
 	}
 	var probe map[string]json.RawMessage
 	if err := api.DecodeBytes(body, &probe); err != nil {
-		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object"}
+		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '{' {
+			return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object"}
+		}
+		return err // an object, but not valid JSON, more after it, or too deep: said as it is
 	}
 	return api.DecodeBytes(body, v)
 }

@@ -2,6 +2,7 @@ package management
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/seed-0809debe/posture"
@@ -54,6 +55,20 @@ func TestServiceHandlers(t *testing.T) {
 				s := payload[posture.Updated[posture.Service]](t, log).Entity
 				if !s.EncryptionRequired || s.MaxIdleTimeMillis != 1000 || s.Name != "crm" {
 					t.Fatalf("updated %+v", s)
+				}
+			}},
+		{Name: "patchService: an alias in another case replaces the field", Method: http.MethodPatch, Path: "/services/svc1", Body: `{"ATTRIBUTES":["upper"]}`,
+			Status: http.StatusOK, Appended: []string{updated[posture.Service]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				if s := payload[posture.Updated[posture.Service]](t, log).Entity; len(s.RoleAttributes) != 1 || s.RoleAttributes[0] != "upper" {
+					t.Fatalf("updated %+v", s)
+				}
+			}},
+		{Name: "createService: more after the object, said as it is", Method: http.MethodPost, Path: "/services", Body: `{"name":"x"}]`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if !strings.Contains(r.Error.Message, "more after the value") {
+					t.Fatalf("error %+v", r.Error)
 				}
 			}},
 		{Name: "deleteService", Method: http.MethodDelete, Path: "/services/svc1", Status: http.StatusOK, Appended: []string{deleted[posture.Service]()}},
