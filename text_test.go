@@ -21,3 +21,17 @@ func TestPrintable(t *testing.T) {
 		t.Errorf("PrintableLines: %q", got)
 	}
 }
+
+func TestRedactedURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://hooks.example/x?a=1":         "https://hooks.example/x?a=1",
+		"https://user:s3cret@hooks.example/x": "https://user:xxxxx@hooks.example/x",
+		"https://user:s3cret PW@example.com/": "https://xxxxx@example.com/",
+		"https://us%zzer:s3cretPW@[::1/":      "https://xxxxx@[::1/",
+		"not a url":                           "not a url",
+	} {
+		if got := RedactedURL(in); got != want {
+			t.Errorf("RedactedURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

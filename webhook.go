@@ -123,7 +123,16 @@ var errNoURLCredentials = errors.New("must not carry a user name or password (th
 // echoed in an error.
 func RedactedURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
+		if u.User == nil {
+			return raw
+		}
 		return u.Redacted()
+	}
+	// Not a URL, but it may still hold "user:password@" after its scheme.
+	if i := strings.Index(raw, "://"); i >= 0 {
+		if j := strings.LastIndex(raw, "@"); j > i {
+			return raw[:i+3] + "xxxxx" + raw[j:]
+		}
 	}
 	return raw
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -362,10 +363,12 @@ func postureRows(now time.Time, ip posture.IdentityPosture) []postureRow {
 func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	identityID, serviceID, typ := q.Get("identity"), q.Get("service"), q.Get("type")
-	if typ == "" {
+	switch {
+	case typ == "" || strings.EqualFold(typ, posture.Dial):
 		typ = posture.Dial
-	}
-	if typ != posture.Dial && typ != posture.Bind {
+	case strings.EqualFold(typ, posture.Bind):
+		typ = posture.Bind
+	default:
 		c.fail(w, r, posture.Invalid("type", "must be Dial or Bind", typ))
 		return
 	}

@@ -80,7 +80,7 @@ func httpURL(field string, v *string) (string, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(s) > maxExtJWTField {
-		return "", posture.Invalid(field, "must be an absolute http or https URL", s)
+		return "", posture.Invalid(field, "must be an absolute http or https URL", posture.RedactedURL(s))
 	}
 	if u.User != nil {
 		// Not echoed: the value holds a credential.

@@ -176,7 +176,7 @@ func (x *eventsInspectCmd) Run(ctx context.Context, s streams) error {
 // writeInspection prints a message for people: its data as text when it is
 // printable, as a hex dump otherwise.
 func writeInspection(w io.Writer, in inspection) error {
-	fmt.Fprintf(w, "sequence: %d\nsubject:  %s\nstored:   %s\n", in.Seq, in.Subject, in.Stored.Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "sequence: %d\nsubject:  %s\nstored:   %s\n", in.Seq, pr(in.Subject), in.Stored.Format(time.RFC3339Nano))
 	keys := make([]string, 0, len(in.Headers))
 	for k := range in.Headers {
 		keys = append(keys, k)
@@ -239,7 +239,7 @@ func (x *eventsSkipCmd) Run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(s.out, "skipped message %d: decision recorded at sequence %d by %s; every node passes over it\n", x.Seq, d.Seq, actor)
+	_, err = fmt.Fprintf(s.out, "skipped message %d: decision recorded at sequence %d by %s; every node passes over it\n", x.Seq, d.Seq, pr(actor))
 	return err
 }
 

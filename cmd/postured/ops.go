@@ -179,7 +179,7 @@ func writeExplanation(w io.Writer, e posture.Explanation) error {
 					notes += " (report only: does not deny)"
 				}
 				fmt.Fprintf(w, "    %s check %s: %s%s\n", c.PostureCheckType, pr(c.PostureCheckName), passing(c.Passing), notes)
-				fmt.Fprintf(w, "      actual:   %s\n      expected: %s\n", c.ActualValue, c.ExpectedValue)
+				fmt.Fprintf(w, "      actual:   %s\n      expected: %s\n", pr(string(c.ActualValue)), pr(string(c.ExpectedValue)))
 				for _, d := range []struct {
 					what string
 					t    *time.Time

@@ -196,9 +196,19 @@ func (s *serveCmd) validate() error {
 		return errors.New("--checkpoint-interval and --snapshot-interval must be positive")
 	case s.SnapshotEvery < 1 || s.SnapshotsKeep < 1 || s.PastMoments < 1:
 		return errors.New("--snapshot-every, --snapshots-keep and --past-moments must be at least 1")
+	case s.DiskReserveMiB < 0:
+		return errors.New("--disk-reserve-mib may not be negative (0: only a full disk stops writes)")
 	}
 	if _, err := api.ParseCIDRs(s.TrustedProxies); err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	for _, l := range []struct{ flag, addr string }{{"--listen", s.Listen}, {"--metrics-listen", s.MetricsListen}, {"--nats-listen", s.NatsListen}} {
+		if l.addr == "" && l.flag != "--listen" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(l.addr); err != nil || port == "" {
+			return fmt.Errorf("%s %q: want host:port (or :port for every address)", l.flag, l.addr)
+		}
 	}
 	if s.Advertise != "" {
 		host, port, err := net.SplitHostPort(s.Advertise)

@@ -50,6 +50,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--past-moments", "0", data}, "--past-moments must be at least 1", "postured serve"},
 		{[]string{"serve", "--stream-replicas", "0", data}, "--stream-replicas must be 1 to 5", "postured serve"},
 		{[]string{"serve", "--advertise", "nohostport", data}, `--advertise "nohostport": want host:port`, "postured serve"},
+		{[]string{"serve", "--nats-listen", "nohostport", data}, `--nats-listen "nohostport": want host:port`, "postured serve"},
+		{[]string{"serve", "--metrics-listen", "bad", data}, `--metrics-listen "bad": want host:port`, "postured serve"},
+		{[]string{"serve", "--disk-reserve-mib=-1", data}, "--disk-reserve-mib may not be negative", "postured serve"},
 		{[]string{"serve", "--webhook-max-backoff", "1s", data}, "--webhook-max-backoff may not be under --webhook-backoff", "postured serve"},
 	} {
 		code, stdout, stderr := runMain(t, c.args...)
@@ -193,7 +196,7 @@ func TestWholeSecondIncludesItsEvents(t *testing.T) {
 // text tables escaped, so that no value forges a line or drives the
 // terminal of whoever reads an audit, an explanation or a skip list.
 func TestTextOutputIsPrintable(t *testing.T) {
-	evil := "Windows\x1b[31mRED\a 6.1\n\rINJECTED LINE"
+	evil := "Windows\x1b[31mRED\a 6.1\n\rINJECTED LINE\u202e"
 	var out bytes.Buffer
 	if err := writeHistory(&out, []posture.HistoryEntry{{Seq: 7, At: time.Now(), Kind: posture.HistoryPosture, Event: posture.TypePostureRecorded,
 		APISessionID: "apis\x1b", Summary: evil}}, false); err != nil {
@@ -201,11 +204,11 @@ func TestTextOutputIsPrintable(t *testing.T) {
 	}
 	if err := writeExplanation(&out, posture.Explanation{Type: posture.Dial, ServiceName: evil, Decision: "denied",
 		APISessions: []posture.SessionExplanation{{APISessionID: "a", Policies: []posture.PolicyExplanation{{PolicyName: evil,
-			Checks: []posture.CheckExplanation{{PostureCheckName: evil}}}}}}}); err != nil {
+			Checks: []posture.CheckExplanation{{PostureCheckName: evil, ActualValue: json.RawMessage("{\"build\":\"b\u202e\"}")}}}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
-	if strings.ContainsAny(text, "\x1b\a\r") || strings.Contains(text, "\nINJECTED") || !strings.Contains(text, `Windows\x1b[31mRED\a 6.1\n\rINJECTED LINE`) {
+	if strings.ContainsAny(text, "\x1b\a\r\u202e") || strings.Contains(text, "\nINJECTED") || !strings.Contains(text, `Windows\x1b[31mRED\a 6.1\n\rINJECTED LINE\u202e`) {
 		t.Fatalf("text output:\n%q", text)
 	}
 }

@@ -152,6 +152,7 @@ func TestWebhooks(t *testing.T) {
 		{"name": "secret", "url": rcv.srv.URL, "secret": "not-a-secret"},
 		// Credentials in a URL would be kept and shown in clear.
 		{"name": "creds", "url": strings.Replace(rcv.srv.URL, "https://", "https://hookuser:HookPassw0rdXYZ@", 1)},
+		{"name": "creds, not a URL", "url": "https://hookuser:HookPassw0rdXYZ PW@example.com/"},
 	} {
 		if r := n.do(t, http.MethodPost, mgmt+"/webhooks", admin, body); r.Status != http.StatusBadRequest || strings.Contains(string(r.Body), "HookPassw0rdXYZ") {
 			t.Fatalf("%v: %d %s", body, r.Status, r.Body)
