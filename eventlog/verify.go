@@ -47,6 +47,9 @@ const (
 	// BrokenChain: the checkpoint at the sequence does not chain to the
 	// one before it: a checkpoint is missing or was replaced.
 	BrokenChain ProblemKind = "broken chain"
+	// LostEnd: the sequences are missing at the end of the log, which a
+	// reader that applied them (a node's projection) knows it held.
+	LostEnd ProblemKind = "lost"
 )
 
 // Problem is one finding of Verify. Seq..Last is a run of sequences with the
@@ -81,6 +84,8 @@ func (p Problem) String() string {
 		return fmt.Sprintf("%s missing: a gap in the stream (deleted) that no checkpoint covers yet", what)
 	case BadCheckpoint:
 		return fmt.Sprintf("checkpoint at seq %d is not valid: %s", p.Seq, p.Detail)
+	case LostEnd:
+		return fmt.Sprintf("%s lost: %s", what, p.Detail)
 	default:
 		return fmt.Sprintf("checkpoint at seq %d covering %d..%d: %s", p.Seq, p.From, p.To, p.Detail)
 	}

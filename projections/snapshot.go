@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -229,6 +230,31 @@ func loadSnapshot(dir string) (Snapshot, error) {
 		return snap, fmt.Errorf("the checkpoint's cursor is not its recorded sequence %d", snap.Seq)
 	}
 	return snap, nil
+}
+
+// AppliedThrough is the cursor of the projection at dir, opened read-only:
+// the last sequence of the log it applied (0 when there is none).
+func AppliedThrough(dir string) (uint64, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: quietLogger{log: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	v, closer, err := db.Get(cursorKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("projections: %s: a cursor of %d bytes", dir, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 // List returns the snapshots kept, oldest first.

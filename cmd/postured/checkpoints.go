@@ -88,6 +88,21 @@ type auditVerifyCmd struct {
 	MaxProblems int    `default:"20" help:"Problems listed at most."`
 }
 
+// appliedThrough is the last sequence the stopped node at the data
+// directory applied: its projection's cursor, or its newest snapshot's.
+func (a *auditVerifyCmd) appliedThrough(l *offlineLog) (uint64, error) {
+	applied, err := projections.AppliedThrough(filepath.Join(a.DataDir, "projections"))
+	if err != nil {
+		return 0, fmt.Errorf("read how far this node's projection applied the log: %w", err)
+	}
+	if l.snapshots != nil {
+		if list := l.snapshots.List(); len(list) > 0 {
+			applied = max(applied, list[len(list)-1].Seq)
+		}
+	}
+	return applied, nil
+}
+
 // errVerifyFailed is returned when the log does not verify, after the
 // findings are printed.
 var errVerifyFailed = errors.New("the log does not match its checkpoints")
@@ -105,7 +120,8 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 	if err != nil {
 		return fmt.Errorf("--ca %s: %w", caFile, err)
 	}
-	l, err := a.open(ctx)
+	offline := len(a.NatsURL) == 0
+	l, err := a.openStore(ctx, offline)
 	if err != nil {
 		return err
 	}
@@ -114,6 +130,20 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 	v, err := l.Verify(ctx, eventlog.VerifyOptions{Verify: checkpointVerifier(cert), MaxProblems: a.MaxProblems})
 	if err != nil {
 		return err
+	}
+	if offline {
+		// The node beside the log applied up to some sequence: a log that
+		// ends before it lost its end (cut back, or a damaged store
+		// repaired by dropping what it could not read), checkpoints and
+		// all, which the checkpoints alone cannot show.
+		applied, err := a.appliedThrough(l)
+		if err != nil {
+			return err
+		}
+		if applied > v.Last {
+			v.Problems = append([]eventlog.Problem{{Kind: eventlog.LostEnd, Seq: v.Last + 1, Last: applied,
+				Detail: fmt.Sprintf("the log ends at sequence %d, but this node applied up to %d", v.Last, applied)}}, v.Problems...)
+		}
 	}
 	if a.JSON {
 		enc := json.NewEncoder(s.out)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -99,6 +101,49 @@ func TestAuditVerifyDeleted(t *testing.T) {
 	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
 		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}
+
+// `audit verify` on a stopped node's data directory whose store was
+// damaged (a message altered in its block file, the index removed): the
+// embedded server, opening it, drops what it cannot read, checkpoints and
+// all. Verification works on a copy, so the store is left as it was, and
+// the node's projection shows what the log lost.
+func TestAuditVerifyDamagedStore(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("history", func(t *testing.T) {
+		checkpointedNode(t, defaultTestConfig(dir))
+	})
+	blocks, _ := filepath.Glob(filepath.Join(dir, "nats", "jetstream", "*", "streams", "POSTURED", "msgs", "1.blk"))
+	if len(blocks) != 1 {
+		t.Fatalf("block files: %v", blocks)
+	}
+	data, err := os.ReadFile(blocks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte(`"isAdmin":false`))
+	if i < 0 {
+		t.Fatal("no identity in the first block")
+	}
+	copy(data[i:], `"isAdmin":true `)
+	if err := os.WriteFile(blocks[0], data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(blocks[0]), "index.db")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := command(t, "audit", "verify", "--data-dir", dir)
+	t.Log(strings.TrimSpace(out))
+	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, "FAIL: ") || !strings.Contains(out, "but this node applied up to") {
+		t.Fatalf("a damaged store: %v\n%s", err, out)
+	}
+	after, err := os.ReadFile(blocks[0])
+	if err != nil || !bytes.Equal(after, data) {
+		t.Fatalf("verification changed the store: %d bytes before, %d after (%v)", len(data), len(after), err)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".verify-*")); len(leftovers) != 0 {
+		t.Fatalf("the copy is left: %v", leftovers)
 	}
 }
 

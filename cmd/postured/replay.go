@@ -29,7 +29,13 @@ type logFlags struct {
 	natsFlags
 }
 
-func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
+func (f logFlags) open(ctx context.Context) (*offlineLog, error) { return f.openStore(ctx, false) }
+
+// openStore is open; with copyStore, a stopped node's embedded store is
+// copied into the data directory and the copy opened (and removed on
+// Close): the embedded server repairs a damaged store as it opens it, which
+// can drop messages, and what verifies the log must not change it.
+func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, error) {
 	opts := eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas,
 		Auth: f.clientAuth(), Existing: true}
 	if len(f.NatsURL) != 0 {
@@ -54,12 +60,25 @@ func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	var scratch string
+	if copyStore {
+		if scratch, err = os.MkdirTemp(f.DataDir, ".verify-"); err == nil {
+			err = os.CopyFS(filepath.Join(scratch, "nats"), os.DirFS(opts.Dir))
+		}
+		if err != nil {
+			os.RemoveAll(scratch)
+			lock.Release()
+			return nil, fmt.Errorf("copy the event log to verify it: %w", err)
+		}
+		opts.Dir = filepath.Join(scratch, "nats")
+	}
 	l, err := eventlog.Open(ctx, opts)
 	if err != nil {
+		os.RemoveAll(scratch)
 		lock.Release()
 		return nil, err
 	}
-	ol := &offlineLog{Log: l, lock: lock}
+	ol := &offlineLog{Log: l, lock: lock, scratch: scratch}
 	// The node's snapshots, when it kept some, spare past moments a
 	// replay from the start.
 	if dir := filepath.Join(f.DataDir, "snapshots"); dirExists(dir) {
@@ -82,11 +101,15 @@ type offlineLog struct {
 	*eventlog.Log
 	lock      *datadir.Lock
 	snapshots *projections.Snapshots // nil: none (or a running deployment's log)
+	scratch   string                 // a copy of the store, removed on Close ("": none)
 }
 
-// Close closes the log, then releases the lock.
+// Close closes the log, removes its copy, then releases the lock.
 func (l *offlineLog) Close() error {
 	err := l.Log.Close()
+	if l.scratch != "" {
+		err = errors.Join(err, os.RemoveAll(l.scratch))
+	}
 	l.lock.Release()
 	return err
 }
