@@ -124,8 +124,10 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 				// stream is deleted or updated: a changed limit or
 				// retention could drop history, so a stream's
 				// configuration, once created, is an administrator's.
+				// Nor is the data key bucket purged whole: that would
+				// destroy every sealed secret at once.
 				Deny: []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.MSG.DELETE." + stream,
-					"$JS.API.STREAM.PURGE." + transitions, "$JS.API.STREAM.MSG.DELETE." + transitions},
+					"$JS.API.STREAM.PURGE." + transitions, "$JS.API.STREAM.MSG.DELETE." + transitions, "$JS.API.STREAM.PURGE.KV_" + keysBucket},
 			},
 			Subscribe: inbox,
 		}, nil

@@ -428,4 +428,28 @@ func cannotShortenHistory(t *testing.T, w *eventlog.Log) {
 	if info.Config.MaxMsgs > 0 || info.State.Msgs < before || info.State.FirstSeq != 1 {
 		t.Fatalf("after a refused update: max_msgs %d, %d messages from %d (had %d)", info.Config.MaxMsgs, info.State.Msgs, info.State.FirstSeq, before)
 	}
+	// The data keys may be destroyed one by one (an identity's, when it is
+	// deleted), not purged all at once.
+	keys, err := w.OpenKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Create(ctx, "owner-1", []byte("a data key")); err != nil {
+		t.Fatal(err)
+	}
+	kst, err := w.JetStream().Stream(ctx, "KV_postured_keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer pcancel()
+	if err := kst.Purge(pctx); err == nil {
+		t.Fatal("postured's credentials purged the data key bucket")
+	}
+	if v, err := keys.Get(ctx, "owner-1"); err != nil || string(v) != "a data key" {
+		t.Fatalf("the key after a refused purge: %q %v", v, err)
+	}
+	if err := keys.Destroy(ctx, "owner-1"); err != nil {
+		t.Fatalf("destroying one key: %v", err)
+	}
 }
