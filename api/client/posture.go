@@ -299,9 +299,13 @@ func (a postureResponses) wakeAffected(p *api.Principal, at time.Time, woken, un
 					continue
 				}
 				// A timeout that ends within the grace is not shortened
-				// by the signal.
+				// by the signal. ignoreLegacyEndpoints hides the time left
+				// from legacy clients, not the timeout (wire reference
+				// 5.4): it does not count here.
+				unhidden := ch
+				unhidden.IgnoreLegacyEndpoints = false
 				if timeout := evaluator.MFATimeout(ch); timeout != evaluator.NoTimeout &&
-					evaluator.MFATimeoutRemaining(ch, dBefore, at) <= grace {
+					evaluator.MFATimeoutRemaining(unhidden, dBefore, at) <= grace {
 					continue
 				}
 				if !found || (ch.TimeoutSeconds > 0 && (best <= 0 || ch.TimeoutSeconds < best)) {
