@@ -140,6 +140,16 @@ func (i *Info) SpecBody(c echo.Context) error {
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, s.Document)
 }
 
+// SpecAt is GET /swagger.json of an API: its own spec's document, where
+// OpenZiti's controllers serve it.
+func (i *Info) SpecAt(id string) Route {
+	return Route{Method: http.MethodGet, Path: "/swagger.json", Access: Public, Handler: func(c echo.Context) error {
+		c.SetParamNames("id")
+		c.SetParamValues(id)
+		return i.SpecBody(c)
+	}}
+}
+
 // Routes returns the informational routes, public on both APIs.
 func (i *Info) Routes() []Route {
 	return []Route{

@@ -54,6 +54,7 @@ func (a *API) Routes() []api.Route {
 		{Method: http.MethodGet, Path: "/", Access: api.Public, Handler: a.Info.VersionHandler},
 	}
 	routes = append(routes, a.Info.Routes()...)
+	routes = append(routes, a.Info.SpecAt("edge-client"))
 	routes = append(routes, a.Login.Routes(api.Partial)...)
 	routes = append(routes, a.identityRoutes()...)
 	routes = append(routes, a.postureRoutes()...)

@@ -102,6 +102,7 @@ func (a *API) Routes() []api.Route {
 	// listRoot: the version document, as on the client API.
 	routes := []api.Route{{Method: http.MethodGet, Path: "/", Access: api.Public, Handler: a.Info.VersionHandler}}
 	routes = append(routes, a.Info.Routes()...)
+	routes = append(routes, a.Info.SpecAt("edge-management"))
 	routes = append(routes, a.Login.Routes(api.Admin)...)
 	routes = append(routes, a.checks().routes()...)
 	routes = append(routes, a.checkRoutes()...)

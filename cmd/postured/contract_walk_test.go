@@ -32,6 +32,13 @@ func TestEveryOperationMatchesItsDocument(t *testing.T) {
 		}
 		ok(http.MethodGet, base+"/specs/nope", "", nil, http.StatusNotFound)
 	}
+	// Each API's own document at /swagger.json, where OpenZiti serves it.
+	for base, title := range map[string]string{clientAPI: "postured Edge Client API", mgmt: "postured Management API"} {
+		var doc struct{ Info struct{ Title string } }
+		if r := ok(http.MethodGet, base+"/swagger.json", "", nil, http.StatusOK); json.Unmarshal(r.Body, &doc) != nil || doc.Info.Title != title {
+			t.Fatalf("%s/swagger.json: %.300s", base, r.Body)
+		}
+	}
 	ok(http.MethodGet, mgmt+"/current-api-session", admin, nil, http.StatusOK)
 
 	// Every kind of the management API: create, list, detail, update,
