@@ -211,7 +211,7 @@ func (a postureResponses) createBulk(c echo.Context) error {
 		return err
 	}
 	if len(in) == 0 {
-		return posture.Invalid("", "at least one posture response is required", nil)
+		return posture.Invalid("[0]", "at least one posture response is required", nil)
 	}
 	if len(in) > api.MaxBulk {
 		return posture.Invalid(fmt.Sprintf("[%d]", api.MaxBulk), fmt.Sprintf("at most %d posture responses in one request", api.MaxBulk),
