@@ -117,6 +117,18 @@ func (e ServiceEdgeRouterPolicy) EntityID() string { return e.ID }
 func (e ExternalJWTSigner) EntityKind() Kind       { return KindExternalJWTSigner }
 func (e ExternalJWTSigner) EntityID() string       { return e.ID }
 
+// Attributed is an entity with role attributes, which roles ("#attr",
+// "@id") select.
+type Attributed interface {
+	Entity
+	Attributes() []string
+}
+
+func (e Identity) Attributes() []string   { return e.RoleAttributes }
+func (e Check) Attributes() []string      { return e.RoleAttributes }
+func (e Service) Attributes() []string    { return e.RoleAttributes }
+func (e EdgeRouter) Attributes() []string { return e.RoleAttributes }
+
 // Service is a network service that policies grant access to.
 type Service struct {
 	ID                 string    `json:"id"`

@@ -106,6 +106,15 @@ func (r *resource[T, In]) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// roleFilter (repeatable) and roleSemantic select entities with role
+	// attributes as a policy's roles would (wire reference 4.1).
+	if roles := c.QueryParams()["roleFilter"]; len(roles) > 0 {
+		semantic := c.QueryParam("roleSemantic")
+		items = slices.DeleteFunc(items, func(e T) bool {
+			a, ok := any(e).(posture.Attributed)
+			return ok && !posture.MatchRoles(roles, semantic, a.EntityID(), a.Attributes())
+		})
+	}
 	views, err := r.views(items)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -132,6 +133,23 @@ func TestIdentitiesServicesConfigs(t *testing.T) {
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/identities", tok, map[string]any{"name": "dev2", "type": "Toaster"}), 400, posture.CodeCouldNotValidate, "type")
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/identities", tok, map[string]any{"name": "dev2", "externalId": "ext-1"}), 400, posture.CodeCouldNotValidate, "externalId")
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/identities/"+n.adminID(t, tok), tok, nil), 400, posture.CodeCouldNotValidate, "id")
+	// Management lists take roleFilter and roleSemantic as policies' roles
+	// select.
+	n.create(t, tok, "identities", map[string]any{"name": "dev-hq", "type": "device", "isAdmin": false, "roleAttributes": []string{"hq", "laptops"}})
+	n.create(t, tok, "identities", map[string]any{"name": "dev-branch", "type": "device", "isAdmin": false, "roleAttributes": []string{"branch", "laptops"}})
+	for query, want := range map[string]int{
+		"roleFilter=%23hq":      1,
+		"roleFilter=%23laptops": 2,
+		"roleFilter=%23laptops&roleFilter=%23hq&roleSemantic=AllOf": 1,
+		"roleFilter=%23laptops&roleFilter=%23hq&roleSemantic=AnyOf": 2,
+		"roleFilter=%40" + id: 1,
+	} {
+		var env struct{ Data []map[string]any }
+		r := n.do(t, http.MethodGet, mgmt+"/identities?"+query, tok, nil)
+		if err := json.Unmarshal(r.Body, &env); err != nil || r.Status != http.StatusOK || len(env.Data) != want {
+			t.Errorf("identities?%s: %d, %d identities, want %d (%v)", query, r.Status, len(env.Data), want, err)
+		}
+	}
 	// Nor is its only authenticator: it keeps a way to sign in.
 	adminAuth, _ := n.listIDs(t, tok, "/identities/"+n.adminID(t, tok)+"/authenticators", "")
 	if len(adminAuth) != 1 {
