@@ -133,6 +133,10 @@ func TestAuditVerifyDamagedStore(t *testing.T) {
 	if err := os.Remove(filepath.Join(filepath.Dir(blocks[0]), "index.db")); err != nil {
 		t.Fatal(err)
 	}
+	// A copy a killed verification left behind goes too.
+	if err := os.MkdirAll(filepath.Join(dir, ".verify-123", "nats"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	out, err := command(t, "audit", "verify", "--data-dir", dir)
 	t.Log(strings.TrimSpace(out))
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, "FAIL: ") || !strings.Contains(out, "but this node applied up to") {

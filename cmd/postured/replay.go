@@ -62,6 +62,12 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 	}
 	var scratch string
 	if copyStore {
+		// A copy left by a verification that was killed: no other one
+		// runs while this one holds the lock.
+		stale, _ := filepath.Glob(filepath.Join(f.DataDir, ".verify-*"))
+		for _, d := range stale {
+			os.RemoveAll(d)
+		}
 		if scratch, err = os.MkdirTemp(f.DataDir, ".verify-"); err == nil {
 			err = os.CopyFS(filepath.Join(scratch, "nats"), os.DirFS(opts.Dir))
 		}
