@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api/filter"
 )
 
@@ -68,4 +69,23 @@ func asRecord(v any) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// RoleQuery reads a list's roleFilter (repeatable role expressions) and
+// roleSemantic (AllOf, the default, or AnyOf): match reports whether an
+// entity is selected; it is nil when no roleFilter was given.
+func RoleQuery(c echo.Context) (match func(id string, attrs []string) bool, err error) {
+	roles := c.QueryParams()["roleFilter"]
+	semantic := c.QueryParam("roleSemantic")
+	switch semantic {
+	case "":
+		semantic = posture.AllOf
+	case posture.AllOf, posture.AnyOf:
+	default:
+		return nil, posture.Invalid("roleSemantic", "must be AllOf or AnyOf", semantic)
+	}
+	if len(roles) == 0 {
+		return nil, nil
+	}
+	return func(id string, attrs []string) bool { return posture.MatchRoles(roles, semantic, id, attrs) }, nil
 }

@@ -147,8 +147,10 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 		}
 	}
 	allTypes, typeIDs := a.configTypes(c, p)
-	roleFilter := c.QueryParams()["roleFilter"]
-	roleSemantic := c.QueryParam("roleSemantic")
+	roles, err := api.RoleQuery(c)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]serviceView, 0, len(grants))
 	for _, g := range grants {
 		raw, err := a.Store.RawEntity(posture.KindService, g.ServiceID)
@@ -159,7 +161,7 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		if len(roleFilter) > 0 && !posture.MatchRoles(roleFilter, roleSemantic, s.ID, s.RoleAttributes) {
+		if roles != nil && !roles(s.ID, s.RoleAttributes) {
 			continue
 		}
 		v := serviceView{

@@ -108,11 +108,14 @@ func (r *resource[T, In]) list(c echo.Context) error {
 	}
 	// roleFilter (repeatable) and roleSemantic select entities with role
 	// attributes as a policy's roles would (wire reference 4.1).
-	if roles := c.QueryParams()["roleFilter"]; len(roles) > 0 {
-		semantic := c.QueryParam("roleSemantic")
+	roles, err := api.RoleQuery(c)
+	if err != nil {
+		return err
+	}
+	if roles != nil {
 		items = slices.DeleteFunc(items, func(e T) bool {
 			a, ok := any(e).(posture.Attributed)
-			return ok && !posture.MatchRoles(roles, semantic, a.EntityID(), a.Attributes())
+			return ok && !roles(a.EntityID(), a.Attributes())
 		})
 	}
 	views, err := r.views(items)

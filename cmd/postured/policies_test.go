@@ -150,6 +150,7 @@ func TestIdentitiesServicesConfigs(t *testing.T) {
 			t.Errorf("identities?%s: %d, %d identities, want %d (%v)", query, r.Status, len(env.Data), want, err)
 		}
 	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/identities?roleFilter=%23hq&roleSemantic=Bogus", tok, nil), 400, posture.CodeCouldNotValidate, "roleSemantic")
 	// Nor is its only authenticator: it keeps a way to sign in.
 	adminAuth, _ := n.listIDs(t, tok, "/identities/"+n.adminID(t, tok)+"/authenticators", "")
 	if len(adminAuth) != 1 {
