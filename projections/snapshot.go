@@ -216,17 +216,11 @@ func loadSnapshot(dir string) (Snapshot, error) {
 	if snap.Layout != layout {
 		return snap, fmt.Errorf("layout %d, want %d", snap.Layout, layout)
 	}
-	db, err := pebble.Open(filepath.Join(dir, dbDir), &pebble.Options{ReadOnly: true, Logger: quietLogger{log: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		return snap, err
-	}
-	defer db.Close()
-	v, closer, err := db.Get(cursorKey)
+	cursor, err := AppliedThrough(filepath.Join(dir, dbDir))
 	if err != nil {
 		return snap, fmt.Errorf("read the cursor: %w", err)
 	}
-	defer closer.Close()
-	if len(v) != 8 || binary.BigEndian.Uint64(v) != snap.Seq {
+	if cursor == 0 || cursor != snap.Seq { // 0: no database or no cursor in it
 		return snap, fmt.Errorf("the checkpoint's cursor is not its recorded sequence %d", snap.Seq)
 	}
 	return snap, nil
