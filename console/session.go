@@ -48,7 +48,7 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 			// Without the cookie no form can be right: refused before its
 			// body is read. With it, the body is read up to maxForm.
 			if token == "" {
-				refuse(w, http.StatusForbidden, "The form's CSRF token is missing or wrong: reload the page and try again.")
+				refuse(w, http.StatusForbidden, csrfRefused)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
@@ -67,7 +67,7 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 				return
 			}
 			if subtle.ConstantTimeCompare([]byte(r.PostFormValue(CSRFField)), []byte(token)) != 1 {
-				refuse(w, http.StatusForbidden, "The form's CSRF token is missing or wrong: reload the page and try again.")
+				refuse(w, http.StatusForbidden, csrfRefused)
 				return
 			}
 		}
@@ -78,6 +78,9 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), csrfKey, token)))
 	})
 }
+
+// csrfRefused answers a post without the right CSRF token.
+const csrfRefused = "The form's CSRF token is missing or wrong: reload the page and try again."
 
 // maxForm bounds a form's body: a backtest's candidate (at most the API's
 // 1 MiB) URL-encoded, with room.
