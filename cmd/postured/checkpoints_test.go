@@ -151,6 +151,31 @@ func TestAuditVerifyDamagedStore(t *testing.T) {
 	}
 }
 
+// Interrupting `audit verify --data-dir` while it copies the store stops the
+// copy: the command fails with the interruption and leaves no copy behind.
+func TestAuditVerifyCopyInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("history", func(t *testing.T) { checkpointedNode(t, defaultTestConfig(dir)) })
+	f := logFlags{DataDir: dir, StreamReplicas: 1}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	// The copy itself stops (not only the opening of the log after it).
+	if l, err := f.openStore(ctx, true); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "copy the event log") {
+		if err == nil {
+			l.Close()
+		}
+		t.Fatalf("an interrupted copy: %v, want context.Canceled", err)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".verify-*")); len(leftovers) != 0 {
+		t.Fatalf("the copy is left: %v", leftovers)
+	}
+	l, err := f.openStore(t.Context(), true)
+	if err != nil {
+		t.Fatalf("the same copy, not interrupted: %v", err)
+	}
+	l.Close()
+}
+
 // `audit verify` on a stopped node's data directory passes, and names the
 // sequence of a message deleted and published again with altered data.
 func TestAuditVerifyRepublished(t *testing.T) {

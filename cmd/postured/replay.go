@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -69,7 +70,7 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 			os.RemoveAll(d)
 		}
 		if scratch, err = os.MkdirTemp(f.DataDir, ".verify-"); err == nil {
-			err = os.CopyFS(filepath.Join(scratch, "nats"), os.DirFS(opts.Dir))
+			err = os.CopyFS(filepath.Join(scratch, "nats"), ctxFS{ctx: ctx, FS: os.DirFS(opts.Dir)})
 		}
 		if err != nil {
 			os.RemoveAll(scratch)
@@ -94,6 +95,43 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 		}
 	}
 	return ol, nil
+}
+
+// ctxFS is a file system whose reads fail once ctx ends, so that copying
+// a large store stops at Ctrl-C.
+type ctxFS struct {
+	ctx context.Context
+	fs.FS
+}
+
+func (c ctxFS) Open(name string) (fs.File, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := c.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return ctxFile{File: f, ctx: c.ctx}, nil
+}
+
+func (c ctxFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return fs.ReadDir(c.FS, name)
+}
+
+type ctxFile struct {
+	fs.File
+	ctx context.Context
+}
+
+func (f ctxFile) Read(p []byte) (int, error) {
+	if err := f.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return f.File.Read(p)
 }
 
 func dirExists(dir string) bool {
