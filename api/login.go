@@ -105,10 +105,10 @@ func (l *Login) password(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := CheckLength("username", req.Username, 4, 100); err != nil {
+	if err := CheckLength("username", req.Username, MinUsername, MaxUsername); err != nil {
 		return err
 	}
-	if err := CheckLength("password", req.Password, 5, 100); err != nil {
+	if err := CheckLength("password", req.Password, MinPassword, MaxPassword); err != nil {
 		return err
 	}
 	subject := UserSubject(req.Username)
@@ -276,6 +276,12 @@ func (l *Login) Logout(c echo.Context) error {
 	c.Response().Header().Del("expires-at")
 	return Empty(c)
 }
+
+// Lengths of usernames and passwords, in characters.
+const (
+	MinUsername, MaxUsername = 4, 100
+	MinPassword, MaxPassword = 5, 100
+)
 
 // CheckLength validates a string's length in characters.
 func CheckLength(field, v string, lo, hi int) error {

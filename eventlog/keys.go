@@ -74,6 +74,20 @@ func (l *Log) OpenKeys(ctx context.Context) (*Keys, error) {
 	return &Keys{kv: kv, stream: stream}, nil
 }
 
+// Any reports whether the bucket holds a data key (destroyed ones aside).
+func (k *Keys) Any(ctx context.Context) (bool, error) {
+	lister, err := k.kv.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("eventlog: data key bucket: %w", err)
+	}
+	defer lister.Stop()
+	_, found := <-lister.Keys()
+	return found, nil
+}
+
 // keyName is the bucket key of an owner: ids may hold characters a
 // key-value key may not, so it is encoded.
 func keyName(owner string) string { return base64.RawURLEncoding.EncodeToString([]byte(owner)) }

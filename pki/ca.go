@@ -87,10 +87,28 @@ func Open(dir string, opts Options) (*CA, error) {
 	}, nil
 }
 
+// Exists reports whether dir holds a CA (its key or its certificate).
+func Exists(dir string) bool {
+	for _, f := range []string{caKeyFile, caCertFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
+}
+
 func loadOrCreateCAKey(path string, opts Options) (crypto.Signer, error) {
 	key, err := readKey(path)
 	if !errors.Is(err, fs.ErrNotExist) {
-		return key, err
+		if err != nil {
+			return nil, err
+		}
+		// The CA key signs server certificates, enrollments and the log's
+		// checkpoints: refuse it readable by others, as the secrets key.
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			return nil, fmt.Errorf("pki: CA key %s is accessible to others (mode %o): chmod 600 it", path, fi.Mode().Perm())
+		}
+		return key, nil
 	}
 	key, err = ecdsa.GenerateKey(elliptic.P256(), opts.Rand)
 	if err != nil {

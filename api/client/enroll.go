@@ -302,7 +302,7 @@ func (a *API) enrollUPDB(c echo.Context) error {
 	if len(bytes.TrimSpace(body)) > 0 {
 		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object: {password}"}
 	}
-	if err := api.CheckLength("password", req.Password, 5, 100); err != nil {
+	if err := api.CheckLength("password", req.Password, api.MinPassword, api.MaxPassword); err != nil {
 		return err
 	}
 	enr, err := a.pending(req.Token, posture.EnrollUPDB)

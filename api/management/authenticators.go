@@ -72,10 +72,10 @@ func (a *API) createAuthenticator(c echo.Context) error {
 	if in.Method != posture.MethodPassword {
 		return posture.Invalid("method", `must be "updb" (certificate authenticators come from enrollment)`, in.Method)
 	}
-	if err := api.CheckLength("username", in.Username, 4, 100); err != nil {
+	if err := api.CheckLength("username", in.Username, api.MinUsername, api.MaxUsername); err != nil {
 		return err
 	}
-	if err := api.CheckLength("password", in.Password, 5, 100); err != nil {
+	if err := api.CheckLength("password", in.Password, api.MinPassword, api.MaxPassword); err != nil {
 		return err
 	}
 	t, err := tags(in.Tags)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -307,5 +308,51 @@ func TestClusterCheckpoints(t *testing.T) {
 	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
 		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
+	}
+}
+
+// A node refuses to serve a log that ends before its projection's cursor
+// (the log's store restored from an older copy), saying which sequences are
+// lost; with its projection and snapshots removed it rebuilds from the log
+// as it is and serves it.
+func TestServeRefusesLogBehindProjection(t *testing.T) {
+	dir := t.TempDir()
+	cfg := defaultTestConfig(dir)
+	t.Run("first", func(t *testing.T) {
+		n := startTestNode(t, cfg)
+		n.create(t, n.adminToken(t), "services", map[string]any{"name": "kept"})
+	})
+	older := filepath.Join(t.TempDir(), "nats")
+	if err := os.CopyFS(older, os.DirFS(filepath.Join(dir, "nats"))); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("second", func(t *testing.T) {
+		n := startTestNode(t, cfg)
+		n.create(t, n.adminToken(t), "services", map[string]any{"name": "lost"})
+	})
+	if err := os.RemoveAll(filepath.Join(dir, "nats")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(older, filepath.Join(dir, "nats")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := openNode(t.Context(), &cfg, "127.0.0.1:1280", slog.New(slog.DiscardHandler))
+	if err == nil {
+		n.Close()
+		t.Fatal("a node opened a log that ends before its projection")
+	}
+	t.Log(err)
+	if !strings.Contains(err.Error(), "are lost from the log") || !strings.Contains(err.Error(), filepath.Join(dir, "projections")) {
+		t.Fatalf("the refusal: %v", err)
+	}
+	for _, d := range []string{"projections", "snapshots"} {
+		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebuilt := startTestNode(t, cfg)
+	r := rebuilt.do(t, http.MethodGet, mgmt+"/services", rebuilt.adminToken(t), nil)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"kept"`) || strings.Contains(string(r.Body), `"lost"`) {
+		t.Fatalf("rebuilt from the older log: %d %s", r.Status, r.Body)
 	}
 }

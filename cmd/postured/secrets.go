@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/seed-0809debe/posture/eventlog"
@@ -24,16 +26,30 @@ func (s *serveCmd) secretsKeyFile() string {
 // keyring on the log's data key bucket.
 func openSecrets(ctx context.Context, s *serveCmd, elog *eventlog.Log, log *slog.Logger) (*secrets.Keyring, error) {
 	path := s.secretsKeyFile()
+	keys, err := elog.OpenKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A log whose values are sealed needs the key that sealed them: a new
+	// one would open none of them (a key file left out of a restore, a
+	// mistyped --secrets-key-file, a cluster node started without it).
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		sealed, err := keys.Any(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if sealed {
+			return nil, fmt.Errorf("no secrets key at %s, but the log's data key bucket holds data keys sealed by one: "+
+				"restore the secrets key there (the same file on every node of a cluster), or give it with --secrets-key-file; "+
+				"values sealed under it cannot be read with a new key", path)
+		}
+	}
 	kek, created, err := secrets.LoadOrCreateKEK(path)
 	if err != nil {
 		return nil, err
 	}
 	if created {
 		log.Info("created the secrets key (share it between the nodes of a cluster, like the CA; keep it out of backups of the log)", "path", path, "kekId", secrets.KEKID(kek))
-	}
-	keys, err := elog.OpenKeys(ctx)
-	if err != nil {
-		return nil, err
 	}
 	k, err := secrets.New(secrets.Options{KEK: kek, Keys: keyStore{keys}})
 	if err != nil {

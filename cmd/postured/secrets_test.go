@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -366,4 +367,69 @@ func TestLegacyClearSecretsStillWork(t *testing.T) {
 func legacyRecoveryHashForTest(identityID, code string) string {
 	sum := sha256.Sum256([]byte("postured recovery code\x00" + identityID + "\x00" + code))
 	return hex.EncodeToString(sum[:])
+}
+
+// A node whose log holds sealed values does not start without the key that
+// sealed them (a key file left out of a restore would otherwise be replaced
+// by a new key that opens none of them); nor does a node whose CA is gone
+// from a data directory with a log, nor one whose CA key others may read.
+// With what was lost put back, it starts and reads what it sealed.
+func TestServeKeepsItsKeys(t *testing.T) {
+	dir := t.TempDir()
+	cfg := defaultTestConfig(dir)
+	var enr enrollmentDetail
+	t.Run("first", func(t *testing.T) {
+		n := startTestNode(t, cfg)
+		_, enr = n.enrolledIdentity(t, n.adminToken(t), "laptop", map[string]any{"ott": true})
+	})
+	open := func() error {
+		n, err := openNode(t.Context(), &cfg, "127.0.0.1:1280", slog.New(slog.DiscardHandler))
+		if err == nil {
+			n.Close()
+		}
+		return err
+	}
+	moved := func(path string) (restore func()) {
+		aside := filepath.Join(t.TempDir(), filepath.Base(path))
+		if err := os.Rename(path, aside); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := os.Rename(aside, path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pkiDir := filepath.Join(dir, "pki")
+
+	restore := moved(filepath.Join(pkiDir, "secrets.key"))
+	if err := open(); err == nil || !strings.Contains(err.Error(), "no secrets key at") {
+		t.Fatalf("without the secrets key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(pkiDir, "secrets.key")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused start created a key: %v", err)
+	}
+	restore()
+
+	restoreKey, restoreCert := moved(filepath.Join(pkiDir, "ca.key")), moved(filepath.Join(pkiDir, "ca.pem"))
+	if err := open(); err == nil || !strings.Contains(err.Error(), "no CA in") {
+		t.Fatalf("without the CA: %v", err)
+	}
+	restoreKey()
+	restoreCert()
+
+	if err := os.Chmod(filepath.Join(pkiDir, "ca.key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(); err == nil || !strings.Contains(err.Error(), "accessible to others") {
+		t.Fatalf("with a CA key others may read: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(pkiDir, "ca.key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	n := startTestNode(t, cfg)
+	if got := n.detail(t, n.adminToken(t), "enrollments", enr.ID); got["jwt"] != enr.JWT {
+		t.Fatalf("the enrollment after the keys came back: jwt %v, want %v", got["jwt"], enr.JWT)
+	}
 }

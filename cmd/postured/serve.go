@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
@@ -182,8 +183,15 @@ func (s *serveCmd) validate() error {
 		return errors.New("--api-session-timeout must be at least 1s")
 	case s.MFAGrace < time.Second:
 		return errors.New("--mfa-grace must be at least 1s")
-	case s.ReadTimeout < 0 || s.WriteTimeout < 0 || s.IdleTimeout < 0 || s.MaxConnections < 0 || s.MaxConnsPerSource < 0:
-		return errors.New("--read-timeout, --write-timeout, --idle-timeout, --max-connections and --max-connections-per-source may not be negative")
+	case s.ReadTimeout < time.Second || s.WriteTimeout < time.Second || s.IdleTimeout < time.Second:
+		// 0 would be no limit at all: slow clients could hold connections.
+		return errors.New("--read-timeout, --write-timeout and --idle-timeout must be at least 1s")
+	case s.MaxConnections < 0 || s.MaxConnsPerSource < 0:
+		return errors.New("--max-connections and --max-connections-per-source may not be negative (0: no cap)")
+	case utf8.RuneCountInString(s.AdminUsername) < api.MinUsername || utf8.RuneCountInString(s.AdminUsername) > api.MaxUsername:
+		return fmt.Errorf("--admin-username must be %d to %d characters, as every username (it would not log in)", api.MinUsername, api.MaxUsername)
+	case s.AdminPassword != "" && (utf8.RuneCountInString(s.AdminPassword) < api.MinPassword || utf8.RuneCountInString(s.AdminPassword) > api.MaxPassword):
+		return fmt.Errorf("POSTURED_ADMIN_PASSWORD must be %d to %d characters, as every password (it would not log in)", api.MinPassword, api.MaxPassword)
 	case s.WebhookTimeout <= 0 || s.WebhookBackoff <= 0 || s.WebhookGiveUp <= 0:
 		return errors.New("--webhook-timeout, --webhook-backoff and --webhook-give-up must be positive")
 	case s.WebhookMaxBackoff < s.WebhookBackoff:
@@ -346,6 +354,48 @@ func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger)
 	}
 }
 
+// checkCAKept refuses to create a CA for a data directory that already
+// holds a log or a projection: the CA was lost or --pki-dir is mistyped,
+// and a new CA would sign new checkpoints and certificates that nothing
+// issued so far verifies against.
+func checkCAKept(s *serveCmd) error {
+	if pki.Exists(s.pkiDir()) {
+		return nil
+	}
+	// What an earlier start leaves (the directories alone may be mount
+	// points made ready for a first start).
+	for _, d := range []struct{ what, glob string }{
+		{"event log", filepath.Join(s.DataDir, "nats", "jetstream")},
+		{"projection", filepath.Join(s.DataDir, "projections", "MANIFEST-*")},
+	} {
+		if found, _ := filepath.Glob(d.glob); len(found) > 0 {
+			return fmt.Errorf("no CA in %s, but %s holds this node's %s from an earlier start: restore the CA (ca.key and ca.pem) "+
+				"there, or give its directory with --pki-dir; a new CA would sign nothing the existing checkpoints and "+
+				"certificates verify against", s.pkiDir(), s.DataDir, d.what)
+		}
+	}
+	return nil
+}
+
+// checkLogEnd refuses a log that ends before the projection's cursor: the
+// log lost its end (a store restored from an older backup, or cut back),
+// and a node serving it would append new events at sequences its
+// projection counts as applied, and so never apply them.
+func checkLogEnd(ctx context.Context, l *eventlog.Log, cursor uint64, dataDir string) error {
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		return fmt.Errorf("read the end of the event log: %w", err)
+	}
+	if cursor <= last {
+		return nil
+	}
+	return fmt.Errorf("the event log ends at sequence %d, but this node's projection applied it up to %d: "+
+		"sequences %d..%d are lost from the log (restored from an older backup, or cut back). "+
+		"Restore the newer copy of the log; or, to serve the log as it is, remove %s and %s: the projection "+
+		"is then rebuilt from the log", last, cursor, last+1, cursor,
+		filepath.Join(dataDir, "projections"), filepath.Join(dataDir, "snapshots"))
+}
+
 // limitListener caps the connections ln holds open: --max-connections in
 // all, --max-connections-per-source from one address (trusted proxies
 // exempt).
@@ -435,6 +485,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	}()
 	// The CA comes first: the embedded NATS server's listener presents a
 	// certificate from it.
+	if err := checkCAKept(s); err != nil {
+		return nil, err
+	}
 	if n.ca, err = pki.Open(s.pkiDir(), pki.Options{}); err != nil {
 		return nil, err
 	}
@@ -477,6 +530,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	n.store, err = projections.Open(projections.Options{Dir: filepath.Join(s.DataDir, "projections"), Logger: log,
 		DiskReserve: (s.DiskReserveMiB << 20) / 2})
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLogEnd(openCtx, n.elog, n.store.Cursor(), s.DataDir); err != nil {
 		return nil, err
 	}
 	if n.snapshots, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(s.DataDir, "snapshots"),

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +57,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--metrics-listen", "bad", data}, `--metrics-listen "bad": want host:port`, "postured serve"},
 		{[]string{"serve", "--disk-reserve-mib=-1", data}, "--disk-reserve-mib may not be negative", "postured serve"},
 		{[]string{"serve", "--webhook-max-backoff", "1s", data}, "--webhook-max-backoff may not be under --webhook-backoff", "postured serve"},
+		{[]string{"serve", "--read-timeout", "0s", data}, "--read-timeout, --write-timeout and --idle-timeout must be at least 1s", "postured serve"},
+		{[]string{"serve", "--idle-timeout", "1ms", data}, "--read-timeout, --write-timeout and --idle-timeout must be at least 1s", "postured serve"},
+		{[]string{"serve", "--admin-username", "ab", data}, "--admin-username must be 4 to 100 characters", "postured serve"},
 	} {
 		code, stdout, stderr := runMain(t, c.args...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
@@ -76,6 +82,16 @@ func TestUsageErrors(t *testing.T) {
 	// A failing command (not a usage error) exits 1.
 	if code, _, stderr := runMain(t, "audit", "identity", "nosuch", data); code != exitFailed || !strings.HasPrefix(stderr, "postured: ") {
 		t.Errorf("audit of an unknown identity: exit %d, %q", code, stderr)
+	}
+	// A first admin's password that could never log in is refused before
+	// the data directory is made.
+	fresh := filepath.Join(t.TempDir(), "data")
+	t.Setenv("POSTURED_ADMIN_PASSWORD", "abc")
+	if code, _, stderr := runMain(t, "serve", "--data-dir", fresh); code != exitUsage || !strings.Contains(stderr, "POSTURED_ADMIN_PASSWORD must be 5 to 100 characters") || strings.Contains(stderr, "abc") {
+		t.Errorf("serve with a 3-character admin password: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused serve made its data directory: %v", err)
 	}
 }
 
