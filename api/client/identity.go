@@ -40,6 +40,17 @@ type ExtJWTStore interface {
 	IdentityByExternalID(externalID string) (posture.Identity, error)
 }
 
+// SharedRoutes are the client API's operations the management API serves
+// too, as OpenZiti's does: an admin who logs in there with MFA finishes the
+// login there (the partial API session is the same), and reads the current
+// identity.
+func (a *API) SharedRoutes() []api.Route {
+	return []api.Route{
+		{Method: http.MethodPost, Path: "/authenticate/mfa", Access: api.Partial, Handler: a.mfa().authenticateMFA},
+		{Method: http.MethodGet, Path: "/current-identity", Access: api.Admin, Handler: a.currentIdentity},
+	}
+}
+
 // identityRoutes are the current identity's operations: MFA, authenticators,
 // the identity itself, external JWT signers.
 func (a *API) identityRoutes() []api.Route {

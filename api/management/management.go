@@ -78,6 +78,9 @@ type API struct {
 
 	// Controllers lists the live nodes (GET /controllers); nil: no route.
 	Controllers *api.Controllers
+	// Shared are operations of the client API served here too (client.API's
+	// SharedRoutes: an MFA login's second step, the current identity).
+	Shared []api.Route
 
 	// Signer signs enrollment JWTs (identities, routers, CAs) with the key
 	// of the served TLS certificate; Enrollments reads enrollments;
@@ -127,7 +130,7 @@ func (a *API) Routes() []api.Route {
 	if a.Controllers != nil {
 		routes = append(routes, a.Controllers.Route(api.Admin))
 	}
-	return routes
+	return append(routes, a.Shared...)
 }
 
 // Register mounts the management API on e under its base path.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -441,4 +442,44 @@ func decodeQR(t testing.TB, data []byte) string {
 		t.Fatalf("QR code does not decode: %v", err)
 	}
 	return res.GetText()
+}
+
+// An admin with MFA logs in on the management API alone, as the ziti CLI
+// does: the password gives a partial API session whose authQuery points at
+// ./authenticate/mfa, which the management API serves; until then the
+// admin's operations are refused, after it they are allowed, and
+// /current-identity names the admin.
+func TestManagementLoginWithMFA(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
+	tok := n.createUser(t, "mfa-admin", "mfa-admin-password", true)
+	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
+
+	r := n.do(t, http.MethodPost, mgmt+"/authenticate?method=password", "", map[string]string{"username": "mfa-admin", "password": "mfa-admin-password"})
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"httpUrl":"./authenticate/mfa"`) {
+		t.Fatalf("password login on the management API: %d %s", r.Status, r.Body)
+	}
+	partial := r.Header.Get(api.HeaderSession)
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/identities", partial, nil), 401, posture.CodeUnauthorized, "")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticate/mfa", partial, map[string]string{"code": wrongCode(t, secret, clk.Now())}), 400, posture.CodeMFAInvalidToken, "")
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticate/mfa", partial, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
+		t.Fatalf("authenticate/mfa on the management API: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+"/identities", partial, nil); r.Status != http.StatusOK {
+		t.Fatalf("an admin operation after MFA: %d %s", r.Status, r.Body)
+	}
+	var me struct {
+		Name    string `json:"name"`
+		IsAdmin bool   `json:"isAdmin"`
+	}
+	data, _ := n.do(t, http.MethodGet, mgmt+"/current-identity", partial, nil).envelope(t)
+	if err := json.Unmarshal(data, &me); err != nil || me.Name != "mfa-admin" || !me.IsAdmin {
+		t.Fatalf("current-identity on the management API: %s (%v)", data, err)
+	}
+	// Not an admin: the management API's current identity is refused.
+	user := n.createUser(t, "plain-user", "plain-password", false)
+	if r := n.do(t, http.MethodGet, mgmt+"/current-identity", user, nil); r.Status != http.StatusForbidden && r.Status != http.StatusUnauthorized {
+		t.Fatalf("a non-admin's current-identity on the management API: %d %s", r.Status, r.Body)
+	}
 }

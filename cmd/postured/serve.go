@@ -649,6 +649,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.backtests = newBacktestJobs(n.elog, n.snapshots, n.clock.Now, n.log)
 	n.management.Backtests = n.backtests
 	n.client.ServiceAdmin = n.management
+	n.management.Shared = n.client.SharedRoutes()
 	if err := n.openCluster(openCtx, s); err != nil {
 		return err
 	}
