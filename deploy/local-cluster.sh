@@ -38,20 +38,35 @@ launch() { # name, command...
 		echo "$name is already running (pid $(cat "$RUN/$name.pid"))"
 		return
 	fi
-	"$@" >"$RUN/$name.log" 2>&1 &
+	"$@" >>"$RUN/$name.log" 2>&1 &
 	echo $! >"$RUN/$name.pid"
 	echo "$name started (pid $!, log $RUN/$name.log)"
 }
 
-# wait_for_https waits (at most 60s) until a node answers its liveness probe.
+# exited fails, with the tail of its log, when a launched process is gone.
+exited() {
+	if running "$1"; then
+		return 1
+	fi
+	echo "$1 exited; the end of $RUN/$1.log:" >&2
+	tail -n 20 "$RUN/$1.log" >&2
+	rm -f "$RUN/$1.pid"
+	return 0
+}
+
+# wait_for_https waits (at most 60s) until a node (name, port) answers its
+# liveness probe, and fails at once if the node exits.
 wait_for_https() {
 	for _ in $(seq 120); do
-		if curl -sf --cacert "$RUN/pki/ca.pem" "https://localhost:$1/livez" >/dev/null 2>&1; then
+		if curl -sf --cacert "$RUN/pki/ca.pem" "https://localhost:$2/livez" >/dev/null 2>&1; then
 			return 0
+		fi
+		if exited "$1"; then
+			return 1
 		fi
 		sleep 0.5
 	done
-	echo "no answer on https://localhost:$1 (see the logs in $RUN)" >&2
+	echo "no answer on https://localhost:$2 (see the logs in $RUN)" >&2
 	return 1
 }
 
@@ -67,6 +82,12 @@ start)
 	for i in 1 2 3; do
 		launch "nats-$i" "$NATS_SERVER" -c "deploy/nats/nats-$i.conf"
 	done
+	sleep 1 # a server that refuses its configuration exits at once
+	for i in 1 2 3; do
+		if exited "nats-$i"; then
+			exit 1
+		fi
+	done
 	# The variables are nats-server's; postured reads its own flags.
 	unset NATS_POSTURED_NKEY NATS_AUDITOR_NKEY NATS_ROUTE_PASSWORD NATS_ROUTE_1 NATS_ROUTE_2 NATS_ROUTE_3
 	NATS_AUTH=(--nats-url "$NATS_URLS" --nats-tls-ca "$RUN/pki/ca.pem" --nats-nkey "$CREDS/postured.nk")
@@ -74,10 +95,10 @@ start)
 	# starts once the first answers, with the same CA.
 	launch node-1 "$POSTURED" serve --name node-1 --data-dir "$RUN/node-1" --pki-dir "$RUN/pki" \
 		--listen 127.0.0.1:1280 "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
-	wait_for_https 1280
+	wait_for_https node-1 1280
 	launch node-2 "$POSTURED" serve --name node-2 --data-dir "$RUN/node-2" --pki-dir "$RUN/pki" \
 		--listen 127.0.0.1:1281 "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
-	wait_for_https 1281
+	wait_for_https node-2 1281
 	echo "postured nodes on https://localhost:1280 and https://localhost:1281 (CA: $RUN/pki/ca.pem)"
 	echo "NATS on $NATS_URLS (TLS; auditor credentials: $CREDS/auditor.nk)"
 	;;
