@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -210,17 +212,51 @@ type Route struct {
 	Path    string // relative to the API's base path, echo syntax (":id")
 	Access  Access
 	Handler echo.HandlerFunc
+	// AnyBody: the handler reads bodies of other media types than JSON
+	// (an enrollment's PEM CSR, a CA's verification certificate). Other
+	// routes refuse a body whose Content-Type is not JSON.
+	AnyBody bool
 }
 
 // Mount registers routes under g with the authentication their access level
 // requires.
 func Mount(g *echo.Group, auth *Auth, routes []Route) {
 	for _, r := range routes {
+		h := r.Handler
+		if !r.AnyBody {
+			h = jsonBody(h)
+		}
 		if r.Access == Public {
-			g.Add(r.Method, r.Path, r.Handler)
+			g.Add(r.Method, r.Path, h)
 			continue
 		}
-		g.Add(r.Method, r.Path, r.Handler, auth.Require(r.Access))
+		g.Add(r.Method, r.Path, h, auth.Require(r.Access))
+	}
+}
+
+// jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH body
+// labelled with a media type other than JSON (application/json, or a
+// +json type): a form or text posted by mistake is not read as JSON. A
+// body without a Content-Type is read as JSON, as OpenZiti's SDKs and
+// curl without -H send it.
+func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		ct := r.Header.Get(echo.HeaderContentType)
+		switch {
+		case ct == "", r.ContentLength == 0:
+			return next(c)
+		case r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch:
+			return next(c) // a body no operation reads
+		}
+		if mt, _, err := mime.ParseMediaType(ct); err == nil && (mt == echo.MIMEApplicationJSON || strings.HasSuffix(mt, "+json")) {
+			return next(c)
+		}
+		if len(ct) > 100 {
+			ct = ct[:100] + "..."
+		}
+		return &posture.Error{Code: posture.CodeUnsupportedMediaType,
+			Message: fmt.Sprintf("the body must be JSON (Content-Type: application/json), not %q", ct)}
 	}
 }
 

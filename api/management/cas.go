@@ -222,7 +222,7 @@ func (a *API) issuer() string { return "https://" + a.Info.Advertise }
 // caRoutes are the CA operations.
 func (a *API) caRoutes() []api.Route {
 	return append(a.cas().routes(),
-		api.Route{Method: http.MethodPost, Path: "/cas/:id/verify", Access: api.Admin, Handler: a.verifyCA},
+		api.Route{Method: http.MethodPost, Path: "/cas/:id/verify", Access: api.Admin, Handler: a.verifyCA, AnyBody: true},
 		api.Route{Method: http.MethodGet, Path: "/cas/:id/jwt", Access: api.Admin, Handler: a.caJWT},
 	)
 }

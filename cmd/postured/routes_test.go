@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -147,4 +149,50 @@ func (n *testNode) createUser(t testing.TB, name, password string, admin bool) s
 		t.Fatal(err)
 	}
 	return n.login(t, api.ClientBase, name, password)
+}
+
+// A body labelled with another media type than JSON is refused with 415
+// UNSUPPORTED_MEDIA_TYPE in the envelope and changes nothing; JSON with a
+// charset and a body without a Content-Type are read; the
+// check comes after authentication; enrollment still takes a PEM CSR
+// (TestEnrollOTT).
+func TestJSONBodiesOnly(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	body := []byte(`{"name":"typed"}`)
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "image/png", "not a type"} {
+		r := n.send(t, request{method: http.MethodPost, path: mgmt + "/services", token: admin, contentType: ct, body: body})
+		expectError(t, r, http.StatusUnsupportedMediaType, posture.CodeUnsupportedMediaType, "")
+		if !strings.Contains(string(r.Body), "the body must be JSON") {
+			t.Errorf("Content-Type %q: %s", ct, r.Body)
+		}
+	}
+	if r := n.do(t, http.MethodGet, mgmt+`/services?filter=name="typed"`, admin, nil); !strings.Contains(string(r.Body), `"count":0`) && !strings.Contains(string(r.Body), `"totalCount":0`) {
+		t.Fatalf("a refused body created a service: %s", r.Body)
+	}
+	expectError(t, n.send(t, request{method: http.MethodPost, path: mgmt + "/services", contentType: "text/plain", body: body}), http.StatusUnauthorized, posture.CodeUnauthorized, "")
+	if r := n.send(t, request{method: http.MethodPost, path: mgmt + "/services", token: admin, contentType: "application/json; charset=utf-8", body: []byte(`{"name":"typed-1"}`)}); r.Status != http.StatusCreated {
+		t.Errorf("JSON with a charset: %d %s", r.Status, r.Body)
+	}
+	// Off the document, which says application/json: a +json type, and no
+	// Content-Type at all.
+	plain := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}}}
+	for i, ct := range []string{"application/merge-patch+json", ""} {
+		req, err := http.NewRequest(http.MethodPost, n.srv.URL+mgmt+"/services", strings.NewReader(fmt.Sprintf(`{"name":"typed-%d"}`, i+2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(api.HeaderSession, admin)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Errorf("Content-Type %q: %d", ct, resp.StatusCode)
+		}
+	}
 }
