@@ -2,6 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -12,19 +15,36 @@ import (
 // List answers one page of items after the request's filter and sort. The
 // filter's own `sort by`, `skip` and `limit` clauses win over the sort,
 // offset and limit parameters. Items are matched and sorted on their JSON
-// form, so filters name the fields the wire shows.
-func List[T any](c echo.Context, items []T) error {
+// form, so filters name the fields the wire shows; a filter or sort naming
+// a field the items cannot have is refused (INVALID_FILTER,
+// INVALID_SORT_IDENTIFIER), not read as "no match".
+func List[T any](c echo.Context, items []T) error { return ListOf(c, items, Fields{}) }
+
+// Fields tells List the fields of views whose keys vary (maps): the
+// entity's own fields (Of, its type) and, for an empty list, a view of a
+// zero entity (Sample).
+type Fields struct {
+	Of     reflect.Type
+	Sample func() any
+}
+
+// ListOf is List for views that are maps, with what else their fields are.
+func ListOf[T any](c echo.Context, items []T, known Fields) error {
 	params, err := ParseList(c)
 	if err != nil {
 		return err
 	}
-	q, err := filter.Parse(params.Filter)
+	var opts filter.Options
+	if params.Filter != "" || params.Sort != "" {
+		opts.Fields = listFields(items, known)
+	}
+	q, err := filter.ParseWith(params.Filter, opts)
 	if err != nil {
 		return err
 	}
 	by := q.Sort
 	if len(by) == 0 && params.Sort != "" {
-		if by, err = filter.ParseSort(params.Sort); err != nil {
+		if by, err = filter.ParseSortWith(params.Sort, opts); err != nil {
 			return err
 		}
 	}
@@ -57,6 +77,122 @@ func List[T any](c echo.Context, items []T) error {
 		out[i] = items[m[pos].(int)]
 	}
 	return Paginate(c, params, out)
+}
+
+// listFields are the names a filter or sort may use on items: the fields
+// of their type; for views held as interfaces, those of every type among
+// them, a map's own keys (and anything below them), the known entity's
+// fields, and a sample view's for an empty list. Nil (any name) when a
+// view's fields cannot be told.
+func listFields[T any](items []T, known Fields) []string {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Interface {
+		return fieldsOf(t)
+	}
+	names := map[string]bool{}
+	add := func(v any) bool {
+		rv := reflect.ValueOf(v)
+		switch {
+		case !rv.IsValid():
+			return true
+		case rv.Kind() == reflect.Map && rv.Type().Key().Kind() == reflect.String:
+			for _, k := range rv.MapKeys() {
+				names[k.String()], names[k.String()+".*"] = true, true
+			}
+			return true
+		}
+		f := fieldsOf(rv.Type())
+		for _, n := range f {
+			names[n] = true
+		}
+		return f != nil
+	}
+	for _, it := range items {
+		if !add(it) {
+			return nil
+		}
+	}
+	if len(items) == 0 {
+		if known.Sample == nil || !add(known.Sample()) {
+			return nil
+		}
+	}
+	if known.Of != nil {
+		f := fieldsOf(known.Of)
+		if f == nil {
+			return nil
+		}
+		for _, n := range f {
+			names[n] = true
+		}
+	}
+	out := make([]string, 0, len(names))
+	for n := range names {
+		out = append(out, n)
+	}
+	return out
+}
+
+// fields caches fieldsOf by type.
+var fields sync.Map // reflect.Type -> []string
+
+var marshaler = reflect.TypeFor[json.Marshaler]()
+
+// fieldsOf lists the fields a filter or sort may name on items of type t:
+// the names of their JSON form, dotted into nested objects, with "name.*"
+// below a map or a free-form value. Nil (any name) for items whose JSON
+// form reflection cannot tell: maps, free-form values, their own encoding.
+func fieldsOf(t reflect.Type) []string {
+	if f, ok := fields.Load(t); ok {
+		return f.([]string)
+	}
+	var out []string
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Struct && !t.Implements(marshaler) && !reflect.PointerTo(t).Implements(marshaler) {
+		out = structFields(t, "", 0, []string{})
+	}
+	fields.Store(t, out)
+	return out
+}
+
+func structFields(t reflect.Type, prefix string, depth int, out []string) []string {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			out = structFields(ft, prefix, depth, out) // promoted fields
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, prefix+name)
+		switch {
+		case ft.Implements(marshaler) || reflect.PointerTo(ft).Implements(marshaler):
+			// its own encoding (times, raw JSON): a value, or anything
+			// below it when it encodes an object
+			if ft.Kind() == reflect.Map || ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Uint8 {
+				out = append(out, prefix+name+".*")
+			}
+		case ft.Kind() == reflect.Map || ft.Kind() == reflect.Interface:
+			out = append(out, prefix+name+".*")
+		case ft.Kind() == reflect.Struct && depth < 4:
+			out = structFields(ft, prefix+name+".", depth+1, out)
+		}
+	}
+	return out
 }
 
 func asRecord(v any) (map[string]any, error) {

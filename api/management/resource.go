@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -122,7 +123,23 @@ func (r *resource[T, In]) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.List(c, views)
+	return api.ListOf(c, views, api.Fields{Of: reflect.TypeFor[T](), Sample: r.sample})
+}
+
+// sample is the view of a zero entity: the keys an empty list's filter may
+// name (nil when the view cannot show one).
+func (r *resource[T, In]) sample() (v any) {
+	defer func() {
+		if recover() != nil {
+			v = nil
+		}
+	}()
+	var zero T
+	v, err := r.view(zero)
+	if err != nil {
+		return nil
+	}
+	return v
 }
 
 func (r *resource[T, In]) detail(c echo.Context) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -193,6 +194,50 @@ func TestJSONBodiesOnly(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusCreated {
 			t.Errorf("Content-Type %q: %d", ct, resp.StatusCode)
+		}
+	}
+}
+
+// A filter or sort naming a field the listed items do not have is refused
+// with INVALID_FILTER or INVALID_SORT_IDENTIFIER, saying which, instead of
+// matching nothing or leaving the order as it was; the fields the items
+// show, nested ones and tags included, are taken.
+func TestListUnknownFields(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	n.create(t, admin, "services", map[string]any{"name": "crm", "tags": map[string]any{"env": "prod"}})
+	for _, path := range []string{"/identities", "/services", "/service-policies", "/posture-checks", "/edge-routers", "/configs", "/enrollments", "/external-jwt-signers", "/webhooks", "/authenticators"} {
+		r := n.do(t, http.MethodGet, mgmt+path+"?filter="+url.QueryEscape(`nme = "admin"`), admin, nil)
+		if r.Status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", path, r.Status, r.Body)
+			continue
+		}
+		expectError(t, r, http.StatusBadRequest, posture.CodeInvalidFilter, "")
+		if !strings.Contains(string(r.Body), `unknown field \"nme\"`) {
+			t.Errorf("%s with an unknown filter field: %s", path, r.Body)
+		}
+		expectError(t, n.do(t, http.MethodGet, mgmt+path+"?sort=nosuchfield", admin, nil), http.StatusBadRequest, posture.CodeInvalidSort, "")
+		expectError(t, n.do(t, http.MethodGet, mgmt+path+"?filter="+url.QueryEscape(`true sort by nosuchfield`), admin, nil), http.StatusBadRequest, posture.CodeInvalidFilter, "")
+	}
+	for _, q := range []string{`name = "admin"`, `isAdmin = true and createdAt > datetime(2000-01-01T00:00:00Z) sort by updatedAt desc`} {
+		if ids, _ := n.listIDs(t, admin, "/identities", q); len(ids) != 1 {
+			t.Errorf("identities where %s: %v", q, ids)
+		}
+	}
+	if ids, _ := n.listIDs(t, admin, "/services", `tags.env = "prod"`); len(ids) != 1 {
+		t.Errorf("services by tag: %v", ids)
+	}
+	// A field only some of an entity's views show (an MFA check's timeout,
+	// an updb enrollment's username) is a field, even where no item has
+	// it, and on an empty list.
+	n.create(t, admin, "posture-checks", map[string]any{"typeId": "DOMAIN", "name": "corp", "domains": []string{"corp"}})
+	for _, q := range []struct{ path, filter string }{
+		{"/posture-checks", `timeoutSeconds = 60`},
+		{"/enrollments", `username = "x"`},
+		{"/edge-routers", `isOnline = true`},
+	} {
+		if r := n.do(t, http.MethodGet, mgmt+q.path+"?filter="+url.QueryEscape(q.filter), admin, nil); r.Status != http.StatusOK {
+			t.Errorf("%s where %s: %d %s", q.path, q.filter, r.Status, r.Body)
 		}
 	}
 }
