@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/labstack/echo/v4"
@@ -166,6 +167,25 @@ func TestRedactURI(t *testing.T) {
 	} {
 		if got := api.RedactURI(in); got != want {
 			t.Errorf("RedactURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A whole-second end of a range stands for that whole second; a time with
+// a fraction for itself.
+func TestEndOf(t *testing.T) {
+	for s, want := range map[string]string{
+		"2026-11-24T06:45:43Z":      "2026-11-24T06:45:43.999999999Z",
+		"2026-11-24T07:45:43+01:00": "2026-11-24T07:45:43.999999999+01:00",
+		"2026-11-24T06:45:43.5Z":    "2026-11-24T06:45:43.5Z",
+		"2026-11-24T06:45:43.000Z":  "2026-11-24T06:45:43Z",
+	} {
+		in, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := api.EndOf(s, in).Format(time.RFC3339Nano); got != want {
+			t.Errorf("EndOf(%s) = %s, want %s", s, got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -67,6 +68,17 @@ type Time time.Time
 
 // TimeFormat is the wire format of timestamps.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// EndOf is t, read from s, as the end of a range ("at", "until"): a time
+// written in whole seconds stands for that whole second (10:32:00Z includes
+// the events of 10:32:00.5), one with a fraction for itself. The API and
+// the command line read moments the same way.
+func EndOf(s string, t time.Time) time.Time {
+	if strings.Contains(s, ".") {
+		return t
+	}
+	return t.Add(time.Second - time.Nanosecond)
+}
 
 // MarshalJSON implements json.Marshaler.
 func (t Time) MarshalJSON() ([]byte, error) {

@@ -307,6 +307,9 @@ func windowTime(field, s string, now time.Time) (time.Time, error) {
 	if field == "from" && t.After(now) {
 		return t, posture.Invalid(field, "must not be in the future", s)
 	}
+	if field == "until" {
+		t = api.EndOf(s, t)
+	}
 	return t.UTC(), beforeLog(field, s, t)
 }
 

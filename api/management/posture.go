@@ -249,6 +249,9 @@ func queryTime(c echo.Context, name string) (time.Time, error) {
 	if err != nil {
 		return t, posture.Invalid(name, "must be an RFC 3339 time", s)
 	}
+	if name != "since" {
+		t = api.EndOf(s, t) // at, until: the end of a range
+	}
 	return t, beforeLog(name, s, t)
 }
 

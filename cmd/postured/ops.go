@@ -33,8 +33,8 @@ func parseTime(flag, s string, end bool, now time.Time) (time.Time, error) {
 	if err != nil {
 		return t, usageError{fmt.Errorf("--%s %q: want an RFC 3339 time (2026-11-22T10:32:00Z, 2026-11-22T11:32:00+01:00) or a duration from now (-2h, -30m)", flag, s)}
 	}
-	if end && !strings.Contains(s, ".") {
-		t = t.Add(time.Second - time.Nanosecond)
+	if end {
+		t = api.EndOf(s, t)
 	}
 	return t, nil
 }
