@@ -120,13 +120,16 @@ type Validator interface {
 }
 
 // CheckEnvelope reports an event without the envelope fields every event
-// has: an ID, a Type and a Subject.
+// has: an ID, a Type, a Subject and a time.
 func (e Event) CheckEnvelope() error {
 	var missing []string
 	for _, f := range []struct{ name, v string }{{"id", e.ID}, {"type", e.Type}, {"subject", e.Subject}} {
 		if f.v == "" {
 			missing = append(missing, f.name)
 		}
+	}
+	if e.At.IsZero() {
+		missing = append(missing, "at")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("the envelope has no %s", strings.Join(missing, ", "))

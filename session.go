@@ -2,6 +2,7 @@ package posture
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -36,6 +37,18 @@ type PostureRecorded struct {
 
 func (PostureRecorded) EventType() string { return TypePostureRecorded }
 func (p PostureRecorded) Subject() string { return SubjectFor(SubjectPosture, p.IdentityID) }
+
+// Validate refuses a posture fact that names no identity or no API
+// session: the API never appended one.
+func (p PostureRecorded) Validate() error {
+	switch {
+	case p.IdentityID == "":
+		return errors.New("identityId is required")
+	case p.APISessionID == "":
+		return errors.New("apiSessionId is required")
+	}
+	return nil
+}
 
 // MFAPassed records a valid TOTP (or recovery code) on an API session: at
 // MFA login, or when MFA enrollment was verified on it.

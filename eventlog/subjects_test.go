@@ -24,7 +24,7 @@ func TestReadSubjects(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var want []uint64
 	for i := range 1200 {
-		var p posture.Payload = posture.PostureRecorded{IdentityID: []string{"alice", "bob"}[i%2]}
+		var p posture.Payload = posture.PostureRecorded{IdentityID: []string{"alice", "bob"}[i%2], APISessionID: "as"}
 		if i%100 == 0 {
 			p = posture.Created[posture.Service]{Entity: posture.Service{ID: "s" + string(rune('a'+i/100)), Name: "s"}}
 		}

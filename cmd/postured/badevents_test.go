@@ -213,7 +213,7 @@ func TestHaltingSourceLogsAndWaits(t *testing.T) {
 	if _, err := l.Append(ctx, posture.MustEvent(posture.ConfigChanged{MFAGraceSeconds: 60, APISessionTimeoutSeconds: 60}, time.Now())); err != nil {
 		t.Fatal(err)
 	}
-	ack, err := l.JetStream().Publish(ctx, "postured.posture.x", []byte(`{"id":"e1","type":"identity.promoted","subject":"posture.x","data":{}}`))
+	ack, err := l.JetStream().Publish(ctx, "postured.posture.x", []byte(`{"id":"e1","type":"identity.promoted","at":"2026-01-01T00:00:00Z","subject":"posture.x","data":{}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
