@@ -98,16 +98,12 @@ func (i *Info) view(s Spec) specView {
 
 // ListSpecs is GET /specs.
 func (i *Info) ListSpecs(c echo.Context) error {
-	params, err := ParseList(c)
-	if err != nil {
-		return err
-	}
 	out := make([]specView, 0, len(i.Specs))
 	for _, s := range i.Specs {
 		out = append(out, i.view(s))
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return Paginate(c, params, out)
+	return List(c, out)
 }
 
 func (i *Info) spec(id string) (Spec, error) {

@@ -191,6 +191,9 @@ func (r *resource[T, In]) patch(c echo.Context) error {
 	if err := api.DecodeBytes(body, &fields); err != nil {
 		return err
 	}
+	if fields == nil { // an empty body, or null: a patch of nothing is a mistake
+		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object of the fields to change"}
+	}
 	return r.change(c, func(old T) (In, error) { return r.merge(old, fields) })
 }
 

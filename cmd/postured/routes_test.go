@@ -175,6 +175,12 @@ func TestJSONBodiesOnly(t *testing.T) {
 	if r := n.send(t, request{method: http.MethodPost, path: mgmt + "/services", token: admin, contentType: "application/json; charset=utf-8", body: []byte(`{"name":"typed-1"}`)}); r.Status != http.StatusCreated {
 		t.Errorf("JSON with a charset: %d %s", r.Status, r.Body)
 	}
+	// A patch of nothing (null, an empty body) is refused, not a no-op.
+	svc := n.create(t, admin, "services", map[string]any{"name": "patched"})
+	for _, body := range []string{"null", ""} {
+		r := n.send(t, request{method: http.MethodPatch, path: mgmt + "/services/" + svc, token: admin, contentType: "application/json", body: []byte(body)})
+		expectError(t, r, http.StatusBadRequest, posture.CodeCouldNotParseBody, "")
+	}
 	// Off the document, which says application/json: a +json type, and no
 	// Content-Type at all.
 	plain := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: n.ca.Pool(), ServerName: "localhost"}}}
@@ -226,6 +232,12 @@ func TestListUnknownFields(t *testing.T) {
 	}
 	if ids, _ := n.listIDs(t, admin, "/services", `tags.env = "prod"`); len(ids) != 1 {
 		t.Errorf("services by tag: %v", ids)
+	}
+	// The specs list filters too.
+	expectError(t, n.do(t, http.MethodGet, clientAPI+"/specs?filter="+url.QueryEscape("((("), "", nil), http.StatusBadRequest, posture.CodeInvalidFilter, "")
+	if r := n.do(t, http.MethodGet, clientAPI+"/specs?filter="+url.QueryEscape(`id = "edge-client"`), "", nil); r.Status != http.StatusOK ||
+		!strings.Contains(string(r.Body), `"totalCount":1`) {
+		t.Errorf("specs by id: %d %s", r.Status, r.Body)
 	}
 	// A field only some of an entity's views show (an MFA check's timeout,
 	// an updb enrollment's username) is a field, even where no item has
