@@ -121,7 +121,7 @@ func TestPostureReadHandlers(t *testing.T) {
 			Status: http.StatusNotFound, Code: posture.CodeNotFound},
 		{Name: "policyAdvice: at a moment, Bind", Method: http.MethodGet, Path: "/identities/ident1/policy-advice/svc1?type=bind&at=2026-04-01T10:32:00Z", Status: http.StatusOK,
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
-				if d := dataOf(t, r); d["decision"] != posture.DecisionDenied || asked.Type != posture.Bind || !asked.At.Equal(time.Date(2026, 4, 1, 10, 32, 0, 0, time.UTC)) {
+				if d := dataOf(t, r); d["decision"] != posture.DecisionDenied || asked.Type != posture.Bind || !asked.At.Equal(time.Date(2026, 4, 1, 10, 32, 0, 999999999, time.UTC)) { // a whole second: its end
 					t.Fatalf("advice %s, asked %+v", r.Data, asked)
 				}
 			}},
