@@ -315,11 +315,12 @@ func (a *API) identityEnrollments(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views, err := a.enrollments().views(all)
+	r := a.enrollments()
+	views, err := r.views(all)
 	if err != nil {
 		return err
 	}
-	return api.List(c, views)
+	return listViews(c, views, r.view)
 }
 
 type enrollmentInput struct {

@@ -54,7 +54,7 @@ func related[T posture.Entity](a *API, c echo.Context, ids []string, noun string
 		}
 		out = append(out, v)
 	}
-	return api.List(c, out)
+	return listViews(c, out, view)
 }
 
 // sub is a route that lists the entities related to one entity.

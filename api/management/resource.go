@@ -123,19 +123,25 @@ func (r *resource[T, In]) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.ListOf(c, views, api.Fields{Of: reflect.TypeFor[T](), Sample: r.sample})
+	return listViews(c, views, r.view)
 }
 
-// sample is the view of a zero entity: the keys an empty list's filter may
-// name (nil when the view cannot show one).
-func (r *resource[T, In]) sample() (v any) {
+// listViews answers one page of the views of entities of type T: a filter
+// or sort may name the entity's fields and the keys its views show.
+func listViews[T posture.Entity](c echo.Context, views []any, view func(T) (any, error)) error {
+	return api.ListOf(c, views, api.Fields{Of: reflect.TypeFor[T](), Sample: func() any { return sampleView(view) }})
+}
+
+// sampleView is the view of a zero entity: the keys an empty list's filter
+// may name (nil when the view cannot show one).
+func sampleView[T any](view func(T) (any, error)) (v any) {
 	defer func() {
 		if recover() != nil {
 			v = nil
 		}
 	}()
 	var zero T
-	v, err := r.view(zero)
+	v, err := view(zero)
 	if err != nil {
 		return nil
 	}

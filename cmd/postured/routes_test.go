@@ -243,9 +243,14 @@ func TestListUnknownFields(t *testing.T) {
 	// an updb enrollment's username) is a field, even where no item has
 	// it, and on an empty list.
 	n.create(t, admin, "posture-checks", map[string]any{"typeId": "DOMAIN", "name": "corp", "domains": []string{"corp"}})
+	laptop, _ := n.enrolledIdentity(t, admin, "laptop", map[string]any{"ott": true})
+	policy := n.create(t, admin, "service-policies", map[string]any{"name": "all", "type": "Dial", "identityRoles": []string{"#all"}, "serviceRoles": []string{"#all"}})
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/service-policies/"+policy+"/identities?filter="+url.QueryEscape(`nme = "x"`), admin, nil), http.StatusBadRequest, posture.CodeInvalidFilter, "")
 	for _, q := range []struct{ path, filter string }{
 		{"/posture-checks", `timeoutSeconds = 60`},
 		{"/enrollments", `username = "x"`},
+		{"/identities/" + laptop + "/enrollments", `username = "x"`},
+		{"/service-policies/" + policy + "/identities", `isAdmin = true`},
 		{"/edge-routers", `isOnline = true`},
 	} {
 		if r := n.do(t, http.MethodGet, mgmt+q.path+"?filter="+url.QueryEscape(q.filter), admin, nil); r.Status != http.StatusOK {
