@@ -198,6 +198,8 @@ func (s *serveCmd) validate() error {
 		return errors.New("--webhook-max-backoff may not be under --webhook-backoff")
 	case s.StreamReplicas < 1 || s.StreamReplicas > 5:
 		return fmt.Errorf("--stream-replicas must be 1 to 5 (JetStream's most), not %d", s.StreamReplicas)
+	case s.StreamReplicas > 1 && len(s.NatsURL) == 0:
+		return fmt.Errorf("--stream-replicas %d needs a NATS cluster (--nats-url): the embedded server is a single server", s.StreamReplicas)
 	case s.CheckpointEvery < 1 || s.CheckpointEvery > eventlog.MaxCheckpointEvents:
 		return fmt.Errorf("--checkpoint-every must be 1 to %d events, not %d", eventlog.MaxCheckpointEvents, s.CheckpointEvery)
 	case s.CheckpointInterval <= 0 || s.SnapshotInterval <= 0:

@@ -52,6 +52,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--checkpoint-every", "0", data}, "--checkpoint-every must be 1 to 50000 events, not 0", "postured serve"},
 		{[]string{"serve", "--past-moments", "0", data}, "--past-moments must be at least 1", "postured serve"},
 		{[]string{"serve", "--stream-replicas", "0", data}, "--stream-replicas must be 1 to 5", "postured serve"},
+		{[]string{"serve", "--stream-replicas", "3", data}, "--stream-replicas 3 needs a NATS cluster (--nats-url)", "postured serve"},
 		{[]string{"serve", "--advertise", "nohostport", data}, `--advertise "nohostport": want host:port`, "postured serve"},
 		{[]string{"serve", "--nats-listen", "nohostport", data}, `--nats-listen "nohostport": want host:port`, "postured serve"},
 		{[]string{"serve", "--metrics-listen", "bad", data}, `--metrics-listen "bad": want host:port`, "postured serve"},
