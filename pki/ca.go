@@ -87,14 +87,16 @@ func Open(dir string, opts Options) (*CA, error) {
 	}, nil
 }
 
-// Exists reports whether dir holds a CA (its key or its certificate).
-func Exists(dir string) bool {
+// Missing lists the files of a CA that dir lacks (its key, its
+// certificate), which Open would create.
+func Missing(dir string) []string {
+	var out []string
 	for _, f := range []string{caKeyFile, caCertFile} {
-		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, fs.ErrNotExist) {
-			return true
+		if _, err := os.Stat(filepath.Join(dir, f)); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, f)
 		}
 	}
-	return false
+	return out
 }
 
 func loadOrCreateCAKey(path string, opts Options) (crypto.Signer, error) {

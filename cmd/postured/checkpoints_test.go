@@ -313,8 +313,9 @@ func TestClusterCheckpoints(t *testing.T) {
 
 // A node refuses to serve a log that ends before its projection's cursor
 // (the log's store restored from an older copy), saying which sequences are
-// lost; with its projection and snapshots removed it rebuilds from the log
-// as it is and serves it.
+// lost, and one whose newest snapshot is beyond the log's end; with its
+// projection and snapshots removed it rebuilds from the log as it is and
+// serves it.
 func TestServeRefusesLogBehindProjection(t *testing.T) {
 	dir := t.TempDir()
 	cfg := defaultTestConfig(dir)
@@ -329,6 +330,9 @@ func TestServeRefusesLogBehindProjection(t *testing.T) {
 	t.Run("second", func(t *testing.T) {
 		n := startTestNode(t, cfg)
 		n.create(t, n.adminToken(t), "services", map[string]any{"name": "lost"})
+		if _, _, err := n.snapshots.Take(t.Context(), n.store, n.elog); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if err := os.RemoveAll(filepath.Join(dir, "nats")); err != nil {
 		t.Fatal(err)
@@ -345,10 +349,20 @@ func TestServeRefusesLogBehindProjection(t *testing.T) {
 	if !strings.Contains(err.Error(), "are lost from the log") || !strings.Contains(err.Error(), filepath.Join(dir, "projections")) {
 		t.Fatalf("the refusal: %v", err)
 	}
-	for _, d := range []string{"projections", "snapshots"} {
-		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
-			t.Fatal(err)
-		}
+	// The projection alone removed, the newest snapshot is still of the
+	// lost history: past moments would answer from it.
+	if err := os.RemoveAll(filepath.Join(dir, "projections")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = openNode(t.Context(), &cfg, "127.0.0.1:1280", slog.New(slog.DiscardHandler)); err == nil {
+		n.Close()
+		t.Fatal("a node opened a log that ends before its newest snapshot")
+	}
+	if !strings.Contains(err.Error(), "newest snapshot is at") || strings.Contains(err.Error(), filepath.Join(dir, "projections")) {
+		t.Fatalf("the refusal for a snapshot: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "snapshots")); err != nil {
+		t.Fatal(err)
 	}
 	rebuilt := startTestNode(t, cfg)
 	r := rebuilt.do(t, http.MethodGet, mgmt+"/services", rebuilt.adminToken(t), nil)

@@ -412,11 +412,18 @@ func TestServeKeepsItsKeys(t *testing.T) {
 	restore()
 
 	restoreKey, restoreCert := moved(filepath.Join(pkiDir, "ca.key")), moved(filepath.Join(pkiDir, "ca.pem"))
-	if err := open(); err == nil || !strings.Contains(err.Error(), "no CA in") {
+	if err := open(); err == nil || !strings.Contains(err.Error(), "no ca.key nor ca.pem in") {
 		t.Fatalf("without the CA: %v", err)
 	}
-	restoreKey()
 	restoreCert()
+	// Half a CA: the missing key is not made anew either.
+	if err := open(); err == nil || !strings.Contains(err.Error(), "no ca.key in") {
+		t.Fatalf("without the CA key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(pkiDir, "ca.key")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused start created a CA key: %v", err)
+	}
+	restoreKey()
 
 	if err := os.Chmod(filepath.Join(pkiDir, "ca.key"), 0o644); err != nil {
 		t.Fatal(err)

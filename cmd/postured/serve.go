@@ -356,12 +356,14 @@ func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger)
 	}
 }
 
-// checkCAKept refuses to create a CA for a data directory that already
-// holds a log or a projection: the CA was lost or --pki-dir is mistyped,
+// checkCAKept refuses to create a CA, or the half of one that is missing,
+// for a data directory that already holds a log or a projection: the CA
+// was lost or --pki-dir is mistyped,
 // and a new CA would sign new checkpoints and certificates that nothing
 // issued so far verifies against.
 func checkCAKept(s *serveCmd) error {
-	if pki.Exists(s.pkiDir()) {
+	missing := pki.Missing(s.pkiDir())
+	if len(missing) == 0 {
 		return nil
 	}
 	// What an earlier start leaves (the directories alone may be mount
@@ -371,31 +373,35 @@ func checkCAKept(s *serveCmd) error {
 		{"projection", filepath.Join(s.DataDir, "projections", "MANIFEST-*")},
 	} {
 		if found, _ := filepath.Glob(d.glob); len(found) > 0 {
-			return fmt.Errorf("no CA in %s, but %s holds this node's %s from an earlier start: restore the CA (ca.key and ca.pem) "+
+			return fmt.Errorf("no %s in %s, but %s holds this node's %s from an earlier start: restore the CA (ca.key and ca.pem) "+
 				"there, or give its directory with --pki-dir; a new CA would sign nothing the existing checkpoints and "+
-				"certificates verify against", s.pkiDir(), s.DataDir, d.what)
+				"certificates verify against", strings.Join(missing, " nor "), s.pkiDir(), s.DataDir, d.what)
 		}
 	}
 	return nil
 }
 
-// checkLogEnd refuses a log that ends before the projection's cursor: the
-// log lost its end (a store restored from an older backup, or cut back),
-// and a node serving it would append new events at sequences its
-// projection counts as applied, and so never apply them.
-func checkLogEnd(ctx context.Context, l *eventlog.Log, cursor uint64, dataDir string) error {
+// checkLogEnd refuses a log that ends before the projection's cursor or
+// its newest snapshot: the log lost its end (a store restored from an
+// older backup, or cut back). A node serving it would append new events at
+// sequences its projection counts as applied, and so never apply them, or
+// answer past moments from snapshots of a history the log no longer has.
+func checkLogEnd(ctx context.Context, l *eventlog.Log, cursor uint64, snaps []projections.Snapshot, dataDir string) error {
 	last, err := l.LastSeq(ctx)
 	if err != nil {
 		return fmt.Errorf("read the end of the event log: %w", err)
 	}
-	if cursor <= last {
+	projectionDir, snapshotDir := filepath.Join(dataDir, "projections"), filepath.Join(dataDir, "snapshots")
+	what, ahead, remove := "this node's projection applied it up to", cursor, projectionDir+" and "+snapshotDir
+	if n := len(snaps); n > 0 && snaps[n-1].Seq > last && cursor <= last {
+		what, ahead, remove = "this node's newest snapshot is at", snaps[n-1].Seq, snapshotDir
+	}
+	if ahead <= last {
 		return nil
 	}
-	return fmt.Errorf("the event log ends at sequence %d, but this node's projection applied it up to %d: "+
-		"sequences %d..%d are lost from the log (restored from an older backup, or cut back). "+
-		"Restore the newer copy of the log; or, to serve the log as it is, remove %s and %s: the projection "+
-		"is then rebuilt from the log", last, cursor, last+1, cursor,
-		filepath.Join(dataDir, "projections"), filepath.Join(dataDir, "snapshots"))
+	return fmt.Errorf("the event log ends at sequence %d, but %s %d: sequences %d..%d are lost from the log "+
+		"(restored from an older backup, or cut back). Restore the newer copy of the log; or, to serve the log as it "+
+		"is, remove %s: what was derived from the lost events is then rebuilt from the log", last, what, ahead, last+1, ahead, remove)
 }
 
 // limitListener caps the connections ln holds open: --max-connections in
@@ -534,12 +540,12 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLogEnd(openCtx, n.elog, n.store.Cursor(), s.DataDir); err != nil {
-		return nil, err
-	}
 	if n.snapshots, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: filepath.Join(s.DataDir, "snapshots"),
 		Keep: s.SnapshotsKeep, Every: s.SnapshotEvery, Interval: s.SnapshotInterval, MaxOpen: s.PastMoments,
 		Clock: clock, Logger: log}); err != nil {
+		return nil, err
+	}
+	if err := checkLogEnd(openCtx, n.elog, n.store.Cursor(), n.snapshots.List(), s.DataDir); err != nil {
 		return nil, err
 	}
 	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
