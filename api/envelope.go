@@ -70,14 +70,28 @@ type Time time.Time
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // EndOf is t, read from s, as the end of a range ("at", "until"): a time
-// written in whole seconds stands for that whole second (10:32:00Z includes
-// the events of 10:32:00.5), one with a fraction for itself. The API and
-// the command line read moments the same way.
+// stands for the whole of its last written digit, so 10:32:00Z includes the
+// events of 10:32:00.5, and 10:32:00.464Z (a time as the API shows it, in
+// milliseconds) those of 10:32:00.464381. The API and the command line read
+// moments the same way.
 func EndOf(s string, t time.Time) time.Time {
-	if strings.Contains(s, ".") {
+	digits := 0
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		for _, c := range s[i+1:] {
+			if c < '0' || c > '9' {
+				break
+			}
+			digits++
+		}
+	}
+	if digits >= 9 {
 		return t
 	}
-	return t.Add(time.Second - time.Nanosecond)
+	unit := time.Second
+	for range digits {
+		unit /= 10
+	}
+	return t.Add(unit - time.Nanosecond)
 }
 
 // MarshalJSON implements json.Marshaler.

@@ -31,7 +31,7 @@ type backtestCmd struct {
 	logFlags
 	Candidate    string `required:"" type:"existingfile" help:"The candidate (JSON): {\"postureChecks\": {\"create\": [body], \"update\": {\"<id>\": body}, \"delete\": [\"<id>\"]}, \"servicePolicies\": {...}}, with the management API's bodies (an update is a full PUT body)."`
 	From         string `help:"Start of the window, where the candidate applies (RFC 3339, or a duration from now such as -720h); default the start of the log."`
-	Until        string `help:"End of the window (RFC 3339, whole seconds include that second; or a duration from now); default the end of the log."`
+	Until        string `help:"End of the window (RFC 3339, taken to the end of its last digit, so 10:32:00Z includes 10:32:00.5; or a duration from now); default the end of the log."`
 	JSON         bool   `name:"json" help:"Print the report as one JSON document."`
 	FailOnChange bool   `name:"fail-on-change" help:"Exit 1 when any decision or transition changes (0: none changed; 2: the backtest could not run)."`
 	Changes      int    `default:"50" help:"How many changes the table lists (0: all; --json lists them all)."`

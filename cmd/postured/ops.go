@@ -19,8 +19,8 @@ import (
 
 // parseTime reads a time flag: an RFC 3339 time (2026-11-22T10:32:00Z,
 // with or without fractions of a second) or a duration from now (-2h,
-// -90m, -1h30m). The end of a range (end) written in whole seconds includes
-// that whole second, so that --at or --until 10:32:00Z includes the events
+// -90m, -1h30m). The end of a range (end) is taken to the end of its last
+// digit (api.EndOf), so that --at or --until 10:32:00Z includes the events
 // of 10:32:00.5. A value it cannot read is a usage error.
 func parseTime(flag, s string, end bool, now time.Time) (time.Time, error) {
 	if s == "" {
@@ -49,7 +49,7 @@ type auditIdentityCmd struct {
 	logFlags
 	ID    string `arg:"" help:"Identity id."`
 	Since string `help:"Only entries at or after this time (RFC 3339, or a duration from now such as -2h)."`
-	Until string `help:"Only entries at or before this time (RFC 3339, whole seconds include that second; or a duration from now such as -30m)."`
+	Until string `help:"Only entries at or before this time (RFC 3339, taken to the end of its last digit, so 10:32:00Z includes 10:32:00.5; or a duration from now such as -30m)."`
 	JSON  bool   `name:"json" help:"One JSON object per line instead of a table."`
 }
 
@@ -124,7 +124,7 @@ type explainCmd struct {
 	logFlags
 	Identity string `required:"" help:"Identity id."`
 	Service  string `required:"" help:"Service id."`
-	At       string `help:"The moment (RFC 3339, whole seconds include that second; or a duration from now such as -2h); default now."`
+	At       string `help:"The moment (RFC 3339, taken to the end of its last digit, so 10:32:00Z includes 10:32:00.5; or a duration from now such as -2h); default now."`
 	Type     string `default:"Dial" enum:"Dial,Bind" help:"Dial or Bind."`
 	JSON     bool   `name:"json" help:"Print the explanation as JSON."`
 }

@@ -272,7 +272,7 @@ type replayCmd struct {
 	logFlags
 	Out   string `help:"Directory of the rebuilt projection (default <data-dir>/replay); it must not exist or be empty."`
 	ToSeq uint64 `name:"to-seq" xor:"cut" help:"Stop after this sequence."`
-	Until string `xor:"cut" help:"Stop before the first event later than this time (RFC 3339, whole seconds include that second; or a duration from now such as -2h)."`
+	Until string `xor:"cut" help:"Stop before the first event later than this time (RFC 3339, taken to the end of its last digit, so 10:32:00Z includes 10:32:00.5; or a duration from now such as -2h)."`
 }
 
 func (r *replayCmd) Run(ctx context.Context, s streams) error {
