@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -145,15 +146,27 @@ func (a *API) attributeRoute(path string, kind posture.Kind) api.Route {
 		if err != nil {
 			return err
 		}
-		q, err := filter.Parse(params.Filter)
+		// An attribute is its id and its name, nothing else.
+		opts := filter.Options{Fields: []string{"id", "name"}}
+		q, err := filter.ParseWith(params.Filter, opts)
 		if err != nil {
 			return err
+		}
+		by := q.Sort
+		if len(by) == 0 {
+			if by, err = filter.ParseSortWith(params.Sort, opts); err != nil {
+				return err
+			}
 		}
 		var out []string
 		for _, attr := range a.Store.RoleAttributes(kind) {
 			if q.Match(map[string]any{"id": attr, "name": attr}) {
 				out = append(out, attr)
 			}
+		}
+		slices.Sort(out)
+		if len(by) > 0 && by[0].Desc {
+			slices.Reverse(out)
 		}
 		return api.Paginate(c, params, out)
 	}}

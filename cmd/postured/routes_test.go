@@ -233,6 +233,15 @@ func TestListUnknownFields(t *testing.T) {
 	if ids, _ := n.listIDs(t, admin, "/services", `tags.env = "prod"`); len(ids) != 1 {
 		t.Errorf("services by tag: %v", ids)
 	}
+	// Role attributes are an id and a name.
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/identity-role-attributes?filter="+url.QueryEscape(`nme = "x"`), admin, nil), http.StatusBadRequest, posture.CodeInvalidFilter, "")
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/identity-role-attributes?sort=nosuch", admin, nil), http.StatusBadRequest, posture.CodeInvalidSort, "")
+	n.endpoint(t, admin, "attributed", "alpha", "beta")
+	var attrs []string
+	n.getJSON(t, mgmt+"/identity-role-attributes?sort="+url.QueryEscape("id desc"), admin, &attrs)
+	if len(attrs) != 2 || attrs[0] != "beta" || attrs[1] != "alpha" {
+		t.Errorf("role attributes by id, descending: %v", attrs)
+	}
 	// The specs list filters too.
 	expectError(t, n.do(t, http.MethodGet, clientAPI+"/specs?filter="+url.QueryEscape("((("), "", nil), http.StatusBadRequest, posture.CodeInvalidFilter, "")
 	if r := n.do(t, http.MethodGet, clientAPI+"/specs?filter="+url.QueryEscape(`id = "edge-client"`), "", nil); r.Status != http.StatusOK ||
