@@ -74,18 +74,29 @@ func (l *Log) OpenKeys(ctx context.Context) (*Keys, error) {
 	return &Keys{kv: kv, stream: stream}, nil
 }
 
-// Any reports whether the bucket holds a data key (destroyed ones aside).
-func (k *Keys) Any(ctx context.Context) (bool, error) {
+// Sample returns one of the values the bucket holds (found false when it
+// holds none, destroyed ones aside): what a node checks its key against.
+func (k *Keys) Sample(ctx context.Context) (val []byte, found bool, err error) {
 	lister, err := k.kv.ListKeys(ctx)
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("eventlog: data key bucket: %w", err)
+		return nil, false, fmt.Errorf("eventlog: data key bucket: %w", err)
 	}
 	defer lister.Stop()
-	_, found := <-lister.Keys()
-	return found, nil
+	for name := range lister.Keys() {
+		owner, err := base64.RawURLEncoding.DecodeString(name)
+		if err != nil {
+			continue
+		}
+		val, err := k.Get(ctx, string(owner))
+		if errors.Is(err, ErrKeyNotFound) {
+			continue // destroyed meanwhile
+		}
+		return val, err == nil, err
+	}
+	return nil, false, nil
 }
 
 // keyName is the bucket key of an owner: ids may hold characters a

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // KEKSize is the size of the key-encryption key in bytes (AES-256).
@@ -87,4 +88,21 @@ func createKEK(path string) ([]byte, error) {
 func KEKID(kek []byte) string {
 	sum := sha256.Sum256(append([]byte("postured kek id\x00"), kek...))
 	return hex.EncodeToString(sum[:4])
+}
+
+// SealedBy is the id of the key-encryption key that sealed a stored data
+// key (ok false when it is not one).
+func SealedBy(sealed []byte) (kekID string, ok bool) {
+	kekID, _, _, ok = splitSealedKey(sealed)
+	return kekID, ok
+}
+
+// splitSealedKey reads a stored data key, "k1.<kek id>.<key id>.<base64
+// ciphertext>".
+func splitSealedKey(sealed []byte) (kekID, id, ct string, ok bool) {
+	parts := strings.Split(string(sealed), ".")
+	if len(parts) != 4 || parts[0] != "k1" {
+		return "", "", "", false
+	}
+	return parts[1], parts[2], parts[3], true
 }

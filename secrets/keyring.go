@@ -252,15 +252,14 @@ func (k *Keyring) createKey(ctx context.Context, owner string) ([]byte, error) {
 
 // openKey decrypts a stored data key with the KEK.
 func (k *Keyring) openKey(owner string, sealed []byte) (dataKey, error) {
-	parts := strings.Split(string(sealed), ".")
-	if len(parts) != 4 || parts[0] != "k1" {
+	kekID, id, body, ok := splitSealedKey(sealed)
+	if !ok {
 		return dataKey{}, fmt.Errorf("secrets: the stored data key of %s is malformed", owner)
 	}
-	kekID, id := parts[1], parts[2]
 	if kekID != k.kekID {
 		return dataKey{}, fmt.Errorf("secrets: the data key of %s is sealed by key-encryption key %s, this node has %s (do all nodes share one --secrets-key-file?)", owner, kekID, k.kekID)
 	}
-	ct, err := base64.RawURLEncoding.DecodeString(parts[3])
+	ct, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil || len(ct) < k.kek.NonceSize() {
 		return dataKey{}, fmt.Errorf("secrets: the stored data key of %s is malformed", owner)
 	}

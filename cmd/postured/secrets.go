@@ -31,22 +31,26 @@ func openSecrets(ctx context.Context, s *serveCmd, elog *eventlog.Log, log *slog
 		return nil, err
 	}
 	// A log whose values are sealed needs the key that sealed them: a new
-	// one would open none of them (a key file left out of a restore, a
-	// mistyped --secrets-key-file, a cluster node started without it).
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		sealed, err := keys.Any(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if sealed {
-			return nil, fmt.Errorf("no secrets key at %s, but the log's data key bucket holds data keys sealed by one: "+
-				"restore the secrets key there (the same file on every node of a cluster), or give it with --secrets-key-file; "+
-				"values sealed under it cannot be read with a new key", path)
-		}
+	// one, or another, would open none of them (a key file left out of a
+	// restore, a mistyped --secrets-key-file, another deployment's key, a
+	// cluster node started without the shared one).
+	sample, sealed, err := keys.Sample(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && sealed {
+		return nil, fmt.Errorf("no secrets key at %s, but the log's data key bucket holds data keys sealed by one: "+
+			"restore the secrets key there (the same file on every node of a cluster), or give it with --secrets-key-file; "+
+			"values sealed under it cannot be read with a new key", path)
 	}
 	kek, created, err := secrets.LoadOrCreateKEK(path)
 	if err != nil {
 		return nil, err
+	}
+	if by, ok := secrets.SealedBy(sample); sealed && ok && by != secrets.KEKID(kek) {
+		return nil, fmt.Errorf("the secrets key at %s (key %s) is not the one that sealed the log's data keys (key %s): "+
+			"give that one with --secrets-key-file (the same file on every node of a cluster); with this one no sealed "+
+			"value can be read", path, secrets.KEKID(kek), by)
 	}
 	if created {
 		log.Info("created the secrets key (share it between the nodes of a cluster, like the CA; keep it out of backups of the log)", "path", path, "kekId", secrets.KEKID(kek))

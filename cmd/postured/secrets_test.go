@@ -370,7 +370,7 @@ func legacyRecoveryHashForTest(identityID, code string) string {
 }
 
 // A node whose log holds sealed values does not start without the key that
-// sealed them (a key file left out of a restore would otherwise be replaced
+// sealed them, nor with another one (a key file left out of a restore would otherwise be replaced
 // by a new key that opens none of them); nor does a node whose CA is gone
 // from a data directory with a log, nor one whose CA key others may read.
 // With what was lost put back, it starts and reads what it sealed.
@@ -410,6 +410,17 @@ func TestServeKeepsItsKeys(t *testing.T) {
 		t.Fatalf("a refused start created a key: %v", err)
 	}
 	restore()
+
+	// Another deployment's key is not this log's.
+	other := filepath.Join(t.TempDir(), "other.key")
+	if _, _, err := secrets.LoadOrCreateKEK(other); err != nil {
+		t.Fatal(err)
+	}
+	cfg.SecretsKeyFile = other
+	if err := open(); err == nil || !strings.Contains(err.Error(), "is not the one that sealed the log's data keys") {
+		t.Fatalf("with another secrets key: %v", err)
+	}
+	cfg.SecretsKeyFile = ""
 
 	restoreKey, restoreCert := moved(filepath.Join(pkiDir, "ca.key")), moved(filepath.Join(pkiDir, "ca.pem"))
 	if err := open(); err == nil || !strings.Contains(err.Error(), "no ca.key nor ca.pem in") {
