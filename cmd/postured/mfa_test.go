@@ -462,6 +462,10 @@ func TestManagementLoginWithMFA(t *testing.T) {
 	}
 	partial := r.Header.Get(api.HeaderSession)
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/identities", partial, nil), 401, posture.CodeUnauthorized, "")
+	// The half-finished login can be read (and ended) there too.
+	if r := n.do(t, http.MethodGet, mgmt+"/current-api-session", partial, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"isMfaRequired":true`) {
+		t.Fatalf("current-api-session of a partial session on the management API: %d %s", r.Status, r.Body)
+	}
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticate/mfa", partial, map[string]string{"code": wrongCode(t, secret, clk.Now())}), 400, posture.CodeMFAInvalidToken, "")
 	if r := n.do(t, http.MethodPost, mgmt+"/authenticate/mfa", partial, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
 		t.Fatalf("authenticate/mfa on the management API: %d %s", r.Status, r.Body)
