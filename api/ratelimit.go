@@ -146,7 +146,11 @@ func pairKey(subject, source string) string { return subject + "\x00" + source }
 
 // Allow answers 429 SERVER_TOO_MANY_REQUESTS, with a Retry-After header,
 // when the request's source, the subject from this source, or the subject
-// from a source it is not known at has no failure left; it takes nothing.
+// from a source it is not known at has no failure left. An allowed attempt
+// on a subject takes its failure of the subject at once, as if it will
+// fail: concurrent guesses cannot all pass before the first failure is
+// recorded, and at most as many attempts on one subject are checked at
+// once as it has failures left. Succeeded gives it back; Failed keeps it.
 // An empty subject checks the source only.
 func (l *Limiter) Allow(c echo.Context, subject string) error {
 	if l == nil {
@@ -163,42 +167,76 @@ func (l *Limiter) Allow(c echo.Context, subject string) error {
 			wait = max(wait, l.subjects.waitFor(subject, now))
 		}
 	}
-	if wait <= 0 {
-		return nil
+	if wait > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		return &posture.Error{Code: posture.CodeTooManyRequests, Message: "too many failed authentication attempts; try again later"}
 	}
-	c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-	return &posture.Error{Code: posture.CodeTooManyRequests, Message: "too many failed authentication attempts; try again later"}
+	if subject != "" {
+		c.Set(attemptKey+subject, &attempt{
+			pair:    l.pairs.reserve(pairKey(subject, source), now),
+			subject: l.subjects.reserve(subject, now),
+		})
+	}
+	return nil
+}
+
+// attempt is the failure of a subject an allowed attempt took (nil: none,
+// for want of a token or of room).
+type attempt struct {
+	pair, subject *rate.Reservation
+}
+
+// attemptKey is the request's attempt in its context, followed by its
+// subject.
+const attemptKey = "postured.limiter.attempt:"
+
+// taken returns and forgets the request's attempt for subject.
+func taken(c echo.Context, subject string) *attempt {
+	r, _ := c.Get(attemptKey + subject).(*attempt)
+	if r != nil {
+		c.Set(attemptKey+subject, (*attempt)(nil))
+	}
+	return r
 }
 
 // Failed records a failed attempt for the request's source and, if not
-// empty, for the subject from this source and for the subject.
+// empty, for the subject from this source and for the subject (what Allow
+// took stays taken).
 func (l *Limiter) Failed(c echo.Context, subject string) {
 	if l == nil {
 		return
 	}
+	r := taken(c, subject)
 	source := Source(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
 	l.sources.take(source, now)
-	if subject != "" {
+	if subject != "" && r == nil {
 		l.pairs.take(pairKey(subject, source), now)
 		l.subjects.take(subject, now)
 	}
 }
 
 // Succeeded records that the subject authenticated from the request's
-// source: the source becomes known to the subject, and the subject's
-// failures from it are forgotten.
+// source: the failure Allow took is given back, the source becomes known to
+// the subject, and the subject's failures from it are forgotten.
 func (l *Limiter) Succeeded(c echo.Context, subject string) {
-	if l == nil || subject == "" {
+	if l == nil {
 		return
 	}
+	if subject == "" {
+		return
+	}
+	r := taken(c, subject)
 	source := Source(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	delete(l.pairs.m, pairKey(subject, source))
+	if r != nil && r.subject != nil {
+		r.subject.CancelAt(now) // not a failure after all
+	}
+	delete(l.pairs.m, pairKey(subject, source)) // r.pair with it
 	m := l.known[subject]
 	if m == nil {
 		if len(l.known) >= l.opts.MaxKeys {
@@ -303,6 +341,23 @@ func (b *buckets) waitFor(key string, now time.Time) time.Duration {
 		return 0
 	}
 	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
+}
+
+// reserve takes a failure for key, as take, keeping the reservation so
+// that it can be given back (nil when nothing was taken).
+func (b *buckets) reserve(key string, now time.Time) *rate.Reservation {
+	lim, ok := b.m[key]
+	if !ok {
+		if !b.room(now) {
+			return nil
+		}
+		lim = rate.NewLimiter(rate.Every(b.every), b.burst)
+		b.m[key] = lim
+	}
+	if lim.TokensAt(now) < 1 {
+		return nil // none to take (a subject's bucket, from a known source)
+	}
+	return lim.ReserveN(now, 1)
 }
 
 // take records a failure for key. With no room for a new key the failure

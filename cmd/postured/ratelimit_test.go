@@ -56,9 +56,10 @@ func TestFailedLoginsAreRateLimited(t *testing.T) {
 	expectError(t, n.passwordLogin(t, "admin", testAdminPassword), 429, posture.CodeTooManyRequests, "")
 	clk.Advance(10 * time.Minute)
 
-	// Successes take nothing: many logins from one address, concurrently,
-	// are never refused though the source allows only five failures.
-	const logins, workers = 200, 16
+	// Successes take nothing: many logins from one address, as many at
+	// once as the username has failures left (3), are never refused though
+	// the source allows only five failures.
+	const logins, workers = 200, 3
 	var refused atomic.Int32
 	var wg sync.WaitGroup
 	next := make(chan struct{})
@@ -81,6 +82,37 @@ func TestFailedLoginsAreRateLimited(t *testing.T) {
 		t.Fatalf("%d of %d successful logins were refused", refused.Load(), logins)
 	}
 	t.Logf("%d logins from one address in %v", logins, time.Since(start).Round(time.Millisecond))
+}
+
+// Guesses sent all at once do not pass the limit before the first failure
+// is recorded: each takes its failure as it is allowed, so of 32 concurrent
+// wrong passwords for one username only as many are checked as it has
+// failures left; the rest are refused (429).
+func TestConcurrentGuessesAreRateLimited(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	clk := newStepClock(time.Now())
+	n.client.Login.Limiter.Configure(api.LimiterOptions{SubjectBurst: 3, SubjectEvery: time.Minute, Now: clk.Now})
+	var checked, refused atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 32 {
+		wg.Go(func() {
+			<-start
+			switch r := n.passwordLogin(t, "admin", "wrong-password"); r.Status {
+			case http.StatusUnauthorized:
+				checked.Add(1)
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			default:
+				t.Errorf("%d %s", r.Status, r.Body)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if checked.Load() != 3 || refused.Load() != 29 {
+		t.Fatalf("32 concurrent wrong passwords: %d checked, %d refused; want 3 and 29", checked.Load(), refused.Load())
+	}
 }
 
 // TestWrongMFACodesAreRateLimited: wrong TOTP codes count against the
