@@ -245,7 +245,7 @@ func TestMFALifecycle(t *testing.T) {
 		{http.MethodGet, api.ClientBase + "/current-identity/authenticators"},
 		{http.MethodDelete, api.ClientBase + "/current-identity/mfa"},
 		{http.MethodGet, api.ClientBase + "/current-identity/mfa/recovery-codes"},
-		{http.MethodGet, mgmt + "/current-api-session"},
+		{http.MethodGet, mgmt + "/identities"},
 	} {
 		expectError(t, n.do(t, rt.method, rt.path, partial, nil), 401, posture.CodeUnauthorized, "")
 	}

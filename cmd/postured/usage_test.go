@@ -155,8 +155,10 @@ func TestParseTime(t *testing.T) {
 		{"2026-11-22T10:32:00Z", false, at(10, 32, 0, 0)},
 		{"2026-11-22T10:32:00Z", true, at(10, 32, 0, 999999999)},      // the whole second
 		{"2026-11-22T11:32:00+01:00", true, at(10, 32, 0, 999999999)}, // another zone
-		{"2026-11-22T10:32:00.5Z", true, at(10, 32, 0, 500000000)},    // fractions: that instant
-		{"2026-11-22T10:32:00.000Z", true, at(10, 32, 0, 0)},
+		{"2026-11-22T10:32:00.5Z", true, at(10, 32, 0, 599999999)},    // the end of its last digit
+		{"2026-11-22T10:32:00.000Z", true, at(10, 32, 0, 999999)},     // a millisecond, as the API writes times
+		{"2026-11-22T10:32:00.000000007Z", true, at(10, 32, 0, 7)},    // nanoseconds: that instant
+		{"2026-11-22T10:32:00.5Z", false, at(10, 32, 0, 500000000)},   // a start: as written
 	} {
 		got, err := parseTime("at", c.in, c.end, now)
 		if err != nil || !got.Equal(c.want) {
