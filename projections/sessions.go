@@ -27,6 +27,21 @@ func init() {
 		if found, err := getJSON(tx.r(), entityKey(KindAPISession, s.APISessionID), &api); err != nil || !found {
 			return err // the API session ended meanwhile: no session
 		}
+		// The API decided on the state it read. Another request of the API
+		// session may have created the session first (it stays), and what
+		// was applied since (a posture, check or policy change) may have
+		// taken the grant away: neither creates a session.
+		if _, found, err := getString(tx.r(), sessionKeyIndex(s)); err != nil || found {
+			return err
+		}
+		st, _, err := loadSessionState(tx, s.APISessionID)
+		if err != nil {
+			return err
+		}
+		if !granted(tx.graph, s.IdentityID, s.ServiceID, s.Type, st.Policies) {
+			sessionHistory(tx, s, "not created: no passing "+s.Type+" policy left when it was applied")
+			return nil
+		}
 		if err := tx.putRaw(sessionKeyIndex(s), []byte(s.ID)); err != nil {
 			return err
 		}

@@ -227,6 +227,9 @@ func (s *memStore) SessionCertificates(apiSessionID string) ([]posture.SessionCe
 func (s *memStore) APISessionByTokenHash(string) (posture.APISession, error) {
 	return posture.APISession{}, posture.ErrNotFound
 }
+func (s *memStore) APISession(id string) (posture.APISession, error) {
+	return found(caller.Session, id == caller.Session.ID)
+}
 
 // The identities of the client tests: a laptop with a password, and
 // another identity.

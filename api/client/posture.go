@@ -55,6 +55,7 @@ type SessionReader interface {
 	Session(id string) (posture.Session, error)
 	SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error)
 	APISessionSessions(apiSessionID string) ([]posture.Session, error)
+	APISession(id string) (posture.APISession, error)
 }
 
 // SessionTokens signs and verifies session tokens (pki.Signer implements

@@ -176,13 +176,46 @@ func (a *API) createSession(c echo.Context) error {
 	}
 	stored, err := a.Store.Session(s.ID)
 	if err != nil {
-		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the API session ended before the session could be created"}
+		return a.notCreated(c, p, svc, typ)
 	}
 	v, err := a.sessionView(ctx, stored)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, api.Envelope{Data: v})
+}
+
+// notCreated answers a session the projection did not create when it
+// applied the request: another request of the API session created it first
+// (that one is the answer, as to a repeated request), what was applied
+// meanwhile took the grant away (the refusal the state now gives), or the
+// API session ended.
+func (a *API) notCreated(c echo.Context, p *api.Principal, svc posture.Service, typ string) error {
+	if s, err := a.Store.SessionFor(p.Session.ID, typ, svc.ID); err == nil {
+		v, err := a.sessionView(c.Request().Context(), s)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusCreated, api.Envelope{Data: v})
+	}
+	if _, err := a.Store.APISession(p.Session.ID); err != nil {
+		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the API session ended before the session could be created"}
+	}
+	results, err := a.Store.Access(p.Identity.ID, p.Session.ID, svc.ID, typ, a.Writer.Now())
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return serviceNotFound(svc.ID)
+	}
+	for _, r := range results {
+		if r.Passing {
+			// Refused when applied, passing again now: the access changed
+			// while the request was in flight.
+			return &posture.Error{Code: posture.CodeInvalidPosture, Message: "the service's policies changed while the session was being created; try again"}
+		}
+	}
+	return a.deny(c, p, svc, typ, results)
 }
 
 type failedCheck struct {

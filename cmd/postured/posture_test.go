@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -358,4 +360,77 @@ func TestLosingAGrantRemovesSessions(t *testing.T) {
 	change("the service lost its role", http.MethodPatch, "/services/"+svc, map[string]any{"roleAttributes": []string{}})
 	n.do(t, http.MethodPatch, mgmt+"/services/"+svc, admin, map[string]any{"roleAttributes": []string{"apps"}})
 	change("the service was deleted", http.MethodDelete, "/services/"+svc, nil)
+}
+
+// A session decided on a state that changed before its event was applied
+// is not created: the projection applies the session only while a policy
+// grants it, and keeps the first session of an API session, type and
+// service. So concurrent requests for one session answer one session, and
+// a session whose grant a posture or policy change took away in between
+// does not stay (the API then answers the refusal the state gives).
+func TestSessionsFollowTheLogOrder(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	check := n.create(t, admin, "posture-checks", map[string]any{"typeId": "OS", "name": "win", "roleAttributes": []string{"win"},
+		"operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.19041"}}}})
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"#apps"}, "postureCheckRoles": []string{"#win"}})
+	ep := n.endpoint(t, admin, "laptop", "laptops")
+	report := func(version string) {
+		t.Helper()
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": check, "typeId": "OS", "type": "Windows", "version": version}); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	report("10.0.19045")
+
+	// 32 requests at once for the same session: one session.
+	ids := make(chan string, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc, "type": "Dial"})
+			if r.Status != http.StatusCreated {
+				t.Errorf("session: %d %s", r.Status, r.Body)
+				return
+			}
+			var s struct{ ID string }
+			data, _ := r.envelope(t)
+			_ = json.Unmarshal(data, &s)
+			ids <- s.ID
+		})
+	}
+	wg.Wait()
+	close(ids)
+	answered := map[string]bool{}
+	for id := range ids {
+		answered[id] = true
+	}
+	if listed := n.sessionIDs(t, ep.token); len(answered) != 1 || len(listed) != 1 || !answered[listed[0]] {
+		t.Fatalf("32 concurrent requests answered sessions %v; listed %v", answered, listed)
+	}
+	var first string
+	for id := range answered {
+		first = id
+	}
+
+	// A session decided before a failing posture fact, whose event comes
+	// after it: appended here as the API would, in that order.
+	w := &api.Writer{Log: n.elog, Barrier: n.store, Now: time.Now}
+	if _, err := w.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.SessionDeleted{ID: first, IdentityID: ep.id}); err != nil {
+		t.Fatal(err)
+	}
+	report("6.1.7601")
+	late := posture.Session{ID: posture.NewID(), IdentityID: ep.id, APISessionID: ep.apiSessionID, ServiceID: svc, Type: posture.Dial, CreatedAt: time.Now().UTC()}
+	if _, err := w.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.SessionCreated{Session: late, Policies: []string{"laptops"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.store.Session(late.ID); !errors.Is(err, posture.ErrNotFound) {
+		t.Fatalf("a session applied after its grant was gone: %v", err)
+	}
+	if listed := n.sessionIDs(t, ep.token); len(listed) != 0 {
+		t.Fatalf("sessions listed after the grant was gone: %v", listed)
+	}
+	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}), http.StatusConflict, posture.CodeInvalidPosture, "")
 }
