@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -127,14 +129,26 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 		}
 		return unwrittenHalt(err)
 	}
-	for range maxConflicts {
+	// rest: a chain's events after those it appended before losing a race.
+	// The first events are in the log: the rest follow them as decided,
+	// rather than a decision on a state that now holds half the change.
+	var rest []posture.Payload
+	for attempt := range maxConflicts {
+		if attempt > 0 {
+			// Many changes racing for one subject: spread their retries.
+			if err := sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 10))*int64(time.Millisecond)))); err != nil {
+				return unwritten(err)
+			}
+		}
 		expect, err := ch.Expect(ctx)
 		if err != nil {
 			return unwritten(err)
 		}
-		payloads, err := ch.Decide()
-		if err != nil || len(payloads) == 0 {
-			return err
+		payloads := rest
+		if payloads == nil {
+			if payloads, err = ch.Decide(); err != nil || len(payloads) == 0 {
+				return err
+			}
 		}
 		if payloads[0].Subject() != ch.Subject {
 			return fmt.Errorf("a change of %s cannot start with %s (subject %s)", ch.Subject, payloads[0].EventType(), payloads[0].Subject())
@@ -148,6 +162,9 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 		}
 		wrote = wrote || n > 0
 		if posture.CodeOf(err) == posture.CodeConflict {
+			if ch.Chain && n > 0 {
+				rest = payloads[n:]
+			}
 			// Catch up with the change that won, then decide again.
 			last, lerr := w.Log.LastSubjectSeq(ctx, ch.Subject)
 			if lerr != nil {
@@ -164,6 +181,18 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 		return w.Barrier.WaitFor(ctx, seq)
 	}
 	return &posture.Error{Code: posture.CodeConflict, Message: fmt.Sprintf("the change lost %d races for %s; retry", maxConflicts, ch.Subject)}
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // appendAfter appends the first event if the last of its subject is

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,6 +265,39 @@ func TestListUnknownFields(t *testing.T) {
 	} {
 		if r := n.do(t, http.MethodGet, mgmt+q.path+"?filter="+url.QueryEscape(q.filter), admin, nil); r.Status != http.StatusOK {
 			t.Errorf("%s where %s: %d %s", q.path, q.filter, r.Status, r.Body)
+		}
+	}
+}
+
+// Model changes racing for the model subject all land: 64 concurrent
+// creates of identities with an enrollment (two events each, in a chain)
+// answer 201, and each identity has its enrollment (a chain that lost its
+// race after its first event appends the rest, rather than deciding again
+// on a state that holds half of it).
+func TestConcurrentModelChanges(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	var wg sync.WaitGroup
+	ids := make(chan string, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			r := n.do(t, http.MethodPost, mgmt+"/identities", admin, map[string]any{"name": fmt.Sprintf("user-%d", i), "type": "User",
+				"isAdmin": false, "enrollment": map[string]any{"updb": fmt.Sprintf("user-%d", i)}})
+			if r.Status != http.StatusCreated {
+				t.Errorf("create %d: %d %s", i, r.Status, r.Body)
+				return
+			}
+			var c api.Created
+			data, _ := r.envelope(t)
+			_ = json.Unmarshal(data, &c)
+			ids <- c.ID
+		})
+	}
+	wg.Wait()
+	close(ids)
+	for id := range ids {
+		if enr, _ := n.identityEnrollments(t, admin, id); enr["updb"].ID == "" {
+			t.Errorf("identity %s has no enrollment", id)
 		}
 	}
 }
