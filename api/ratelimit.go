@@ -340,7 +340,9 @@ func (b *buckets) waitFor(key string, now time.Time) time.Duration {
 	if tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
+	// At least a nanosecond: a bucket a hair short of a token must not
+	// round to "allowed" and then have nothing to take.
+	return max(time.Duration((1-tokens)/float64(lim.Limit())*float64(time.Second)), 1)
 }
 
 // reserve takes a failure for key, as take, keeping the reservation so
