@@ -165,7 +165,8 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 			if ch.Chain && n > 0 {
 				rest = payloads[n:]
 			}
-			// Catch up with the change that won, then decide again.
+			// Catch up with the change that won, then decide again (or
+			// append the rest).
 			last, lerr := w.Log.LastSubjectSeq(ctx, ch.Subject)
 			if lerr != nil {
 				return lerr
