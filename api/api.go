@@ -244,7 +244,7 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		ct := r.Header.Get(echo.HeaderContentType)
 		switch {
-		case ct == "", r.ContentLength == 0:
+		case ct == echo.MIMEApplicationJSON, ct == "", r.ContentLength == 0: // the usual first
 			return next(c)
 		case r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch:
 			return next(c) // a body no operation reads
