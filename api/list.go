@@ -147,11 +147,12 @@ func fieldsOf(t reflect.Type) []string {
 		return f.([]string)
 	}
 	var out []string
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	st := t
+	if st.Kind() == reflect.Pointer {
+		st = st.Elem()
 	}
-	if t.Kind() == reflect.Struct && !t.Implements(marshaler) && !reflect.PointerTo(t).Implements(marshaler) {
-		out = structFields(t, "", 0, []string{})
+	if st.Kind() == reflect.Struct && !st.Implements(marshaler) && !reflect.PointerTo(st).Implements(marshaler) {
+		out = structFields(st, "", 0, []string{})
 	}
 	fields.Store(t, out)
 	return out
