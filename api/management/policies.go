@@ -58,13 +58,13 @@ func (a *API) buildServicePolicy(in servicePolicyInput, old *posture.ServicePoli
 	if p.Semantic, err = semantic("semantic", in.Semantic); err != nil {
 		return p, err
 	}
-	if p.IdentityRoles, err = roles("identityRoles", in.IdentityRoles); err != nil {
+	if p.IdentityRoles, err = a.roleIDs("identityRoles", posture.KindIdentity, in.IdentityRoles); err != nil {
 		return p, err
 	}
-	if p.ServiceRoles, err = roles("serviceRoles", in.ServiceRoles); err != nil {
+	if p.ServiceRoles, err = a.roleIDs("serviceRoles", posture.KindService, in.ServiceRoles); err != nil {
 		return p, err
 	}
-	if p.PostureCheckRoles, err = roles("postureCheckRoles", in.PostureCheckRoles); err != nil {
+	if p.PostureCheckRoles, err = a.roleIDs("postureCheckRoles", posture.KindCheck, in.PostureCheckRoles); err != nil {
 		return p, err
 	}
 	p.Tags, err = tags(in.Tags)
@@ -142,10 +142,14 @@ func (a *API) buildRouterPolicy(kind posture.Kind, firstField string, in edgeRou
 	if f.semantic, err = semantic("semantic", in.Semantic); err != nil {
 		return f, err
 	}
-	if f.a, err = roles(firstField, first); err != nil {
+	firstKind := posture.KindIdentity
+	if firstField == serviceRoles {
+		firstKind = posture.KindService
+	}
+	if f.a, err = a.roleIDs(firstField, firstKind, first); err != nil {
 		return f, err
 	}
-	if f.b, err = roles("edgeRouterRoles", in.EdgeRouterRoles); err != nil {
+	if f.b, err = a.roleIDs("edgeRouterRoles", posture.KindEdgeRouter, in.EdgeRouterRoles); err != nil {
 		return f, err
 	}
 	f.tags, err = tags(in.Tags)

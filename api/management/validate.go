@@ -82,6 +82,36 @@ func roles(field string, r []string) ([]string, error) {
 	return dedupe(r), nil
 }
 
+// roleIDs validates a policy role list whose "@id" entries name entities
+// of kind: each must exist (a delete strips its id from policies, so none
+// is left naming nothing).
+func (a *API) roleIDs(field string, kind posture.Kind, r []string) ([]string, error) {
+	r, err := roles(field, r)
+	if err != nil {
+		return nil, err
+	}
+	for _, role := range r {
+		id, ok := strings.CutPrefix(role, "@")
+		if !ok {
+			continue
+		}
+		_, err := a.Store.RawEntity(kind, id)
+		if errors.Is(err, posture.ErrNotFound) {
+			return nil, posture.Invalid(field, fmt.Sprintf("no %s with id %q", nounOf(kind), id), role)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// roleNouns name the entities policy roles select.
+var roleNouns = map[posture.Kind]string{posture.KindIdentity: "identity", posture.KindService: "service",
+	posture.KindCheck: "posture check", posture.KindEdgeRouter: "edge router"}
+
+func nounOf(kind posture.Kind) string { return roleNouns[kind] }
+
 // semantic validates a policy semantic (default AllOf).
 func semantic(field, s string) (string, error) {
 	switch strings.ToLower(s) {

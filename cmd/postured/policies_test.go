@@ -199,3 +199,23 @@ func TestIdentitiesServicesConfigs(t *testing.T) {
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/configs/"+cfg, tok, nil), 409, posture.CodeReferenced, "")
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/config-types/"+ct, tok, nil), 409, posture.CodeReferenced, "")
 }
+
+// An "@id" role names an entity that exists: a policy naming none is
+// refused (COULD_NOT_VALIDATE on the field), as a delete strips its id from
+// policies, so that no policy is left naming nothing; one naming an entity
+// of the field's kind is taken.
+func TestRoleIDsNameEntities(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	for field, body := range map[string]map[string]any{
+		"identityRoles":     {"name": "p1", "type": "Dial", "identityRoles": []string{"@doesNotExist"}, "serviceRoles": []string{"@" + svc}},
+		"serviceRoles":      {"name": "p2", "type": "Dial", "identityRoles": []string{"#all"}, "serviceRoles": []string{"@nope"}},
+		"postureCheckRoles": {"name": "p3", "type": "Dial", "identityRoles": []string{"#all"}, "serviceRoles": []string{"#all"}, "postureCheckRoles": []string{"@" + svc}},
+	} {
+		expectError(t, n.do(t, http.MethodPost, mgmt+"/service-policies", admin, body), http.StatusBadRequest, posture.CodeCouldNotValidate, field)
+	}
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/edge-router-policies", admin, map[string]any{"name": "erp", "identityRoles": []string{"#all"}, "edgeRouterRoles": []string{"@gone"}}),
+		http.StatusBadRequest, posture.CodeCouldNotValidate, "edgeRouterRoles")
+	n.create(t, admin, "service-policies", map[string]any{"name": "ok", "type": "Dial", "identityRoles": []string{"#all"}, "serviceRoles": []string{"@" + svc}})
+}
