@@ -222,10 +222,7 @@ func (l *Limiter) Failed(c echo.Context, subject string) {
 // source: the failure Allow took is given back, the source becomes known to
 // the subject, and the subject's failures from it are forgotten.
 func (l *Limiter) Succeeded(c echo.Context, subject string) {
-	if l == nil {
-		return
-	}
-	if subject == "" {
+	if l == nil || subject == "" {
 		return
 	}
 	r := taken(c, subject)
@@ -345,9 +342,9 @@ func (b *buckets) waitFor(key string, now time.Time) time.Duration {
 	return max(time.Duration((1-tokens)/float64(lim.Limit())*float64(time.Second)), 1)
 }
 
-// reserve takes a failure for key, as take, keeping the reservation so
-// that it can be given back (nil when nothing was taken).
-func (b *buckets) reserve(key string, now time.Time) *rate.Reservation {
+// bucket is key's bucket, made when missing (nil when there is no room
+// for a new key).
+func (b *buckets) bucket(key string, now time.Time) *rate.Limiter {
 	lim, ok := b.m[key]
 	if !ok {
 		if !b.room(now) {
@@ -356,8 +353,15 @@ func (b *buckets) reserve(key string, now time.Time) *rate.Reservation {
 		lim = rate.NewLimiter(rate.Every(b.every), b.burst)
 		b.m[key] = lim
 	}
-	if lim.TokensAt(now) < 1 {
-		return nil // none to take (a subject's bucket, from a known source)
+	return lim
+}
+
+// reserve takes a failure for key, as take, keeping the reservation so
+// that it can be given back (nil when nothing was taken).
+func (b *buckets) reserve(key string, now time.Time) *rate.Reservation {
+	lim := b.bucket(key, now)
+	if lim == nil || lim.TokensAt(now) < 1 {
+		return nil // no room, or none to take (a subject's bucket, from a known source)
 	}
 	return lim.ReserveN(now, 1)
 }
@@ -365,15 +369,9 @@ func (b *buckets) reserve(key string, now time.Time) *rate.Reservation {
 // take records a failure for key. With no room for a new key the failure
 // is not recorded (Allow refuses such keys before they are verified).
 func (b *buckets) take(key string, now time.Time) {
-	lim, ok := b.m[key]
-	if !ok {
-		if !b.room(now) {
-			return
-		}
-		lim = rate.NewLimiter(rate.Every(b.every), b.burst)
-		b.m[key] = lim
+	if lim := b.bucket(key, now); lim != nil {
+		lim.AllowN(now, 1)
 	}
-	lim.AllowN(now, 1)
 }
 
 // prune forgets the buckets that have refilled (they hold no record of a
