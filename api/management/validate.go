@@ -97,7 +97,7 @@ func (a *API) roleIDs(field string, kind posture.Kind, r []string) ([]string, er
 		}
 		_, err := a.Store.RawEntity(kind, id)
 		if errors.Is(err, posture.ErrNotFound) {
-			return nil, posture.Invalid(field, fmt.Sprintf("no %s with id %q", nounOf(kind), id), role)
+			return nil, posture.Invalid(field, fmt.Sprintf("no %s with id %q", roleNouns[kind], id), role)
 		}
 		if err != nil {
 			return nil, err
@@ -109,8 +109,6 @@ func (a *API) roleIDs(field string, kind posture.Kind, r []string) ([]string, er
 // roleNouns name the entities policy roles select.
 var roleNouns = map[posture.Kind]string{posture.KindIdentity: "identity", posture.KindService: "service",
 	posture.KindCheck: "posture check", posture.KindEdgeRouter: "edge router"}
-
-func nounOf(kind posture.Kind) string { return roleNouns[kind] }
 
 // semantic validates a policy semantic (default AllOf).
 func semantic(field, s string) (string, error) {

@@ -358,9 +358,8 @@ func (s *serveCmd) httpServer(h http.Handler, cfg *tls.Config, log *slog.Logger)
 
 // checkCAKept refuses to create a CA, or the half of one that is missing,
 // for a data directory that already holds a log or a projection: the CA
-// was lost or --pki-dir is mistyped,
-// and a new CA would sign new checkpoints and certificates that nothing
-// issued so far verifies against.
+// was lost or --pki-dir is mistyped, and a new CA would sign checkpoints
+// and certificates that nothing issued so far verifies against.
 func checkCAKept(s *serveCmd) error {
 	missing := pki.Missing(s.pkiDir())
 	if len(missing) == 0 {
