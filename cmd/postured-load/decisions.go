@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/pki"
 )
 
 type decisionsCmd struct {
@@ -43,7 +44,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	}
 	dir := filepath.Join(work, "postured")
 	fmt.Printf("model: %d identities, %d services, %d policies\n", c.Identities, c.Services, c.Policies)
-	took, events, err := preload(ctx, filepath.Join(dir, "nats"), c.Identities, c.Services, c.Policies)
+	took, events, err := preload(ctx, dir, c.Identities, c.Services, c.Policies)
 	if err != nil {
 		return err
 	}
@@ -189,13 +190,18 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 func ms(d time.Duration) string   { return fmt.Sprintf("%.2fms", d.Seconds()*1e3) }
 func sec(d time.Duration) float64 { return d.Seconds() }
 
-// preload appends a model straight to a fresh embedded log (the node is not
-// running yet), as loadBenchModel in cmd/postured does: identities with
+// preload appends a model straight to a fresh embedded log in a node's data
+// directory (the node is not running yet), as loadBenchModel in cmd/postured
+// does, after creating the node's CA there (postured refuses to create one
+// beside an existing log): identities with
 // department, site and role attributes, services with app attributes,
 // policies granting an app's services to a department. It returns how long
 // it took and how many events it appended.
-func preload(ctx context.Context, dir string, identities, services, policies int) (time.Duration, int, error) {
-	l, err := eventlog.Open(ctx, eventlog.Options{Dir: dir})
+func preload(ctx context.Context, dataDir string, identities, services, policies int) (time.Duration, int, error) {
+	if _, err := pki.Open(filepath.Join(dataDir, "pki"), pki.Options{}); err != nil {
+		return 0, 0, err
+	}
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(dataDir, "nats")})
 	if err != nil {
 		return 0, 0, err
 	}
