@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -113,7 +114,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	nullTokens := slices.Repeat([]string{"null-token"}, c.Clients)
 	null := newClients(nullT, nullTokens, osBodies(check, false))
 
-	var idle50, idle99, load50, load99, floor50, floor99, maxRates, ratios, paced []float64
+	var idle50, idle99, load50, load99, floor50, floor99, busy50, busy99, maxRates, ratios, paced []float64
 	for run := range c.Runs {
 		// Idle decisions.
 		lat, err := decide(ctx, c.Duration)
@@ -121,14 +122,16 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 			return err
 		}
 		i50, i99 := lat.P50, lat.P99
-		// The maximum ingest rate, against the null server's.
+		// The maximum ingest rate, against the null server's, and the CPU
+		// time each took per request.
 		var nullRate, maxRate float64
+		var nullUsed, used usage
 		for _, first := range []bool{run%2 == 0, run%2 == 1} {
 			if first {
-				if nullRate, err = null.burst(ctx, c.Duration); err != nil {
+				if nullRate, nullUsed, err = measure(ctx, null, nullProc, c.Duration); err != nil {
 					return err
 				}
-			} else if maxRate, err = ingest.burst(ctx, c.Duration); err != nil {
+			} else if maxRate, used, err = measure(ctx, ingest, n.p, c.Duration); err != nil {
 				return err
 			}
 		}
@@ -162,6 +165,14 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		if perr != nil {
 			return perr
 		}
+		// The floor at postured's cost: a null server that computes, per
+		// request, the CPU time postured took beyond the null server's in
+		// this run's bursts, under the same paced load, asked the same way.
+		busy, err := busyFloor(ctx, work, check, nullTokens, services, max(0, used.perRequest(maxRate)-nullUsed.perRequest(nullRate)),
+			c.Load*maxRate, c.Duration)
+		if err != nil {
+			return err
+		}
 		after, err := scrapeSessions(ctx, n.metrics)
 		if err != nil {
 			return err
@@ -172,19 +183,54 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		slow1, total := over(before, after, 0.001)
 		slow25, _ := over(before, after, 0.0025)
 		l50, l99 := lat.P50, lat.P99
-		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s (null %.0f/s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s; inside postured %.2f%% over 1 ms, %.2f%% over 2.5 ms; the null server under the same load p50 %s p99 %s\n",
-			run+1, ms(i50), ms(i99), maxRate, nullRate, maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99),
-			100*slow1/total, 100*slow25/total, ms(floor.P50), ms(floor.P99))
+		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s %s (null %.0f/s %s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s; inside postured %.2f%% over 1 ms, %.2f%% over 2.5 ms; the null server under the same load p50 %s p99 %s; a null server as busy as postured (%s per request more) under that load itself p50 %s p99 %s\n",
+			run+1, ms(i50), ms(i99), maxRate, used.per(maxRate), nullRate, nullUsed.per(nullRate), maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99),
+			100*slow1/total, 100*slow25/total, ms(floor.P50), ms(floor.P99), busy.extra.Round(time.Microsecond), ms(busy.P50), ms(busy.P99))
+		busy50, busy99 = append(busy50, sec(busy.P50)), append(busy99, sec(busy.P99))
 		idle50, idle99 = append(idle50, sec(i50)), append(idle99, sec(i99))
 		load50, load99 = append(load50, sec(l50)), append(load99, sec(l99))
 		floor50, floor99 = append(floor50, sec(floor.P50)), append(floor99, sec(floor.P99))
 		maxRates, ratios, paced = append(maxRates, maxRate), append(ratios, maxRate/nullRate), append(paced, got.Load().(float64))
 	}
 	rss, peak, _ := n.p.rssMiB()
-	fmt.Printf("median of %d runs: idle p50 %.2f ms p99 %.2f ms; ingest %.0f/s, ratio %.2f; under %.0f/s: p50 %.2f ms p99 %.2f ms (the null server: p50 %.2f ms p99 %.2f ms); RSS %.0f MiB (peak %.0f MiB)\n",
+	fmt.Printf("median of %d runs: idle p50 %.2f ms p99 %.2f ms; ingest %.0f/s, ratio %.2f; under %.0f/s: p50 %.2f ms p99 %.2f ms (the null server: p50 %.2f ms p99 %.2f ms; as busy as postured, under that load itself: p50 %.2f ms p99 %.2f ms); RSS %.0f MiB (peak %.0f MiB)\n",
 		c.Runs, median(idle50)*1e3, median(idle99)*1e3, median(maxRates), median(ratios), median(paced),
-		median(load50)*1e3, median(load99)*1e3, median(floor50)*1e3, median(floor99)*1e3, rss, peak)
+		median(load50)*1e3, median(load99)*1e3, median(floor50)*1e3, median(floor99)*1e3, median(busy50)*1e3, median(busy99)*1e3, rss, peak)
 	return nil
+}
+
+// busy is the decider's figures against a busy null server, and the CPU
+// time per request it computed.
+type busy struct {
+	latencies
+	extra time.Duration
+}
+
+// busyFloor starts a null server that computes for extra CPU time per
+// request, posts to it at rate from clients of this process (as many as
+// tokens) while the decider asks it for sessions for d, and stops it.
+func busyFloor(ctx context.Context, work, check string, tokens, services []string, extra time.Duration, rate float64, d time.Duration) (busy, error) {
+	dir := filepath.Join(work, "busy")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return busy{}, err
+	}
+	p, t, err := startNull(ctx, dir, "--busy", extra.String())
+	if err != nil {
+		return busy{}, err
+	}
+	defer p.stop()
+	load := newClients(t, tokens, osBodies(check, false))
+	if err := load.warm(ctx); err != nil {
+		return busy{}, err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var lerr error
+	wg.Go(func() { _, lerr = load.paced(lctx, rate) })
+	lat, err := runDecider(ctx, t.base, filepath.Join(dir, nullCAFile), tokens[0], services, d)
+	cancel()
+	wg.Wait()
+	return busy{lat, extra}, errors.Join(err, lerr)
 }
 
 func ms(d time.Duration) string   { return fmt.Sprintf("%.2fms", d.Seconds()*1e3) }

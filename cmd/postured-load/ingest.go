@@ -101,14 +101,15 @@ func (n *node) restart(ctx context.Context) (time.Duration, error) {
 // the directory it is given.
 const nullCAFile = "null-ca.pem"
 
-// startNull runs the null server (this binary, `null`) and returns it.
-func startNull(ctx context.Context, dir string) (*proc, target, error) {
+// startNull runs the null server (this binary, `null`, with args) and
+// returns it.
+func startNull(ctx context.Context, dir string, args ...string) (*proc, target, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, target{}, err
 	}
 	ca := filepath.Join(dir, nullCAFile)
-	p, err := start(ctx, "null server", self, []string{"null", "--ca-out", ca}, nil, nullReady)
+	p, err := start(ctx, "null server", self, append([]string{"null", "--ca-out", ca}, args...), nil, nullReady)
 	if err != nil {
 		return nil, target{}, err
 	}
@@ -375,6 +376,11 @@ func (u usage) per(rate float64) string {
 	n := rate * u.wall.Seconds()
 	return fmt.Sprintf("(server %.2f cores, %.0f µs/req; clients %.2f cores)",
 		u.server.Seconds()/u.wall.Seconds(), float64(u.server.Microseconds())/n, u.clients.Seconds()/u.wall.Seconds())
+}
+
+// perRequest is u's server CPU time per request at rate requests/s.
+func (u usage) perRequest(rate float64) time.Duration {
+	return time.Duration(float64(u.server) / (rate * u.wall.Seconds()))
 }
 
 // measure runs a burst against c and the CPU it took.
