@@ -73,8 +73,7 @@ type policyRef struct {
 // apply.
 type graph struct {
 	mu       sync.RWMutex
-	attrs    map[posture.Kind]map[string][]string
-	byAttr   map[posture.Kind]map[string]map[string]struct{}
+	entities map[posture.Kind]*entitySet
 	policies map[posture.Kind]map[string]*policyNode
 	roleIdx  map[roleKey]map[string]struct{}
 	sessions map[string]map[string]struct{} // identity id -> its API session ids
@@ -82,8 +81,7 @@ type graph struct {
 
 func newGraph() *graph {
 	return &graph{
-		attrs:    map[posture.Kind]map[string][]string{},
-		byAttr:   map[posture.Kind]map[string]map[string]struct{}{},
+		entities: map[posture.Kind]*entitySet{},
 		policies: map[posture.Kind]map[string]*policyNode{},
 		roleIdx:  map[roleKey]map[string]struct{}{},
 		sessions: map[string]map[string]struct{}{},
@@ -177,33 +175,31 @@ func (g *graph) remove(kind posture.Kind, id string) {
 }
 
 func (g *graph) setAttrs(kind posture.Kind, id string, attrs []string) {
-	g.dropAttrs(kind, id)
-	m := g.attrs[kind]
-	if m == nil {
-		m = map[string][]string{}
-		g.attrs[kind] = m
+	s := g.entities[kind]
+	if s == nil {
+		s = newEntitySet()
+		g.entities[kind] = s
 	}
-	m[id] = slices.Clone(attrs)
-	idx := g.byAttr[kind]
-	if idx == nil {
-		idx = map[string]map[string]struct{}{}
-		g.byAttr[kind] = idx
-	}
-	for _, a := range attrs {
-		addTo(idx, a, id)
-	}
+	s.set(id, attrs)
 }
 
 func (g *graph) dropAttrs(kind posture.Kind, id string) {
-	old, ok := g.attrs[kind][id]
-	if !ok {
-		return
+	if s := g.entities[kind]; s != nil {
+		s.drop(id)
 	}
-	for _, a := range old {
-		removeFrom(g.byAttr[kind], a, id)
-	}
-	delete(g.attrs[kind], id)
 }
+
+// entitiesOf is the entities of a kind, to read (noEntities when there are
+// none).
+func (g *graph) entitiesOf(kind posture.Kind) *entitySet {
+	if s := g.entities[kind]; s != nil {
+		return s
+	}
+	return noEntities
+}
+
+// noEntities is the empty set of entities, never written.
+var noEntities = newEntitySet()
 
 func (g *graph) setPolicy(p *policyNode) {
 	g.dropPolicy(p.kind, p.id)
@@ -274,7 +270,7 @@ func (g *graph) selectingLocked(policy posture.Kind, field string, id string) []
 	if !ok {
 		return nil
 	}
-	attrs, exists := g.attrs[target][id]
+	attrs, exists := g.entitiesOf(target).attrs(id)
 	if !exists {
 		return nil
 	}
@@ -330,50 +326,42 @@ func (g *graph) selectedBy(roles []string, semantic string, target posture.Kind)
 // no particular order and possibly more than once for an entity named both
 // by id and by attributes. The caller holds the read lock.
 func (g *graph) eachSelected(roles []string, semantic string, target posture.Kind, fn func(id string)) {
-	all := g.attrs[target]
-	var wanted []string
+	all := g.entitiesOf(target)
+	var wanted []map[int32]struct{}
 	for _, r := range roles {
 		switch {
 		case r == posture.RoleAll:
-			for id := range all {
-				fn(id)
-			}
+			all.each(fn)
 			return
 		case strings.HasPrefix(r, "@"):
-			if _, ok := all[r[1:]]; ok {
+			if all.has(r[1:]) {
 				fn(r[1:])
 			}
 		case strings.HasPrefix(r, "#"):
-			wanted = append(wanted, r[1:])
+			wanted = append(wanted, all.withAttr(r[1:]))
 		}
 	}
 	if len(wanted) == 0 {
 		return
 	}
-	idx := g.byAttr[target]
 	if semantic == posture.AnyOf {
-		for _, a := range wanted {
-			for id := range idx[a] {
-				fn(id)
+		for _, set := range wanted {
+			for slot := range set {
+				fn(all.ids[slot])
 			}
 		}
 		return
 	}
 	// AllOf: walk the smallest attribute set, keep those in all.
-	smallest := idx[wanted[0]]
-	for _, a := range wanted[1:] {
-		if len(idx[a]) < len(smallest) {
-			smallest = idx[a]
-		}
-	}
+	smallest := slices.MinFunc(wanted, func(a, b map[int32]struct{}) int { return len(a) - len(b) })
 next:
-	for id := range smallest {
-		for _, a := range wanted {
-			if _, ok := idx[a][id]; !ok {
+	for slot := range smallest {
+		for _, set := range wanted {
+			if _, ok := set[slot]; !ok {
 				continue next
 			}
 		}
-		fn(id)
+		fn(all.ids[slot])
 	}
 }
 
@@ -426,12 +414,7 @@ func (g *graph) policy(kind posture.Kind, id string) (typ, semantic string, ok b
 func (g *graph) attributes(kind posture.Kind) []string {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make([]string, 0, len(g.byAttr[kind]))
-	for a := range g.byAttr[kind] {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out
+	return g.entitiesOf(kind).attributes()
 }
 
 // load fills the graph from the store.
@@ -513,7 +496,7 @@ func (g *graph) identitySelectors(kind posture.Kind, id string) []selector {
 func (g *graph) selectedByAny(selectors []selector, identityID string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	attrs := g.attrs[posture.KindIdentity][identityID]
+	attrs, _ := g.entitiesOf(posture.KindIdentity).attrs(identityID)
 	for _, s := range selectors {
 		if posture.MatchRoles(s.roles, s.semantic, identityID, attrs) {
 			return true

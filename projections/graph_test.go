@@ -1,0 +1,122 @@
+package projections
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// TestGraphSelectsAsTheRolesSay checks the graph's selections against
+// posture.MatchRoles over every entity, through random creations, changes
+// of attributes (with repeats and slots reused) and deletions of identities,
+// services and policies.
+func TestGraphSelectsAsTheRolesSay(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	g := newGraph()
+	identities, services := map[string][]string{}, map[string][]string{}
+	policies := map[string]posture.ServicePolicy{}
+	attrs := func() []string {
+		out := []string{}
+		for range r.IntN(4) {
+			out = append(out, fmt.Sprintf("a%d", r.IntN(8)))
+		}
+		return out
+	}
+	roles := func(prefix string, n int) []string {
+		switch r.IntN(6) {
+		case 0:
+			return []string{posture.RoleAll}
+		case 1:
+			return []string{fmt.Sprintf("@%s%d", prefix, r.IntN(n)), fmt.Sprintf("#a%d", r.IntN(8))}
+		case 2:
+			return nil
+		default:
+			out := []string{}
+			for range 1 + r.IntN(3) {
+				out = append(out, fmt.Sprintf("#a%d", r.IntN(8)))
+			}
+			return out
+		}
+	}
+	semantic := func() string { return []string{posture.AllOf, posture.AnyOf}[r.IntN(2)] }
+	brute := func(all map[string][]string, roles []string, semantic string) []string {
+		out := []string{}
+		for id, a := range all {
+			if posture.MatchRoles(roles, semantic, id, a) {
+				out = append(out, id)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	for step := range 3000 {
+		switch k := r.IntN(10); {
+		case k < 4:
+			id := fmt.Sprintf("i%d", r.IntN(200))
+			if r.IntN(5) == 0 {
+				g.remove(posture.KindIdentity, id)
+				delete(identities, id)
+			} else {
+				a := attrs()
+				g.put(posture.Identity{ID: id, RoleAttributes: a})
+				identities[id] = a
+			}
+		case k < 7:
+			id := fmt.Sprintf("s%d", r.IntN(50))
+			if r.IntN(5) == 0 {
+				g.remove(posture.KindService, id)
+				delete(services, id)
+			} else {
+				a := attrs()
+				g.put(posture.Service{ID: id, RoleAttributes: a})
+				services[id] = a
+			}
+		default:
+			id := fmt.Sprintf("p%d", r.IntN(30))
+			if r.IntN(5) == 0 {
+				g.remove(posture.KindServicePolicy, id)
+				delete(policies, id)
+			} else {
+				p := posture.ServicePolicy{ID: id, Type: posture.Dial, Semantic: semantic(),
+					IdentityRoles: roles("i", 200), ServiceRoles: roles("s", 50)}
+				g.put(p)
+				policies[id] = p
+			}
+		}
+		if step%50 != 0 {
+			continue
+		}
+		for id, p := range policies {
+			if got, want := g.selected(posture.KindServicePolicy, id, FieldIdentityRoles), brute(identities, p.IdentityRoles, p.Semantic); !slices.Equal(got, want) {
+				t.Fatalf("step %d: policy %s %v %s selects identities %v, want %v", step, id, p.IdentityRoles, p.Semantic, got, want)
+			}
+			if got, want := g.selected(posture.KindServicePolicy, id, FieldServiceRoles), brute(services, p.ServiceRoles, p.Semantic); !slices.Equal(got, want) {
+				t.Fatalf("step %d: policy %s %v %s selects services %v, want %v", step, id, p.ServiceRoles, p.Semantic, got, want)
+			}
+		}
+		for id, a := range identities {
+			want := []string{}
+			for pid, p := range policies {
+				if posture.MatchRoles(p.IdentityRoles, p.Semantic, id, a) {
+					want = append(want, pid)
+				}
+			}
+			sort.Strings(want)
+			if got := g.selecting(posture.KindServicePolicy, FieldIdentityRoles, id); !slices.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Fatalf("step %d: identity %s %v is selected by %v, want %v", step, id, a, got, want)
+			}
+		}
+		inUse := []string{}
+		for _, a := range identities {
+			inUse = append(inUse, a...)
+		}
+		slices.Sort(inUse)
+		if got, want := g.attributes(posture.KindIdentity), slices.Compact(inUse); !slices.Equal(got, want) {
+			t.Fatalf("step %d: identity attributes %v, want %v", step, got, want)
+		}
+	}
+}
