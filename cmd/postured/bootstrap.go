@@ -35,15 +35,9 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *
 
 	var password string
 	err = modelChange(ctx, w, func() ([]posture.Payload, error) {
-		ids, err := store.Identities()
+		admin, err := defaultAdmin(store, s.AdminUsername)
 		if err != nil {
 			return nil, err
-		}
-		var admin *posture.Identity
-		for i := range ids {
-			if ids[i].IsDefaultAdmin {
-				admin = &ids[i]
-			}
 		}
 		var out []posture.Payload
 		now := w.Now()
@@ -97,4 +91,25 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *
 // modelChange is Writer.Model outside a request.
 func modelChange(ctx context.Context, w *api.Writer, decide func() ([]posture.Payload, error)) error {
 	return w.ModelContext(ctx, api.Stamp{Actor: "postured"}, decide)
+}
+
+// defaultAdmin finds the default admin identity (nil: none). It is looked
+// up by the admin username first, which is its name unless it was renamed,
+// so that a start does not read every identity of a large model.
+func defaultAdmin(store *projections.Store, username string) (*posture.Identity, error) {
+	if id, err := store.IdentityByName(username); err == nil && id.IsDefaultAdmin {
+		return &id, nil
+	} else if err != nil && !errors.Is(err, posture.ErrNotFound) {
+		return nil, err
+	}
+	ids, err := store.Identities()
+	if err != nil {
+		return nil, err
+	}
+	for i := range ids {
+		if ids[i].IsDefaultAdmin {
+			return &ids[i], nil
+		}
+	}
+	return nil, nil
 }
