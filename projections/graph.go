@@ -419,17 +419,10 @@ func (g *graph) attributes(kind posture.Kind) []string {
 
 // load fills the graph from the store.
 func (g *graph) load(r reader) error {
-	if err := loadKind[posture.Identity](g, r); err != nil {
-		return err
-	}
-	if err := loadKind[posture.Service](g, r); err != nil {
-		return err
-	}
-	if err := loadKind[posture.Check](g, r); err != nil {
-		return err
-	}
-	if err := loadKind[posture.EdgeRouter](g, r); err != nil {
-		return err
+	for _, kind := range []posture.Kind{posture.KindIdentity, posture.KindService, posture.KindCheck, posture.KindEdgeRouter} {
+		if err := g.loadAttrs(r, kind); err != nil {
+			return err
+		}
 	}
 	if err := loadKind[posture.ServicePolicy](g, r); err != nil {
 		return err
@@ -449,6 +442,22 @@ func (g *graph) load(r reader) error {
 		}
 		addTo(g.sessions, st.IdentityID, strings.TrimPrefix(string(key), sessionStatePrefix))
 		return true, nil
+	})
+}
+
+// loadAttrs reads the ids and role attributes of the entities of a kind,
+// and nothing else of them (a model of a million identities is read at
+// every start).
+func (g *graph) loadAttrs(r reader, kind posture.Kind) error {
+	type attrs struct {
+		ID             string   `json:"id"`
+		RoleAttributes []string `json:"roleAttributes"`
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return scanJSON(r, entityPrefix(kind), func(e attrs) bool {
+		g.setAttrs(kind, e.ID, e.RoleAttributes)
+		return true
 	})
 }
 
