@@ -42,7 +42,8 @@ func isHot(key []byte) bool {
 type hotCache struct {
 	mu       sync.RWMutex
 	m        map[string]*hotEntry
-	inflight bool // a batch is being committed
+	inflight bool   // a batch is being committed
+	commits  uint64 // commits ended so far
 }
 
 // begin marks a commit in flight.
@@ -61,6 +62,7 @@ func (h *hotCache) end(staged map[string]*hotEntry, committed bool) {
 		h.publishLocked(staged)
 	}
 	h.inflight = false
+	h.commits++
 }
 
 // hotEntry is a hot key's value (raw nil: the key is absent) and, once
@@ -84,6 +86,31 @@ func (h *hotCache) load(key []byte, locked bool) (*hotEntry, bool) {
 	}
 	e, ok := h.m[string(key)]
 	return e, ok
+}
+
+// fill caches what a reader found in the store, unless a commit started
+// since the reader saw commits and no commit in flight (stamp): the value
+// may be older than the store's then, and apply alone replaces entries. An
+// entry already cached stays.
+func (h *hotCache) fill(key []byte, e *hotEntry, stamp uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight || h.commits != stamp {
+		return
+	}
+	if h.m == nil {
+		h.m = map[string]*hotEntry{}
+	}
+	if _, ok := h.m[string(key)]; !ok {
+		h.m[string(key)] = e
+	}
+}
+
+// stamp is the count of commits ended, and whether one is in flight.
+func (h *hotCache) stamp() (uint64, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.commits, h.inflight
 }
 
 func (h *hotCache) store(key []byte, e *hotEntry) {
@@ -144,7 +171,11 @@ func (e *hotEntry) decode(v any) error {
 // The apply path sets staged (its batch's uncommitted hot writes, read
 // first) and populate (cache what it had to read: a key it did not write
 // reads the committed value). A view sets locked: it holds the cache's read
-// lock for its whole length.
+// lock for its whole length. Other readers (the API's) fill the cache with
+// the values they find when no commit ran meanwhile (hotCache.fill), so
+// that after a restart the keys of every request are read from Pebble once,
+// not at every request; a key they do not find is not cached (anyone may
+// ask for any token).
 type hotReader struct {
 	hot      *hotCache
 	r        reader
@@ -180,6 +211,13 @@ func (h hotReader) entry(key []byte) (*hotEntry, error) {
 	if e, ok := h.hot.load(key, h.locked); ok {
 		return e, nil
 	}
+	fill := !h.populate && !h.locked && h.staged == nil
+	var stamp uint64
+	if fill {
+		var busy bool
+		stamp, busy = h.hot.stamp()
+		fill = !busy
+	}
 	v, closer, err := h.r.Get(key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -191,8 +229,11 @@ func (h hotReader) entry(key []byte) (*hotEntry, error) {
 		closer.Close()
 	}
 	e := &hotEntry{raw: v}
-	if h.populate {
+	switch {
+	case h.populate:
 		h.hot.store(key, e)
+	case fill && v != nil:
+		h.hot.fill(key, e, stamp)
 	}
 	return e, nil
 }

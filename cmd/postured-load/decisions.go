@@ -25,6 +25,7 @@ type decisionsCmd struct {
 	Services   int     `default:"0" help:"Services preloaded (default: a tenth of the identities)."`
 	Policies   int     `default:"0" help:"Service policies preloaded (default: a fiftieth of the identities)."`
 	Load       float64 `default:"0.5" help:"Posture responses per second during the loaded runs, as a fraction of the maximum ingest rate measured first."`
+	Profile    string  `help:"Write a CPU profile of postured's first maximum-ingest burst into this directory (postured then runs with --pprof); read it with go tool pprof BINARY FILE." type:"path"`
 }
 
 func (c *decisionsCmd) Run(ctx context.Context) error {
@@ -51,6 +52,12 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	}
 	fmt.Printf("preloaded %d events into the log in %s (%.0f/s)\n", events, took.Round(time.Millisecond), float64(events)/took.Seconds())
 
+	if c.Profile != "" {
+		if err := os.MkdirAll(c.Profile, 0o755); err != nil {
+			return err
+		}
+		c.Args = append(slices.Clone(c.Args), "--pprof")
+	}
 	n, ready, err := startNode(ctx, c.Postured, dir, c.Args, c.Env)
 	if err != nil {
 		return err
@@ -131,8 +138,19 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 				if nullRate, nullUsed, err = measure(ctx, null, nullProc, c.Duration); err != nil {
 					return err
 				}
-			} else if maxRate, used, err = measure(ctx, ingest, n.p, c.Duration); err != nil {
-				return err
+			} else {
+				var profile func() error
+				if c.Profile != "" && run == 0 {
+					profile = n.profile(ctx, filepath.Join(c.Profile, "postured.pprof"), c.Duration)
+				}
+				if maxRate, used, err = measure(ctx, ingest, n.p, c.Duration); err != nil {
+					return err
+				}
+				if profile != nil {
+					if err := profile(); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		// Decisions under c.Load of that rate.
