@@ -28,7 +28,7 @@ func TestCommandsRunAgainstPostured(t *testing.T) {
 		want string
 	}{
 		{append([]string{"ingest"}, small...), "median: null "},
-		{append([]string{"decisions", "--identities", "500"}, small...), "median of 1 runs: idle p50 "},
+		{append([]string{"decisions", "--identities", "500", "--settle", "0"}, small...), "median of 1 runs: idle p50 "},
 	} {
 		out, err := exec.CommandContext(t.Context(), load, tc.args...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), tc.want) {
