@@ -53,28 +53,27 @@ func TestGraphSelectsAsTheRolesSay(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
+	// An entity of the kind is set or removed.
+	change := func(kind posture.Kind, id string, all map[string][]string, entity func(id string, a []string) posture.Entity) {
+		if r.IntN(5) == 0 {
+			g.remove(kind, id)
+			delete(all, id)
+			return
+		}
+		a := attrs()
+		g.put(entity(id, a))
+		all[id] = a
+	}
 	for step := range 3000 {
 		switch k := r.IntN(10); {
 		case k < 4:
-			id := fmt.Sprintf("i%d", r.IntN(200))
-			if r.IntN(5) == 0 {
-				g.remove(posture.KindIdentity, id)
-				delete(identities, id)
-			} else {
-				a := attrs()
-				g.put(posture.Identity{ID: id, RoleAttributes: a})
-				identities[id] = a
-			}
+			change(posture.KindIdentity, fmt.Sprintf("i%d", r.IntN(200)), identities, func(id string, a []string) posture.Entity {
+				return posture.Identity{ID: id, RoleAttributes: a}
+			})
 		case k < 7:
-			id := fmt.Sprintf("s%d", r.IntN(50))
-			if r.IntN(5) == 0 {
-				g.remove(posture.KindService, id)
-				delete(services, id)
-			} else {
-				a := attrs()
-				g.put(posture.Service{ID: id, RoleAttributes: a})
-				services[id] = a
-			}
+			change(posture.KindService, fmt.Sprintf("s%d", r.IntN(50)), services, func(id string, a []string) posture.Entity {
+				return posture.Service{ID: id, RoleAttributes: a}
+			})
 		default:
 			id := fmt.Sprintf("p%d", r.IntN(30))
 			if r.IntN(5) == 0 {
