@@ -30,11 +30,13 @@ func isHot(key []byte) bool {
 }
 
 // hotCache is a copy of the committed values of hot keys. Only the apply
-// goroutine writes it: it stages its own writes (put, delete) in the Tx and
-// publishes them under the write lock together with the batch's commit, so
-// a reader never sees a key of a batch that is not committed; and it caches
-// a hot key it read from the store and did not write. Readers only look, so
-// a reader never stores a value that apply has since replaced.
+// goroutine replaces values: it stages its own writes (put, delete) in the
+// Tx and publishes them under the write lock together with the batch's
+// commit, so a reader never sees a key of a batch that is not committed;
+// and it caches a hot key it read from the store and did not write. Other
+// readers add a key they found only when it is not cached and no commit ran
+// while they read (fill), so none stores a value that apply has since
+// replaced.
 //
 // A commit is bracketed by begin and end, which take the write lock for a
 // moment each; a reader that holds the read lock while no commit is in
