@@ -1,6 +1,9 @@
 package projections
 
-import "sort"
+import (
+	"hash/maphash"
+	"sort"
+)
 
 // entitySet is the entities of one kind as the role graph keeps them: ids
 // numbered by slot, each slot's role attributes as attribute numbers, and
@@ -8,14 +11,18 @@ import "sort"
 // holds numbers only: a million identities are a few maps and arrays the
 // garbage collector has no pointers to follow in, where maps of strings to
 // slices and sets of strings cost it several pointers per identity at every
-// collection (docs/performance.md, fifth round).
+// collection (docs/performance.md, fifth round). Even an id's slot is found
+// through a hash of the id, checked against ids.
 type entitySet struct {
-	slots map[string]int32 // id -> slot
-	ids   []string         // slot -> id (a free slot keeps "")
-	spans []span           // slot -> its attribute numbers in pool
-	pool  []int32          // attribute numbers of every slot, in runs
-	dead  int              // entries of pool no slot uses any more
-	free  []int32          // slots to reuse
+	byHash map[uint64]int32 // hash of an id -> its slot, for the first id with that hash
+	clash  map[string]int32 // id -> slot, for an id whose hash another id had first
+	hash   func(id string) uint64
+	ids    []string // slot -> id
+	used   []bool   // slot -> whether an entity has it
+	spans  []span   // slot -> its attribute numbers in pool
+	pool   []int32  // attribute numbers of every slot, in runs
+	dead   int      // entries of pool no slot uses any more
+	free   []int32  // slots to reuse
 
 	numbers map[string]int32     // attribute -> number
 	names   []string             // number -> attribute
@@ -26,7 +33,42 @@ type entitySet struct {
 type span struct{ off, n int32 }
 
 func newEntitySet() *entitySet {
-	return &entitySet{slots: map[string]int32{}, numbers: map[string]int32{}}
+	seed := maphash.MakeSeed()
+	return &entitySet{
+		byHash: map[uint64]int32{}, clash: map[string]int32{},
+		hash:    func(id string) uint64 { return maphash.String(seed, id) },
+		numbers: map[string]int32{},
+	}
+}
+
+// slot finds an entity's slot.
+func (s *entitySet) slot(id string) (int32, bool) {
+	if slot, ok := s.byHash[s.hash(id)]; ok && s.ids[slot] == id {
+		return slot, true
+	}
+	slot, ok := s.clash[id]
+	return slot, ok
+}
+
+// index makes an entity's slot found by its id.
+func (s *entitySet) index(id string, slot int32) {
+	h := s.hash(id)
+	if _, taken := s.byHash[h]; taken {
+		s.clash[id] = slot
+		return
+	}
+	s.byHash[h] = slot
+}
+
+// unindex forgets an entity's slot. An id of the same hash in clash stays
+// found there.
+func (s *entitySet) unindex(id string, slot int32) {
+	h := s.hash(id)
+	if at, ok := s.byHash[h]; ok && at == slot {
+		delete(s.byHash, h)
+		return
+	}
+	delete(s.clash, id)
 }
 
 // set records an entity with its attributes, replacing what it had.
@@ -35,13 +77,13 @@ func (s *entitySet) set(id string, attrs []string) {
 	var slot int32
 	if n := len(s.free); n > 0 {
 		slot, s.free = s.free[n-1], s.free[:n-1]
-		s.ids[slot] = id
+		s.ids[slot], s.used[slot] = id, true
 	} else {
 		slot = int32(len(s.ids))
-		s.ids = append(s.ids, id)
+		s.ids, s.used = append(s.ids, id), append(s.used, true)
 		s.spans = append(s.spans, span{})
 	}
-	s.slots[id] = slot
+	s.index(id, slot)
 	s.spans[slot] = span{int32(len(s.pool)), int32(len(attrs))}
 	for _, a := range attrs {
 		n, ok := s.numbers[a]
@@ -61,7 +103,7 @@ func (s *entitySet) set(id string, attrs []string) {
 
 // drop forgets an entity.
 func (s *entitySet) drop(id string) {
-	slot, ok := s.slots[id]
+	slot, ok := s.slot(id)
 	if !ok {
 		return
 	}
@@ -73,9 +115,9 @@ func (s *entitySet) drop(id string) {
 	}
 	s.dead += int(s.spans[slot].n)
 	s.spans[slot] = span{}
-	s.ids[slot] = ""
+	s.unindex(id, slot)
+	s.ids[slot], s.used[slot] = "", false
 	s.free = append(s.free, slot)
-	delete(s.slots, id)
 	if s.dead > 1024 && s.dead > len(s.pool)/2 {
 		s.compact()
 	}
@@ -100,7 +142,7 @@ func (s *entitySet) attrNumbers(slot int32) []int32 {
 // attrs returns an entity's attributes, as it was given them, and whether
 // it exists.
 func (s *entitySet) attrs(id string) ([]string, bool) {
-	slot, ok := s.slots[id]
+	slot, ok := s.slot(id)
 	if !ok {
 		return nil, false
 	}
@@ -113,14 +155,16 @@ func (s *entitySet) attrs(id string) ([]string, bool) {
 }
 
 func (s *entitySet) has(id string) bool {
-	_, ok := s.slots[id]
+	_, ok := s.slot(id)
 	return ok
 }
 
 // each calls fn for every entity, in no particular order.
 func (s *entitySet) each(fn func(id string)) {
-	for id := range s.slots {
-		fn(id)
+	for slot, id := range s.ids {
+		if s.used[slot] {
+			fn(id)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -116,6 +117,60 @@ func TestGraphSelectsAsTheRolesSay(t *testing.T) {
 		slices.Sort(inUse)
 		if got, want := g.attributes(posture.KindIdentity), slices.Compact(inUse); !slices.Equal(got, want) {
 			t.Fatalf("step %d: identity attributes %v, want %v", step, got, want)
+		}
+	}
+}
+
+// TestEntitySetWithClashingHashes runs an entity set whose hash gives three
+// values in all, so that most ids share one, against a map, through random
+// sets and drops.
+func TestEntitySetWithClashingHashes(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	s := newEntitySet()
+	s.hash = func(id string) uint64 { return uint64(len(id) % 3) }
+	want := map[string][]string{}
+	for step := range 5000 {
+		id := fmt.Sprintf("e%d", r.IntN(300))
+		if r.IntN(3) == 0 {
+			s.drop(id)
+			delete(want, id)
+		} else {
+			a := []string{fmt.Sprintf("a%d", r.IntN(5))}
+			s.set(id, a)
+			want[id] = a
+		}
+		if step%100 != 0 {
+			continue
+		}
+		for i := range 300 {
+			id := fmt.Sprintf("e%d", i)
+			got, ok := s.attrs(id)
+			if a, has := want[id]; ok != has || !slices.Equal(got, a) {
+				t.Fatalf("step %d: %s has %v (%v), want %v (%v)", step, id, got, ok, a, has)
+			}
+		}
+		var each []string
+		s.each(func(id string) { each = append(each, id) })
+		slices.Sort(each)
+		if keys := slices.Sorted(maps.Keys(want)); !slices.Equal(each, keys) {
+			t.Fatalf("step %d: each gives %v, want %v", step, each, keys)
+		}
+		for a := range 5 {
+			attr := fmt.Sprintf("a%d", a)
+			var got, exp []string
+			for slot := range s.withAttr(attr) {
+				got = append(got, s.ids[slot])
+			}
+			for id, as := range want {
+				if slices.Contains(as, attr) {
+					exp = append(exp, id)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(exp)
+			if !slices.Equal(got, exp) {
+				t.Fatalf("step %d: %s is had by %v, want %v", step, attr, got, exp)
+			}
 		}
 	}
 }
