@@ -102,13 +102,13 @@ func spin(n int) byte {
 }
 
 // hashRate is how many rounds of spin this process computes per second of
-// its CPU time, measured over about 100 ms.
+// its CPU time, the best of five short measures.
 func hashRate() float64 {
 	const n = 2000
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	best := math.Inf(1)
-	for range 5 { // the fastest of five: the others were interrupted
+	for range 5 { // the others were interrupted
 		begin := threadCPU()
 		spin(n)
 		best = min(best, (threadCPU() - begin).Seconds())
