@@ -168,30 +168,19 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		var got atomic.Value
-		var perr error
-		wg.Go(func() {
-			r, err := ingest.paced(rctx, c.Load*maxRate)
-			got.Store(r)
-			perr = err
-		})
-		lat, err = decide(ctx, c.Duration)
-		// The machine's own tail under the same load: the same requests
-		// from the same kind of process to the null server, which answers
-		// them at once.
 		var floor latencies
-		if err == nil {
+		achieved, err := underLoad(ctx, ingest, c.Load*maxRate, func() (err error) {
+			if lat, err = decide(ctx, c.Duration); err != nil {
+				return err
+			}
+			// The machine's own tail under the same load: the same requests
+			// from the same kind of process to the null server, which
+			// answers them at once.
 			floor, err = runDecider(ctx, nullT.base, nullCA, "null-token", services, c.Duration)
-		}
-		cancel()
-		wg.Wait()
+			return err
+		})
 		if err != nil {
 			return err
-		}
-		if perr != nil {
-			return perr
 		}
 		// The floor at postured's cost: a null server that computes, per
 		// request, the CPU time postured took beyond the null server's in
@@ -212,13 +201,13 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 		slow25, _ := over(before, after, 0.0025)
 		l50, l99 := lat.P50, lat.P99
 		fmt.Printf("run %d: idle p50 %s p99 %s; ingest %.0f/s %s (null %.0f/s %s, ratio %.2f); at %.0f/s (%d decisions): p50 %s p99 %s; inside postured %.2f%% over 1 ms, %.2f%% over 2.5 ms; the null server under the same load p50 %s p99 %s; a null server as busy as postured (%s per request more) under that load itself p50 %s p99 %s\n",
-			run+1, ms(i50), ms(i99), maxRate, used.per(maxRate), nullRate, nullUsed.per(nullRate), maxRate/nullRate, got.Load().(float64), lat.N, ms(l50), ms(l99),
+			run+1, ms(i50), ms(i99), maxRate, used.per(maxRate), nullRate, nullUsed.per(nullRate), maxRate/nullRate, achieved, lat.N, ms(l50), ms(l99),
 			100*slow1/total, 100*slow25/total, ms(floor.P50), ms(floor.P99), busy.extra.Round(time.Microsecond), ms(busy.P50), ms(busy.P99))
 		busy50, busy99 = append(busy50, sec(busy.P50)), append(busy99, sec(busy.P99))
 		idle50, idle99 = append(idle50, sec(i50)), append(idle99, sec(i99))
 		load50, load99 = append(load50, sec(l50)), append(load99, sec(l99))
 		floor50, floor99 = append(floor50, sec(floor.P50)), append(floor99, sec(floor.P99))
-		maxRates, ratios, paced = append(maxRates, maxRate), append(ratios, maxRate/nullRate), append(paced, got.Load().(float64))
+		maxRates, ratios, paced = append(maxRates, maxRate), append(ratios, maxRate/nullRate), append(paced, achieved)
 	}
 	rss, peak, _ := n.p.rssMiB()
 	fmt.Printf("median of %d runs: idle p50 %.2f ms p99 %.2f ms; ingest %.0f/s, ratio %.2f; under %.0f/s: p50 %.2f ms p99 %.2f ms (the null server: p50 %.2f ms p99 %.2f ms; as busy as postured, under that load itself: p50 %.2f ms p99 %.2f ms); RSS %.0f MiB (peak %.0f MiB)\n",
@@ -251,14 +240,26 @@ func busyFloor(ctx context.Context, work, check string, tokens, services []strin
 	if err := load.warm(ctx); err != nil {
 		return busy{}, err
 	}
+	var lat latencies
+	_, err = underLoad(ctx, load, rate, func() (err error) {
+		lat, err = runDecider(ctx, t.base, filepath.Join(dir, nullCAFile), tokens[0], services, d)
+		return err
+	})
+	return busy{lat, extra}, err
+}
+
+// underLoad runs measure while load posts at rate, and returns the rate
+// the load achieved.
+func underLoad(ctx context.Context, load *clients, rate float64, measure func() error) (float64, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var achieved float64
 	var lerr error
-	wg.Go(func() { _, lerr = load.paced(lctx, rate) })
-	lat, err := runDecider(ctx, t.base, filepath.Join(dir, nullCAFile), tokens[0], services, d)
+	wg.Go(func() { achieved, lerr = load.paced(lctx, rate) })
+	err := measure()
 	cancel()
 	wg.Wait()
-	return busy{lat, extra}, errors.Join(err, lerr)
+	return achieved, errors.Join(err, lerr)
 }
 
 func ms(d time.Duration) string   { return fmt.Sprintf("%.2fms", d.Seconds()*1e3) }
