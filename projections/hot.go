@@ -213,7 +213,7 @@ func (h hotReader) entry(key []byte) (*hotEntry, error) {
 	if e, ok := h.hot.load(key, h.locked); ok {
 		return e, nil
 	}
-	fill := !h.populate && !h.locked && h.staged == nil
+	fill := !h.populate && !h.locked
 	var stamp uint64
 	if fill {
 		var busy bool
