@@ -192,3 +192,27 @@ func TestEndOf(t *testing.T) {
 		}
 	}
 }
+
+// TestFixedAnswer checks that an answer encoded once is what c.JSON writes,
+// with and without ?pretty.
+func TestFixedAnswer(t *testing.T) {
+	data := map[string]any{"services": []string{}, "range": ">=10.0"}
+	fixed := api.NewFixed(data)
+	e := api.New(api.Options{})
+	for _, target := range []string{"/x", "/x?pretty"} {
+		answer := func(f func(c echo.Context) error) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			if err := f(e.NewContext(httptest.NewRequest(http.MethodPost, target, nil), rec)); err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		got := answer(func(c echo.Context) error { return fixed.Answer(c, http.StatusCreated) })
+		want := answer(func(c echo.Context) error { return c.JSON(http.StatusCreated, api.Envelope{Data: data}) })
+		if got.Code != want.Code || got.Body.String() != want.Body.String() ||
+			got.Header().Get(echo.HeaderContentType) != want.Header().Get(echo.HeaderContentType) {
+			t.Errorf("%s: fixed answer %d %q (%s), c.JSON %d %q (%s)", target, got.Code, got.Body, got.Header().Get(echo.HeaderContentType),
+				want.Code, want.Body, want.Header().Get(echo.HeaderContentType))
+		}
+	}
+}

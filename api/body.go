@@ -47,6 +47,11 @@ func DecodeBytes(data []byte, v any) error {
 	if err := CheckDepth(data); err != nil {
 		return err
 	}
+	// Most bodies are valid: json.Unmarshal reads them without copying.
+	// One that is not is read again by a decoder, whose errors say more.
+	if json.Unmarshal(data, v) == nil {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
 		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: parseMessage(err)}

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -55,6 +57,33 @@ func OK(c echo.Context, data any) error {
 // Empty answers 200 with empty data, as updates, patches and deletes do.
 func Empty(c echo.Context) error {
 	return c.JSON(http.StatusOK, Envelope{Data: struct{}{}})
+}
+
+// Fixed is an answer whose body never changes, encoded once: a hot path
+// answers it without encoding it again for every request.
+type Fixed struct {
+	data any
+	body []byte // as the serializer writes Envelope{Data: data}
+}
+
+// NewFixed encodes the envelope of data (plain data that always encodes).
+func NewFixed(data any) Fixed {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(Envelope{Data: data}); err != nil {
+		panic(fmt.Sprintf("api: encode a fixed answer: %v", err))
+	}
+	return Fixed{data: data, body: b.Bytes()}
+}
+
+// Answer writes the answer with the status code. A request with a query
+// (?pretty) is answered through the serializer, as c.JSON answers it.
+func (f Fixed) Answer(c echo.Context, code int) error {
+	if c.Request().URL.RawQuery != "" {
+		return c.JSON(code, Envelope{Data: f.data})
+	}
+	return c.JSONBlob(code, f.body)
 }
 
 // CreatedAt answers 201 with the new entity's id and link.

@@ -509,34 +509,56 @@ func (l *Log) Get(ctx context.Context, seq uint64) (posture.Event, error) {
 	return events[0], nil
 }
 
-// envelope is an event without its payload, which encode splices in as it
-// is: payloads come from json.Marshal, so validating and compacting them a
-// second time (as marshalling a json.RawMessage does) is wasted work.
-type envelope struct {
-	ID        string    `json:"id"`
-	Type      string    `json:"type"`
-	Schema    int       `json:"schema"`
-	Subject   string    `json:"subject"`
-	At        time.Time `json:"at"`
-	Actor     string    `json:"actor,omitempty"`
-	RequestID string    `json:"requestId,omitempty"`
-}
-
-// encode is json.Marshal of the event, without re-validating its payload.
+// encode is json.Marshal of the event, without re-validating its payload:
+// payloads come from json.Marshal, so validating and compacting them a
+// second time (as marshalling a json.RawMessage does) is wasted work. The
+// envelope's fields are written directly, as json.Marshal writes them.
 func encode(e posture.Event) ([]byte, error) {
-	head, err := json.Marshal(envelope{e.ID, e.Type, e.Schema, e.Subject, e.At, e.Actor, e.RequestID})
-	if err != nil {
-		return nil, err
-	}
 	data := []byte(e.Data)
 	if len(data) == 0 {
 		data = []byte("null")
 	}
-	out := make([]byte, 0, len(head)+len(data)+9)
-	out = append(out, head[:len(head)-1]...)
+	out := make([]byte, 0, 128+len(e.ID)+len(e.Type)+len(e.Subject)+len(e.Actor)+len(e.RequestID)+len(data))
+	out = append(out, `{"id":`...)
+	out = appendJSONString(out, e.ID)
+	out = append(out, `,"type":`...)
+	out = appendJSONString(out, e.Type)
+	out = append(out, `,"schema":`...)
+	out = strconv.AppendInt(out, int64(e.Schema), 10)
+	out = append(out, `,"subject":`...)
+	out = appendJSONString(out, e.Subject)
+	out = append(out, `,"at":"`...)
+	out, err := e.At.AppendText(out) // what MarshalJSON writes, and refuses
+	if err != nil {
+		return nil, fmt.Errorf("the event's time: %w", err)
+	}
+	out = append(out, '"')
+	if e.Actor != "" {
+		out = append(out, `,"actor":`...)
+		out = appendJSONString(out, e.Actor)
+	}
+	if e.RequestID != "" {
+		out = append(out, `,"requestId":`...)
+		out = appendJSONString(out, e.RequestID)
+	}
 	out = append(out, `,"data":`...)
 	out = append(out, data...)
 	return append(out, '}'), nil
+}
+
+// appendJSONString appends s as json.Marshal writes a string: as it is when
+// it needs no escape (ids, types and subjects), through json.Marshal
+// otherwise.
+func appendJSONString(out []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= 0x7f || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(out, q...)
+		}
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
 }
 
 // decode reads an event's JSON; decodeStored checks that it is one.

@@ -166,16 +166,30 @@ func TestConsumeFollowsNewEvents(t *testing.T) {
 	}
 }
 
-// The envelope encoder writes what json.Marshal would.
+// The envelope encoder writes what json.Marshal would, and refuses what it
+// refuses.
 func TestEncodeMatchesMarshal(t *testing.T) {
-	e := posture.MustEvent(posture.APISessionTouched{ID: "s", IdentityID: "i", At: time.Unix(5, 0).UTC()}, time.Unix(7, 0))
-	e.Actor, e.RequestID = "me", "req"
-	got, err := eventlog.EncodeForTest(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := json.Marshal(e)
-	if string(got) != string(want) {
-		t.Fatalf("encode:\n%s\nwant\n%s", got, want)
+	base := posture.MustEvent(posture.APISessionTouched{ID: "s", IdentityID: "i", At: time.Unix(5, 0).UTC()}, time.Unix(7, 0))
+	for name, change := range map[string]func(e *posture.Event){
+		"plain":             func(e *posture.Event) { e.Actor, e.RequestID = "me", "req" },
+		"no actor, no id":   func(e *posture.Event) {},
+		"escapes":           func(e *posture.Event) { e.Actor, e.RequestID = `a"b\c<d>&e`, "tab\tnew\nline\x01" },
+		"html":              func(e *posture.Event) { e.Actor, e.RequestID = "<a&b>", "x>y" },
+		"unicode":           func(e *posture.Event) { e.Actor, e.RequestID = "é\u2028€", "bad\xffutf8" },
+		"nanoseconds":       func(e *posture.Event) { e.At = time.Date(2026, 11, 27, 10, 32, 1, 123456789, time.UTC) },
+		"zone":              func(e *posture.Event) { e.At = time.Date(2026, 11, 27, 10, 32, 1, 5, time.FixedZone("x", 3600)) },
+		"schema":            func(e *posture.Event) { e.Schema = 12 },
+		"year out of range": func(e *posture.Event) { e.At = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
+	} {
+		e := base
+		change(&e)
+		got, err := eventlog.EncodeForTest(e)
+		want, werr := json.Marshal(e)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("%s: encode error %v, json.Marshal's %v", name, err, werr)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("%s: encode:\n%s\nwant\n%s", name, got, want)
+		}
 	}
 }

@@ -246,14 +246,19 @@ func (a postureResponses) record(c echo.Context, responses []posture.PostureResp
 		woken = woken || r.Woken
 		unlocked = unlocked || r.Unlocked
 	}
-	result := postureResponseResult{Services: []timeoutChange{}}
-	if woken || unlocked {
-		if result.Services, err = a.wakeAffected(p, e.At, woken, unlocked); err != nil {
-			return err
-		}
+	if !woken && !unlocked {
+		return noServicesAffected.Answer(c, http.StatusCreated)
+	}
+	result := postureResponseResult{}
+	if result.Services, err = a.wakeAffected(p, e.At, woken, unlocked); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusCreated, api.Envelope{Data: result})
 }
+
+// noServicesAffected answers a posture response without a wake or unlock,
+// most of them.
+var noServicesAffected = api.NewFixed(postureResponseResult{Services: []timeoutChange{}})
 
 // wakeAffected lists the services reachable through a policy with an MFA
 // check that prompts on the wake or unlock recorded at at, and whose time
