@@ -44,6 +44,21 @@ var batchable = map[string]bool{
 	posture.TypeAPISessionTouched: true,
 }
 
+// lane is the group commit that appends events of type typ. Session
+// decisions have a lane of their own: a request for a session waits for
+// the publish in flight of other decisions, never behind a batch of
+// posture responses being published (under load, a publish is nearly
+// always in flight). No order between the lanes matters: their events are
+// on per-identity subjects no write conditions on, concurrent requests have
+// no order of their own, and a session is created only if its grant holds
+// when the projection applies the decision, in whatever order the log has.
+func (l *Log) lane(typ string) *committer {
+	if typ == posture.TypeSessionCreated || typ == posture.TypeSessionDenied {
+		return l.sessions
+	}
+	return l.group
+}
+
 // Bounds of a batch: at most maxBatchEvents events, and at most
 // maxBatchBytes of JSON (or the server's or the stream's largest message,
 // if smaller) unless it is one event (which fits alone, fits having

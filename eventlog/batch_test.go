@@ -245,3 +245,49 @@ func TestGroupCommitQueuedAppendLeaves(t *testing.T) {
 		}
 	}
 }
+
+// A session decision is published in a lane of its own: it does not wait
+// behind a batch of posture responses being published, and is read back
+// with the others.
+func TestGroupCommitSessionLane(t *testing.T) {
+	ctx := context.Background()
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: t.TempDir(), GroupCommit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	release := make(chan struct{})
+	eventlog.HoldGroupPublishes(l, release)
+
+	held := make(chan uint64, 1)
+	go func() {
+		seq, err := l.Append(ctx, recorded("a", 0))
+		if err != nil {
+			t.Error(err)
+		}
+		held <- seq
+	}()
+	for !l.PublishingForTest() {
+		time.Sleep(time.Millisecond)
+	}
+	decision := posture.MustEvent(posture.SessionCreated{Session: posture.Session{ID: "s1", IdentityID: "a", APISessionID: "as-a",
+		ServiceID: "svc", Type: "Dial", CreatedAt: time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)}, Policies: []string{"p"}},
+		time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC))
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	seq, err := l.Append(short, decision)
+	if err != nil {
+		t.Fatalf("the decision waited behind the posture batch's publish: %v", err)
+	}
+	close(release)
+	if after := <-held; after <= seq {
+		t.Fatalf("the held posture response at %d, the decision at %d: want the decision first", after, seq)
+	}
+	got, err := readAll(t, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != decision.ID {
+		t.Fatalf("read back %d events, the first %s: want 2, the decision first", len(got), got[0].ID)
+	}
+}

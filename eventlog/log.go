@@ -98,6 +98,8 @@ type Log struct {
 	stopping sync.WaitGroup // stops of stalled consumers (consume.go)
 
 	group *committer // nil without Options.GroupCommit (batch.go)
+	// sessions is the group commit of session decisions (see lane).
+	sessions *committer
 
 	guard     *guard        // the embedded store's disk (space.go)
 	stopGuard chan struct{} // closed by Close
@@ -223,7 +225,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("eventlog: stream %s: %w", opts.Stream, err)
 	}
 	if opts.GroupCommit {
-		l.group = newCommitter(l)
+		l.group, l.sessions = newCommitter(l), newCommitter(l)
 	}
 	return l, nil
 }
@@ -296,7 +298,7 @@ func (l *Log) append(ctx context.Context, e posture.Event, opts ...jetstream.Pub
 		return 0, err
 	}
 	if l.group != nil && len(opts) == 0 && batchable[e.Type] {
-		return l.group.append(ctx, e, body)
+		return l.lane(e.Type).append(ctx, e, body)
 	}
 	msg := &nats.Msg{Subject: l.prefix + e.Subject, Data: body}
 	return l.publish(ctx, msg, e.ID, e, opts...)
