@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -17,6 +18,8 @@ type Writer struct {
 	Log     Log
 	Barrier Barrier
 	Now     Clock
+
+	turns turns // the changes of each subject, one at a time on this node
 }
 
 // Stamp is who caused an event: the actor (an identity id, or "postured"
@@ -119,6 +122,15 @@ type Change struct {
 // as "this name is free" or "this code is unused" hold across requests and
 // across nodes. It returns once the projection has applied the change.
 func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
+	// The changes of one subject take turns on this node: each decides on
+	// the state its predecessor left, once that is applied, rather than
+	// racing it (64 concurrent model changes on a busy node lost up to
+	// 20 races each). Changes made through other nodes still race.
+	done, err := w.turns.take(ctx, ch.Subject)
+	if err != nil {
+		return err
+	}
+	defer done()
 	// wrote: some of the change's events are in the log (a chain can lose
 	// its race after its first event), so a stopped projection's answer
 	// must not say that nothing was written.
@@ -233,4 +245,44 @@ func (w *Writer) appendChain(ctx context.Context, st Stamp, subject string, payl
 		n++
 	}
 	return seq, n, nil
+}
+
+// turns lets the changes of each subject go one at a time.
+type turns struct {
+	mu sync.Mutex
+	m  map[string]*turn // subjects with a change going or waiting
+}
+
+type turn struct {
+	token   chan struct{} // holds a value while a change goes
+	waiting int           // changes going or waiting
+}
+
+// take waits for the subject's turn, or until ctx ends; done ends the turn.
+func (t *turns) take(ctx context.Context, subject string) (done func(), err error) {
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = map[string]*turn{}
+	}
+	tu := t.m[subject]
+	if tu == nil {
+		tu = &turn{token: make(chan struct{}, 1)}
+		t.m[subject] = tu
+	}
+	tu.waiting++
+	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		if tu.waiting--; tu.waiting == 0 {
+			delete(t.m, subject)
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case tu.token <- struct{}{}:
+		return func() { <-tu.token; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
