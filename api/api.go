@@ -125,11 +125,13 @@ func New(opts Options) *echo.Echo {
 	}
 	e.Use(middleware.Recover())
 	e.Use(opts.InFlight.Middleware)
+	server := "postured/" + opts.Version
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			// Keys as Go writes them, so that Set makes no canonical copy.
 			h := c.Response().Header()
-			h.Set("ziti-instance-id", opts.InstanceID)
-			h.Set("Server", "postured/"+opts.Version)
+			h.Set("Ziti-Instance-Id", opts.InstanceID)
+			h.Set("Server", server)
 			return next(c)
 		}
 	})

@@ -198,8 +198,8 @@ func (a *Auth) Require(level Access) echo.MiddlewareFunc {
 func (a *Auth) SetExpiryHeaders(c echo.Context, lastActivity time.Time) {
 	expires := lastActivity.Add(a.Timeout)
 	h := c.Response().Header()
-	h.Set("expiration-seconds", strconv.Itoa(max(0, int(math.Round(expires.Sub(a.Now()).Seconds())))))
-	h.Set("expires-at", expires.UTC().Format(TimeFormat))
+	h.Set("Expiration-Seconds", strconv.Itoa(max(0, int(math.Round(expires.Sub(a.Now()).Seconds())))))
+	h.Set("Expires-At", expires.UTC().Format(TimeFormat))
 }
 
 func (a *Auth) touch(c echo.Context, p *Principal, now time.Time) {

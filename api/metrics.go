@@ -139,7 +139,7 @@ func (m *Metrics) Handler(c echo.Context) error {
 // error handler gives an error).
 func (m *Metrics) Middleware(e *echo.Echo) echo.MiddlewareFunc {
 	var once sync.Once
-	routes := map[string]bool{}
+	routes := map[[2]string]bool{} // method and path: no key to build per request
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -152,12 +152,12 @@ func (m *Metrics) Middleware(e *echo.Echo) echo.MiddlewareFunc {
 			status := c.Response().Status
 			once.Do(func() {
 				for _, r := range e.Routes() {
-					routes[r.Method+" "+r.Path] = true
+					routes[[2]string{r.Method, r.Path}] = true
 				}
 			})
 			method := c.Request().Method
 			route := c.Path()
-			if !routes[method+" "+route] {
+			if !routes[[2]string{method, route}] {
 				route = "unmatched"
 			}
 			switch method {
