@@ -27,6 +27,10 @@ type decisionsCmd struct {
 	Load       float64       `default:"0.5" help:"Posture responses per second during the loaded runs, as a fraction of the maximum ingest rate measured first."`
 	Settle     time.Duration `default:"2m" help:"Start the measured runs no sooner than this after the preload: JetStream keeps the ids of the events appended in its duplicate window (2 minutes) in memory, which at 1M identities makes the collector's work a good deal larger; 0 does not wait."`
 	Profile    string        `help:"Write a CPU profile of postured's first maximum-ingest burst into this directory (postured then runs with --pprof); read it with go tool pprof BINARY FILE." type:"path"`
+	// By default the decider asks for 20 services in turn: past the first
+	// 20 decisions, postured answers with the session the API session
+	// already has for the service, a read.
+	NewSessions bool `help:"Make every decision a new session, appended to the log: the decider ends each session it got (outside the figures) before it asks again."`
 }
 
 func (c *decisionsCmd) Run(ctx context.Context) error {
@@ -110,7 +114,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 	}
 	caFile := filepath.Join(dir, "pki", "ca.pem")
 	decide := func(ctx context.Context, d time.Duration) (latencies, error) {
-		return runDecider(ctx, n.t.base, caFile, decider, services, d)
+		return runDecider(ctx, n.t.base, caFile, decider, services, d, c.NewSessions)
 	}
 
 	ingest := newClients(n.t, tokens, osBodies(check, false))
@@ -176,7 +180,7 @@ func (c *decisionsCmd) Run(ctx context.Context) error {
 			// The machine's own tail under the same load: the same requests
 			// from the same kind of process to the null server, which
 			// answers them at once.
-			floor, err = runDecider(ctx, nullT.base, nullCA, "null-token", services, c.Duration)
+			floor, err = runDecider(ctx, nullT.base, nullCA, "null-token", services, c.Duration, false)
 			return err
 		})
 		if err != nil {
@@ -242,7 +246,7 @@ func busyFloor(ctx context.Context, work, check string, tokens, services []strin
 	}
 	var lat latencies
 	_, err = underLoad(ctx, load, rate, func() (err error) {
-		lat, err = runDecider(ctx, t.base, filepath.Join(dir, nullCAFile), tokens[0], services, d)
+		lat, err = runDecider(ctx, t.base, filepath.Join(dir, nullCAFile), tokens[0], services, d, false)
 		return err
 	})
 	return busy{lat, extra}, err
@@ -337,7 +341,7 @@ type latencies struct {
 // runDecider runs `postured-load decide` (this binary) as a process of its
 // own, so that the clients' work in this process does not delay its
 // requests, and returns its figures.
-func runDecider(ctx context.Context, base, caFile, token string, services []string, d time.Duration) (latencies, error) {
+func runDecider(ctx context.Context, base, caFile, token string, services []string, d time.Duration, endSessions bool) (latencies, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return latencies{}, err
@@ -345,6 +349,9 @@ func runDecider(ctx context.Context, base, caFile, token string, services []stri
 	args := []string{"decide", "--url", base, "--ca", caFile, "--token", token, "--duration", d.String()}
 	for _, s := range services {
 		args = append(args, "--service", s)
+	}
+	if endSessions {
+		args = append(args, "--end-sessions")
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stderr = os.Stderr
@@ -367,6 +374,8 @@ type decideCmd struct {
 	Token    string        `required:"" help:"The API session token of the identity asking."`
 	Service  []string      `required:"" help:"Services to ask for, in turn (repeatable)."`
 	Duration time.Duration `default:"5s" help:"How long to ask."`
+	// EndSessions makes every request a new session.
+	EndSessions bool `help:"End each session after the request that got it, outside the figures, so that the next request for the service creates one again."`
 }
 
 func (c *decideCmd) Run(ctx context.Context) error {
@@ -375,21 +384,41 @@ func (c *decideCmd) Run(ctx context.Context) error {
 		return err
 	}
 	hc := target{base: c.URL, tls: tlsCfg}.newClient()
+	var got struct {
+		ID string `json:"id"`
+	}
+	var out any // the answer is read only to end the session
+	if c.EndSessions {
+		out = &got
+	}
 	ask := func(i int) error {
 		return call(ctx, hc, http.MethodPost, c.URL+clientAPI+"/sessions", c.Token,
-			map[string]any{"serviceId": c.Service[i%len(c.Service)], "type": "Dial"}, nil, http.StatusCreated)
+			map[string]any{"serviceId": c.Service[i%len(c.Service)], "type": "Dial"}, out, http.StatusCreated)
 	}
-	if err := ask(0); err != nil { // the connection, outside the figures
+	end := func() error {
+		if !c.EndSessions {
+			return nil
+		}
+		return call(ctx, hc, http.MethodDelete, c.URL+clientAPI+"/sessions/"+got.ID, c.Token, nil, nil, http.StatusOK)
+	}
+	// The connection, outside the figures.
+	if err := ask(0); err != nil {
+		return err
+	}
+	if err := end(); err != nil {
 		return err
 	}
 	var lat []time.Duration
-	end := time.Now().Add(c.Duration)
-	for i := 1; time.Now().Before(end); i++ {
+	until := time.Now().Add(c.Duration)
+	for i := 1; time.Now().Before(until); i++ {
 		begin := time.Now()
 		if err := ask(i); err != nil {
 			return err
 		}
 		lat = append(lat, time.Since(begin))
+		if err := end(); err != nil {
+			return err
+		}
 	}
 	slices.Sort(lat)
 	return json.NewEncoder(os.Stdout).Encode(latencies{N: len(lat), P50: quantile(lat, 0.5), P99: quantile(lat, 0.99)})
