@@ -78,9 +78,10 @@ func NewFixed(data any) Fixed {
 }
 
 // Answer writes the answer with the status code. A request with a query
-// (?pretty) is answered through the serializer, as c.JSON answers it.
+// (?pretty), or any in echo's debug mode (indented), is answered through
+// the serializer, as c.JSON answers it.
 func (f Fixed) Answer(c echo.Context, code int) error {
-	if c.Request().URL.RawQuery != "" {
+	if c.Request().URL.RawQuery != "" || c.Echo().Debug {
 		return c.JSON(code, Envelope{Data: f.data})
 	}
 	return c.JSONBlob(code, f.body)

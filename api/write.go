@@ -125,8 +125,9 @@ func (w *Writer) Change(ctx context.Context, st Stamp, ch Change) error {
 	// The changes of one subject take turns on this node: each decides on
 	// the state its predecessor left, once that is applied, rather than
 	// racing it (64 concurrent model changes on a busy node lost up to
-	// 20 races each). Changes made through other nodes still race.
-	done, err := w.turns.take(ctx, ch.Subject)
+	// 20 races each). Changes made through other nodes still race, and so
+	// does a change that waited turnWait for its turn.
+	done, err := w.turns.take(ctx, ch.Subject, turnWait)
 	if err != nil {
 		return err
 	}
@@ -258,8 +259,16 @@ type turn struct {
 	waiting int           // changes going or waiting
 }
 
-// take waits for the subject's turn, or until ctx ends; done ends the turn.
-func (t *turns) take(ctx context.Context, subject string) (done func(), err error) {
+// turnWait bounds the wait for a subject's turn. Past it a change goes
+// without its turn, racing the others as a change through another node
+// does: a log that does not answer holds a change for up to its append
+// timeout, and the changes queued behind it would otherwise wait for each
+// one in turn.
+var turnWait = 2 * time.Second
+
+// take waits for the subject's turn, for at most wait, or until ctx ends;
+// done ends the turn (or the change that went without it).
+func (t *turns) take(ctx context.Context, subject string, wait time.Duration) (done func(), err error) {
 	t.mu.Lock()
 	if t.m == nil {
 		t.m = map[string]*turn{}
@@ -281,6 +290,15 @@ func (t *turns) take(ctx context.Context, subject string) (done func(), err erro
 	select {
 	case tu.token <- struct{}{}:
 		return func() { <-tu.token; leave() }, nil
+	default:
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case tu.token <- struct{}{}:
+		return func() { <-tu.token; leave() }, nil
+	case <-timer.C:
+		return leave, nil
 	case <-ctx.Done():
 		leave()
 		return nil, ctx.Err()

@@ -121,3 +121,39 @@ func TestChangeLeavesItsTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A change that waited too long for its turn (a log that does not answer
+// holds the change before it) goes without it, racing as a change through
+// another node does; the held change then loses its race and decides again.
+func TestChangeGoesWithoutItsTurnAfterAWhile(t *testing.T) {
+	defer api.SetTurnWait(20 * time.Millisecond)()
+	log := &optimisticLog{last: map[string]uint64{}}
+	w := &api.Writer{Log: log, Barrier: log, Now: time.Now}
+	hold, held := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	decisions := 0
+	go func() {
+		first <- w.ModelContext(context.Background(), api.Stamp{}, func() ([]posture.Payload, error) {
+			if decisions++; decisions == 1 {
+				close(held)
+				<-hold
+			}
+			return []posture.Payload{posture.Created[posture.Service]{Entity: posture.Service{ID: "held"}}}, nil
+		})
+	}()
+	<-held
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.ModelContext(ctx, api.Stamp{}, func() ([]posture.Payload, error) {
+		return []posture.Payload{posture.Created[posture.Service]{Entity: posture.Service{ID: "late"}}}, nil
+	}); err != nil {
+		t.Fatalf("the change behind a held one: %v", err)
+	}
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if decisions != 2 || log.conflicts != 1 || log.seq != 2 {
+		t.Fatalf("the held change decided %d times, %d conflicts, %d events: want 2, 1 and 2", decisions, log.conflicts, log.seq)
+	}
+}

@@ -14,8 +14,9 @@ import (
 	"github.com/seed-0809debe/posture"
 )
 
-// Group commit. While one publish of a node waits for its acknowledgement,
-// the appends that come in meanwhile queue; the next publish carries them
+// Group commit. While one publish of a lane (see lane) waits for its
+// acknowledgement, the appends that come in meanwhile queue; the next
+// publish carries them
 // all, in one message of the stream on the batch subject. A message of the
 // log is therefore either one event, on the event's own subject, or a
 // batch: a JSON array of events as a single message would hold them,
@@ -45,13 +46,15 @@ var batchable = map[string]bool{
 }
 
 // lane is the group commit that appends events of type typ. Session
-// decisions have a lane of their own: a request for a session waits for
-// the publish in flight of other decisions, never behind a batch of
-// posture responses being published (under load, a publish is nearly
-// always in flight). No order between the lanes matters: their events are
-// on per-identity subjects no write conditions on, concurrent requests have
-// no order of their own, and a session is created only if its grant holds
-// when the projection applies the decision, in whatever order the log has.
+// decisions have a lane of their own, beside that of posture responses and
+// activity: a request for a session is published at once, or after the
+// publish in flight of other decisions, rather than after the posture
+// batch being published (under load, one nearly always is) and then with
+// the next. It is still stored after a batch published before it. No order
+// between the lanes matters: their events are on per-identity subjects no
+// write conditions on, concurrent requests have no order of their own, and
+// a session is created only if its grant holds when the projection applies
+// the decision, in whatever order the log has.
 func (l *Log) lane(typ string) *committer {
 	if typ == posture.TypeSessionCreated || typ == posture.TypeSessionDenied {
 		return l.sessions
@@ -68,8 +71,8 @@ const (
 	maxBatchBytes  = 256 << 10
 )
 
-// committer is a log's group commit: at most one publish in flight, the
-// appends that arrive meanwhile queued for the next.
+// committer is a lane of a log's group commit: at most one publish in
+// flight, the appends that arrive meanwhile queued for the next.
 type committer struct {
 	l     *Log
 	limit int64 // the most bytes of a batch (see maxBatchBytes)

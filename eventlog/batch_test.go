@@ -288,6 +288,6 @@ func TestGroupCommitSessionLane(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0].ID != decision.ID {
-		t.Fatalf("read back %d events, the first %s: want 2, the decision first", len(got), got[0].ID)
+		t.Fatalf("read back %v: want 2 events, the decision (%s) first", got, decision.ID)
 	}
 }
