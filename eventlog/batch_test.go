@@ -182,18 +182,25 @@ func rawBatch(events ...posture.Event) string {
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
+// heldGroupCommit opens a log with group commit whose posture lane's
+// publishes wait for a value on release (closed: none waits).
+func heldGroupCommit(t *testing.T) (*eventlog.Log, chan struct{}) {
+	l, err := eventlog.Open(context.Background(), eventlog.Options{Dir: t.TempDir(), GroupCommit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	release := make(chan struct{})
+	eventlog.HoldGroupPublishes(l, release)
+	return l, release
+}
+
 // An append queued behind a publish in flight leaves the queue when its
 // request ends, and is not written; the others queued with it are, in one
 // message.
 func TestGroupCommitQueuedAppendLeaves(t *testing.T) {
 	ctx := context.Background()
-	l, err := eventlog.Open(ctx, eventlog.Options{Dir: t.TempDir(), GroupCommit: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	release := make(chan struct{})
-	eventlog.HoldGroupPublishes(l, release)
+	l, release := heldGroupCommit(t)
 
 	first := make(chan error, 1)
 	go func() { _, err := l.Append(ctx, recorded("a", 0)); first <- err }()
@@ -251,13 +258,7 @@ func TestGroupCommitQueuedAppendLeaves(t *testing.T) {
 // with the others.
 func TestGroupCommitSessionLane(t *testing.T) {
 	ctx := context.Background()
-	l, err := eventlog.Open(ctx, eventlog.Options{Dir: t.TempDir(), GroupCommit: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	release := make(chan struct{})
-	eventlog.HoldGroupPublishes(l, release)
+	l, release := heldGroupCommit(t)
 
 	held := make(chan uint64, 1)
 	go func() {
