@@ -148,6 +148,9 @@ var ErrNotFound = errors.New("not found")
 
 // CodeOf returns the code of err when it is (or wraps) an *Error, else "".
 func CodeOf(err error) string {
+	if err == nil {
+		return "" // without a target for errors.As, which would escape
+	}
 	var pe *Error
 	if errors.As(err, &pe) {
 		return pe.Code

@@ -396,6 +396,9 @@ var ErrRefused = errors.New("eventlog: the stream refused the write")
 // will not change. Out of space is not one of them (see isOutOfSpace); nor
 // are a cluster without quorum or a leader election, which pass.
 func refusal(err error) *jetstream.APIError {
+	if err == nil {
+		return nil // without a target for errors.As, which would escape
+	}
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.Code != 503 || isOutOfSpace(err) {
 		return nil

@@ -207,6 +207,9 @@ func outOfSpace(detail string, err error) error {
 // insufficient resources, storage resources exceeded, or a store failure
 // that says "no space left".
 func isOutOfSpace(err error) bool {
+	if err == nil {
+		return false // without a target for errors.As, which would escape
+	}
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) {
 		return false
