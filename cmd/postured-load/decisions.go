@@ -395,10 +395,15 @@ func (c *decideCmd) Run(ctx context.Context) error {
 		return call(ctx, hc, http.MethodPost, c.URL+clientAPI+"/sessions", c.Token,
 			map[string]any{"serviceId": c.Service[i%len(c.Service)], "type": "Dial"}, out, http.StatusCreated)
 	}
+	ended := map[string]bool{}
 	end := func() error {
 		if !c.EndSessions {
 			return nil
 		}
+		if ended[got.ID] {
+			return fmt.Errorf("postured answered session %s again after it was ended", got.ID)
+		}
+		ended[got.ID] = true
 		return call(ctx, hc, http.MethodDelete, c.URL+clientAPI+"/sessions/"+got.ID, c.Token, nil, nil, http.StatusOK)
 	}
 	// The connection, outside the figures.

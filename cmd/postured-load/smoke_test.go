@@ -29,6 +29,9 @@ func TestCommandsRunAgainstPostured(t *testing.T) {
 	}{
 		{append([]string{"ingest"}, small...), "median: null "},
 		{append([]string{"decisions", "--identities", "500", "--settle", "0"}, small...), "median of 1 runs: idle p50 "},
+		// Every decision a new session: the decider fails if postured
+		// answers a session it ended.
+		{append([]string{"decisions", "--identities", "500", "--settle", "0", "--new-sessions"}, small...), "median of 1 runs: idle p50 "},
 	} {
 		out, err := exec.CommandContext(t.Context(), load, tc.args...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), tc.want) {
