@@ -287,16 +287,17 @@ func (t *turns) take(ctx context.Context, subject string, wait time.Duration) (d
 		}
 		t.mu.Unlock()
 	}
+	end := func() { <-tu.token; leave() }
 	select {
-	case tu.token <- struct{}{}:
-		return func() { <-tu.token; leave() }, nil
+	case tu.token <- struct{}{}: // free: no timer
+		return end, nil
 	default:
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case tu.token <- struct{}{}:
-		return func() { <-tu.token; leave() }, nil
+		return end, nil
 	case <-timer.C:
 		return leave, nil
 	case <-ctx.Done():
