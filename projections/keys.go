@@ -34,8 +34,9 @@ var (
 // layout 4 adds the fleet summary (summary.go) and the transitions outbox;
 // layout 5 adds report-only checks: the report standing, would-denies and
 // the enforceAt index (enforcement.go).
-// layout 6 adds the fleet-wide index of failed service requests (p/g/).
-const layout = 6
+// layout 6 adds the fleet-wide index of failed service requests (p/g/);
+// layout 7 keeps at most maxProcesses processes per identity.
+const layout = 7
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

@@ -154,6 +154,10 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			} else {
 				ip.Processes = append(ip.Processes, proc)
 				sort.Slice(ip.Processes, func(a, b int) bool { return ip.Processes[a].Path < ip.Processes[b].Path })
+				if len(ip.Processes) > maxProcesses {
+					k := stalest(ip.Processes)
+					ip.Processes = slices.Delete(ip.Processes, k, k+1)
+				}
 			}
 		case posture.ResponseEndpointState:
 			endpoint = true
@@ -235,6 +239,24 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 		}
 	}
 	return nil
+}
+
+// maxProcesses is how many processes an identity's posture data keeps, far
+// more than the process checks of any fleet: a client that reports ever
+// new paths must not grow the value every later response rewrites. Past
+// it, the process reported longest ago is forgotten.
+const maxProcesses = 256
+
+// stalest is the index of the process reported longest ago (of two
+// reported at once, the first by path).
+func stalest(ps []posture.ProcessPosture) int {
+	i := 0
+	for j, p := range ps {
+		if p.At.Before(ps[i].At) {
+			i = j
+		}
+	}
+	return i
 }
 
 // sameValues reports whether two identity-wide posture data hold the same

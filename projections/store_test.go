@@ -294,3 +294,52 @@ func TestChangeIndicatorAlwaysMoves(t *testing.T) {
 		prev = now
 	}
 }
+
+// TestProcessesAreBounded: an identity that reports ever new process paths
+// keeps the newest 256 of them; a path reported again is fresh again.
+func TestProcessesAreBounded(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := uint64(0)
+	report := func(paths ...string) {
+		t.Helper()
+		var rs []posture.PostureResponse
+		for _, p := range paths {
+			rs = append(rs, posture.PostureResponse{ID: "proc", TypeID: "PROCESS", Path: p, IsRunning: true})
+		}
+		seq++
+		e := posture.MustEvent(posture.PostureRecorded{IdentityID: "i1", APISessionID: "as1", Responses: rs}, at.Add(time.Duration(seq)*time.Second))
+		e.Seq = seq
+		if err := s.Apply([]posture.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := func(i int) string { return fmt.Sprintf("/bin/p%03d", i) }
+	for i := range 250 {
+		report(path(i))
+	}
+	report(path(0)) // /bin/p000 is now the newest
+	// Ten new paths in one response make 260: the four stalest go,
+	// /bin/p001 to /bin/p004.
+	var bulk []string
+	for i := 250; i < 260; i++ {
+		bulk = append(bulk, path(i))
+	}
+	report(bulk...)
+	ip, _, err := s.PostureData("i1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ip.Processes) != 256 {
+		t.Fatalf("%d processes kept, want 256", len(ip.Processes))
+	}
+	kept := map[string]bool{}
+	for _, p := range ip.Processes {
+		kept[p.Path] = true
+	}
+	for i := range 260 {
+		if want := i == 0 || i > 4; kept[path(i)] != want {
+			t.Errorf("%s kept: %v, want %v", path(i), kept[path(i)], want)
+		}
+	}
+}

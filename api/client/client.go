@@ -32,6 +32,9 @@ type API struct {
 	ServiceAdmin ServiceAdmin
 	// MFAGrace is the wake/unlock grace reported to clients.
 	MFAGrace time.Duration
+	// PostureBudget bounds the bytes of posture responses each identity
+	// may send (nil: no bound).
+	PostureBudget *api.Budget
 	// Started is when this node started: the earliest service-update time.
 	Started time.Time
 	// PKI issues certificates from CSRs (enrollment, extension, ephemeral

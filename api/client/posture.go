@@ -188,15 +188,16 @@ type postureResponses struct {
 	store  PostureReader
 	writer *api.Writer
 	grace  time.Duration // the wake/unlock grace reported to clients
+	budget *api.Budget   // bytes of posture responses per identity
 }
 
 func (a *API) postureResponses() postureResponses {
-	return postureResponses{store: a.Store, writer: a.Writer, grace: a.MFAGrace}
+	return postureResponses{store: a.Store, writer: a.Writer, grace: a.MFAGrace, budget: a.PostureBudget}
 }
 
 func (a postureResponses) create(c echo.Context) error {
 	var in postureResponseInput
-	if err := api.Decode(c, &in); err != nil {
+	if err := a.decode(c, &in); err != nil {
 		return err
 	}
 	r, err := postureResponse("", in)
@@ -208,7 +209,7 @@ func (a postureResponses) create(c echo.Context) error {
 
 func (a postureResponses) createBulk(c echo.Context) error {
 	var in []postureResponseInput
-	if err := api.Decode(c, &in); err != nil {
+	if err := a.decode(c, &in); err != nil {
 		return err
 	}
 	if len(in) == 0 {
@@ -227,6 +228,19 @@ func (a postureResponses) createBulk(c echo.Context) error {
 		out = append(out, r)
 	}
 	return a.record(c, out)
+}
+
+// decode reads a posture-response body into v once the identity's budget
+// has room for it: a refused body is not even decoded.
+func (a postureResponses) decode(c echo.Context, v any) error {
+	data, err := api.ReadBody(c)
+	if err != nil {
+		return err
+	}
+	if err := a.budget.Take(c, api.PrincipalOf(c).Identity.ID, len(data)); err != nil {
+		return err
+	}
+	return api.DecodeBytes(data, v)
 }
 
 // recordPosture appends the responses as one event, waits for the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -433,4 +434,37 @@ func TestSessionsFollowTheLogOrder(t *testing.T) {
 		t.Fatalf("sessions listed after the grant was gone: %v", listed)
 	}
 	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}), http.StatusConflict, posture.CodeInvalidPosture, "")
+}
+
+// TestPostureBudget: an identity that sends more posture responses than
+// --posture-budget-kib allows, past its 2 MiB burst, is answered 429 with
+// Retry-After and nothing is appended; other identities are not affected.
+func TestPostureBudget(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.PostureBudgetKiB = 1
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	greedy, other := n.endpoint(t, admin, "greedy"), n.endpoint(t, admin, "other")
+	// 200 responses of 4,000-byte paths: about 800 KB.
+	var bulk []map[string]any
+	for i := range 200 {
+		bulk = append(bulk, map[string]any{"id": "proc", "typeId": "PROCESS", "path": fmt.Sprintf("/%03d/%s", i, strings.Repeat("a", 3995)), "isRunning": true})
+	}
+	for range 2 {
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", greedy.token, bulk); r.Status != http.StatusCreated {
+			t.Fatalf("within the burst: %d %s", r.Status, r.Body)
+		}
+	}
+	before := n.lastSeq(t)
+	r := n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", greedy.token, bulk)
+	if _, e := r.envelope(t); r.Status != http.StatusTooManyRequests || e.Code != posture.CodeTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("past the burst: %d %s, Retry-After %q; want 429 %s with Retry-After", r.Status, r.Body, r.Header.Get("Retry-After"), posture.CodeTooManyRequests)
+	}
+	if after := n.lastSeq(t); after != before {
+		t.Fatalf("a refused posture response appended to the log: sequence %d, then %d", before, after)
+	}
+	small := map[string]any{"id": "os", "typeId": "OS", "type": "Linux", "version": "6.1.0"}
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", other.token, small); r.Status != http.StatusCreated {
+		t.Fatalf("another identity was refused: %d %s", r.Status, r.Body)
+	}
 }

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// Budget bounds the bytes each key (an identity) may have a node append of
+// one kind of fact, posture responses: a token bucket of bytes per key,
+// refilled at a steady rate up to a burst. Every request that passes is
+// kept in the log for good, so without a bound one identity could fill the
+// disk and stop every write of every user (the node refuses writes below
+// --disk-reserve-mib).
+//
+// The budget is in memory, per node. It remembers at most budgetKeys keys;
+// beyond them it forgets full buckets first, then others, which only gives
+// those keys a fresh burst. A nil *Budget limits nothing.
+type Budget struct {
+	mu    sync.Mutex
+	m     map[string]*rate.Limiter
+	limit rate.Limit
+	burst int
+	now   Clock
+}
+
+// budgetKeys is how many keys a Budget remembers before it prunes.
+const budgetKeys = 100_000
+
+// NewBudget returns a budget of perSecond bytes a second per key, with
+// bursts of up to burst bytes (at least MaxBody, so that any body a request
+// may carry can pass on a full bucket). now is its clock (nil: time.Now).
+func NewBudget(perSecond, burst int, now Clock) *Budget {
+	if now == nil {
+		now = time.Now
+	}
+	return &Budget{m: map[string]*rate.Limiter{}, limit: rate.Limit(perSecond), burst: max(burst, MaxBody), now: now}
+}
+
+// Take takes n bytes from key's bucket, or answers 429
+// SERVER_TOO_MANY_REQUESTS with a Retry-After header (the seconds until the
+// bucket holds n bytes again) and takes nothing.
+func (b *Budget) Take(c echo.Context, key string, n int) error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	now := b.now()
+	lim := b.m[key]
+	if lim == nil {
+		if len(b.m) >= budgetKeys {
+			prune(b.m, now, budgetKeys)
+		}
+		lim = rate.NewLimiter(b.limit, b.burst)
+		b.m[key] = lim
+	}
+	r := lim.ReserveN(now, min(n, b.burst))
+	wait := r.DelayFrom(now)
+	if wait > 0 {
+		r.CancelAt(now)
+	}
+	b.mu.Unlock()
+	if wait == 0 {
+		return nil
+	}
+	c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	return &posture.Error{Code: posture.CodeTooManyRequests,
+		Message: fmt.Sprintf("this identity sent more posture responses than this node keeps (%d bytes a second, in bursts of up to %d); try again later", int(b.limit), b.burst)}
+}
