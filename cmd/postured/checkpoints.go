@@ -86,6 +86,56 @@ type auditVerifyCmd struct {
 	CA          string `name:"ca" help:"The CA certificate (PEM) that signs the checkpoints (default: <data-dir>/pki/ca.pem)."`
 	JSON        bool   `name:"json" help:"Print the whole verification as JSON instead of a summary."`
 	MaxProblems int    `default:"20" help:"Problems listed at most."`
+	Projection  bool   `help:"Also rebuild the projection from the log, up to where the node's projection (<data-dir>/projections) applied it, and compare the two key by key: a projection changed outside the log (while the node was stopped) does not match."`
+}
+
+// projectionCheck is what --projection found.
+type projectionCheck struct {
+	// Seq is the sequence the node's projection applied the log to, and
+	// the rebuild stopped at.
+	Seq uint64 `json:"seq"`
+	// Differences counts the keys that differ; Keys describes the first
+	// of them (--max-problems).
+	Differences int      `json:"differences"`
+	Keys        []string `json:"keys,omitempty"`
+}
+
+// checkProjection rebuilds the projection from l into a scratch directory
+// of the data directory, up to the node's cursor, and compares it with the
+// node's.
+func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s streams) (*projectionCheck, error) {
+	dir := filepath.Join(a.DataDir, "projections")
+	seq, err := projections.AppliedThrough(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read how far the node's projection applied the log: %w", err)
+	}
+	if seq == 0 {
+		return nil, fmt.Errorf("no projection to compare at %s", dir)
+	}
+	scratch, err := os.MkdirTemp(a.DataDir, "verify-projection-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(scratch)
+	store, err := openRebuilt(scratch)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	bar := newProgress(s.err)
+	_, err = rebuild(ctx, l.Log, store, cutoff{toSeq: seq}, bar.update)
+	bar.done()
+	if err != nil {
+		return nil, fmt.Errorf("rebuild the projection from the log: %w", err)
+	}
+	if store.Cursor() != seq {
+		return nil, fmt.Errorf("the log ends at sequence %d, before the node's projection (%d): nothing to compare with", store.Cursor(), seq)
+	}
+	keys, n, err := store.Compare(dir, a.MaxProblems)
+	if err != nil {
+		return nil, err
+	}
+	return &projectionCheck{Seq: seq, Differences: n, Keys: keys}, nil
 }
 
 // appliedThrough is the last sequence the stopped node at the data
@@ -145,10 +195,20 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 				Detail: fmt.Sprintf("the log ends at sequence %d, but this node applied up to %d", v.Last, applied)}}, v.Problems...)
 		}
 	}
+	var proj *projectionCheck
+	if a.Projection && v.OK() { // a log that fails says nothing of its projection
+		if proj, err = a.checkProjection(ctx, l, s); err != nil {
+			return fmt.Errorf("--projection: %w", err)
+		}
+	}
 	if a.JSON {
 		enc := json.NewEncoder(s.out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
+		out := struct {
+			*eventlog.Verification
+			Projection *projectionCheck `json:"projection,omitempty"`
+		}{v, proj}
+		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	} else {
@@ -158,10 +218,27 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 				fmt.Fprintln(s.out, "  "+p.String())
 			}
 		}
+		switch {
+		case proj == nil:
+		case proj.Differences == 0:
+			fmt.Fprintf(s.out, "OK: the projection is the log's, rebuilt to sequence %d\n", proj.Seq)
+		default:
+			fmt.Fprintf(s.out, "FAIL: the projection differs from the log's, rebuilt to sequence %d, in %d keys\n", proj.Seq, proj.Differences)
+			for _, k := range proj.Keys {
+				fmt.Fprintln(s.out, "  "+k)
+			}
+		}
 	}
 	fmt.Fprintf(s.err, "read %d messages up to sequence %d in %s\n", v.Messages, v.Last, time.Since(start).Round(time.Millisecond))
-	if !v.OK() {
+	switch {
+	case !v.OK():
 		return errVerifyFailed
+	case proj != nil && proj.Differences > 0:
+		return errProjectionDiffers
 	}
 	return nil
 }
+
+// errProjectionDiffers is returned when the node's projection is not the
+// one its log rebuilds, after the differences are printed.
+var errProjectionDiffers = errors.New("the projection does not match the log")
