@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 
 	"strconv"
@@ -53,6 +54,9 @@ type Options struct {
 	GiveUpAfter time.Duration
 	// Timeout bounds one attempt (default 10s).
 	Timeout time.Duration
+	// Deny are the networks no delivery may connect to (--webhook-deny),
+	// checked on each address dialled, after name resolution.
+	Deny []*net.IPNet
 	// Poll is how often the list of webhooks is read again (default 1s).
 	Poll time.Duration
 }
@@ -201,7 +205,7 @@ func (d *Dispatcher) deliver(ctx context.Context, h posture.Webhook) {
 	log := d.opts.Logger.With("webhookId", h.ID)
 	var cons jetstream.Consumer
 	var secret string
-	client, err := newClient(h, d.opts.Timeout)
+	client, err := newClient(h, d.opts.Timeout, d.opts.Deny)
 	for ctx.Err() == nil {
 		if err == nil && secret == "" {
 			secret, err = d.opts.Secrets.OpenString(ctx, h.ID, posture.FieldWebhookSecret, h.SecretSealed)
@@ -219,7 +223,7 @@ func (d *Dispatcher) deliver(ctx context.Context, h posture.Webhook) {
 			}
 			err = nil
 			if client == nil {
-				client, err = newClient(h, d.opts.Timeout)
+				client, err = newClient(h, d.opts.Timeout, d.opts.Deny)
 			}
 			continue
 		}
@@ -316,7 +320,7 @@ func (d *Dispatcher) Test(ctx context.Context, h posture.Webhook) (posture.Webho
 	if err != nil {
 		return posture.WebhookAttempted{}, fmt.Errorf("webhooks: open the secret: %w", err)
 	}
-	client, err := newClient(h, d.opts.Timeout)
+	client, err := newClient(h, d.opts.Timeout, d.opts.Deny)
 	if err != nil {
 		return posture.WebhookAttempted{}, err
 	}

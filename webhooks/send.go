@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -45,8 +48,8 @@ func CheckCA(pem string) error {
 
 // newClient is the HTTP client of a webhook: TLS verified against the
 // system roots or the webhook's CA, redirects not followed, each attempt
-// bounded by timeout.
-func newClient(w posture.Webhook, timeout time.Duration) (*http.Client, error) {
+// bounded by timeout, no connection to an address in deny.
+func newClient(w posture.Webhook, timeout time.Duration, deny []*net.IPNet) (*http.Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if w.CAPEM != "" {
 		pool := x509.NewCertPool()
@@ -56,12 +59,36 @@ func newClient(w posture.Webhook, timeout time.Duration) (*http.Client, error) {
 		tc.RootCAs = pool
 	}
 	return &http.Client{
-		Timeout:   timeout,
-		Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
+		Timeout: timeout,
+		Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute,
+			DialContext: (&net.Dialer{Timeout: timeout, Control: refuse(deny)}).DialContext},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
 	}, nil
+}
+
+// refuse is a dialer's Control that refuses the addresses in deny: it sees
+// each address the name resolved to, just before connecting, so a name that
+// resolves to another address the next time is checked again.
+func refuse(deny []*net.IPNet) func(network, address string, _ syscall.RawConn) error {
+	return func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return err
+		}
+		ip = ip.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
+		for _, n := range deny {
+			if n.Contains(ip.AsSlice()) {
+				return fmt.Errorf("%s is in %s, a network webhooks may not reach (--webhook-deny)", ip, n)
+			}
+		}
+		return nil
+	}
 }
 
 // post makes one attempt: the signed CloudEvent to the webhook's URL.

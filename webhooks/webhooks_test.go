@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -86,6 +87,22 @@ func TestCheckWebhookURL(t *testing.T) {
 	} {
 		if err := posture.CheckWebhookURL(c.url, c.insecure); (err == nil) != c.ok {
 			t.Errorf("%s (insecure %t): %v", c.url, c.insecure, err)
+		}
+	}
+}
+
+// TestRefuse: an address in a denied network is refused, written as IPv4
+// or as IPv4 mapped into IPv6; others pass.
+func TestRefuse(t *testing.T) {
+	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
+	_, linkLocal, _ := net.ParseCIDR("fe80::/10")
+	control := refuse([]*net.IPNet{loopback, linkLocal})
+	for address, ok := range map[string]bool{
+		"127.0.0.1:443": false, "[::ffff:127.0.0.2]:80": false, "[fe80::1%eth0]:443": false,
+		"10.1.2.3:443": true, "[2001:db8::1]:443": true, "128.0.0.1:443": true,
+	} {
+		if err := control("tcp", address, nil); (err == nil) != ok {
+			t.Errorf("%s: %v, want allowed %v", address, err, ok)
 		}
 	}
 }

@@ -66,6 +66,7 @@ type serveCmd struct {
 	WebhookBackoff    time.Duration `name:"webhook-backoff" default:"5s" help:"Delay before the first retry of a failed webhook delivery; it doubles with each retry (with jitter) up to --webhook-max-backoff."`
 	WebhookMaxBackoff time.Duration `name:"webhook-max-backoff" default:"1h" help:"Longest delay between two attempts of a webhook delivery."`
 	WebhookGiveUp     time.Duration `name:"webhook-give-up" default:"24h" help:"Age of a transition after which its webhook delivery is given up."`
+	WebhookDeny       []string      `name:"webhook-deny" sep:"," default:"127.0.0.0/8,::1/128,169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128" help:"Networks (CIDR, comma-separated) webhook deliveries may not connect to, checked on every address dialled: by default this host's loopback and the link-local networks (cloud metadata services). An empty value allows every address."`
 	MetricsListen     string        `name:"metrics-listen" help:"Also serve GET /metrics over plain HTTP on this host:port (for a scraper on the host; /metrics on the HTTPS port stays)."`
 	Pprof             bool          `help:"Also serve Go's profiles (/debug/pprof/) on --metrics-listen, for profiling a node under load."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
@@ -226,6 +227,9 @@ func (s *serveCmd) validate() error {
 	}
 	if _, err := api.ParseCIDRs(s.TrustedProxies); err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if _, err := api.ParseCIDRs(s.WebhookDeny); err != nil {
+		return fmt.Errorf("--webhook-deny: %w", err)
 	}
 	for _, l := range []struct{ flag, addr string }{{"--listen", s.Listen}, {"--metrics-listen", s.MetricsListen}, {"--nats-listen", s.NatsListen}} {
 		if l.addr == "" && l.flag != "--listen" {
@@ -661,9 +665,13 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
 		Tokens: signer, MFAGrace: s.MFAGrace, Started: n.clock.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
 		Secrets: n.secrets, PostureBudget: s.postureBudget(n.clock.Now)}
+	deny, err := api.ParseCIDRs(s.WebhookDeny) // validated
+	if err != nil {
+		return err
+	}
 	n.hooks = webhooks.New(webhooks.Options{Stream: n.trans.Stream(), Subjects: n.trans.Subjects(),
 		Store: n.store, Secrets: n.secrets, Log: w.Log, Logger: n.log, Timeout: s.WebhookTimeout,
-		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp})
+		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp, Deny: deny})
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Report: n.store, Writer: w,
 		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store, snapshots: n.snapshots}, Signer: signer, Enrollments: n.store,

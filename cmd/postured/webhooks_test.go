@@ -326,3 +326,42 @@ func TestWebhooksTwoNodes(t *testing.T) {
 		t.Fatalf("deliveries:\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestWebhookDeny: a webhook whose receiver is in a --webhook-deny network
+// is never connected to; its test delivery fails, saying why. The same
+// receiver is reached once the network is no longer denied.
+func TestWebhookDeny(t *testing.T) {
+	rcv := newReceiver(t)
+	for _, c := range []struct {
+		deny      []string
+		delivered bool
+	}{{[]string{"10.0.0.0/8", "127.0.0.0/8"}, false}, {[]string{"10.0.0.0/8"}, true}} {
+		cfg := webhookConfig(t.TempDir())
+		cfg.WebhookDeny = c.deny
+		n := startTestNode(t, cfg)
+		admin := n.adminToken(t)
+		r := n.do(t, http.MethodPost, mgmt+"/webhooks", admin, map[string]any{"name": "local", "url": rcv.srv.URL + "/hook", "caPem": rcv.caPEM()})
+		data, _ := r.envelope(t)
+		var created struct{ ID, Secret string }
+		if err := json.Unmarshal(data, &created); err != nil || r.Status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+		rcv.mu.Lock()
+		rcv.secret = created.Secret
+		rcv.mu.Unlock()
+		var att posture.WebhookAttempted
+		n.getJSONPost(t, mgmt+"/webhooks/"+created.ID+"/test", admin, &att)
+		if delivered := att.Outcome == posture.DeliveryDelivered; delivered != c.delivered {
+			t.Fatalf("--webhook-deny %v: %+v, want delivered %v", c.deny, att, c.delivered)
+		}
+		if !c.delivered && !strings.Contains(att.Error, "127.0.0.1 is in 127.0.0.0/8, a network webhooks may not reach (--webhook-deny)") {
+			t.Fatalf("a denied delivery's error: %q", att.Error)
+		}
+		rcv.mu.Lock()
+		got := len(rcv.got) + len(rcv.bad)
+		rcv.mu.Unlock()
+		if want := map[bool]int{false: 0, true: 1}[c.delivered]; got != want {
+			t.Fatalf("--webhook-deny %v: the receiver got %d deliveries, want %d", c.deny, got, want)
+		}
+	}
+}
