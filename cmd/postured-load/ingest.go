@@ -238,6 +238,11 @@ func (c *ingestCmd) Run(ctx context.Context) error {
 				bin = c.VariantBin
 			}
 		}
+		if strings.HasSuffix(name, "-webhook") {
+			// The dead receiver listens on the loopback, which webhooks
+			// may not reach by default.
+			args = append(slices.Clone(args), "--webhook-deny=")
+		}
 		n, _, err := startNode(ctx, bin, filepath.Join(work, strings.ReplaceAll(name, "+", "-")), args, env)
 		if err != nil {
 			return err
