@@ -119,11 +119,18 @@ func (a *API) configTypes(c echo.Context, p *api.Principal) (all bool, ids map[s
 }
 
 // services builds the views of the services granted to the caller, each
-// policy evaluated once, at now.
+// policy evaluated once, at now. An admin sees every service, with both
+// permissions, as on the real controller.
 func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 	p := api.PrincipalOf(c)
 	now := a.Writer.Now()
 	grants := a.Store.ServicesFor(p.Identity.ID, "")
+	if p.Identity.IsAdmin {
+		var err error
+		if grants, err = a.everyService(grants); err != nil {
+			return nil, err
+		}
+	}
 	if only != "" {
 		grants = slices.DeleteFunc(grants, func(g posture.Grant) bool { return g.ServiceID != only })
 	}
@@ -185,6 +192,9 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 				v.PostureQueries = append(v.PostureQueries, querySet(r, wokenOrUnlocked))
 			}
 		}
+		if p.Identity.IsAdmin {
+			v.Permissions = []string{string(posture.Bind), string(posture.Dial)}
+		}
 		slices.Sort(v.Permissions)
 		if noChecks {
 			for _, perm := range v.Permissions {
@@ -196,6 +206,29 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 		}
 		out = append(out, v)
 	}
+	return out, nil
+}
+
+// everyService is a grant for every service, in id order: the caller's own
+// (its policies) where it has one.
+func (a *API) everyService(own []posture.Grant) ([]posture.Grant, error) {
+	raws, err := a.Store.Raw(posture.KindService)
+	if err != nil {
+		return nil, err
+	}
+	policies := make(map[string][]string, len(own))
+	for _, g := range own {
+		policies[g.ServiceID] = g.Policies
+	}
+	out := make([]posture.Grant, 0, len(raws))
+	for _, raw := range raws {
+		var s struct{ ID string }
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		out = append(out, posture.Grant{ServiceID: s.ID, Policies: policies[s.ID]})
+	}
+	slices.SortFunc(out, func(x, y posture.Grant) int { return strings.Compare(x.ServiceID, y.ServiceID) })
 	return out, nil
 }
 

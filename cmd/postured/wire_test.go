@@ -225,6 +225,35 @@ func TestManagementServiceShape(t *testing.T) {
 	}
 }
 
+// On the client API an admin sees every service, granted or not, with both
+// permissions (seed: "List services (admin)", "Get a service (admin)"); an
+// identity without a grant sees none of them.
+func TestClientServicesForAdmins(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	id := n.create(t, admin, "services", map[string]any{"name": "ungranted"})
+	for name, s := range map[string]map[string]any{
+		"detail": func() map[string]any {
+			var v map[string]any
+			n.getJSON(t, clientAPI+"/services/"+id, admin, &v)
+			return v
+		}(),
+		"list": byID(t, dataList(t, n.do(t, http.MethodGet, clientAPI+"/services", admin, nil)), id),
+	} {
+		perms, _ := s["permissions"].([]any)
+		if len(perms) != 2 || perms[0] != "Bind" || perms[1] != "Dial" {
+			t.Errorf("%s: permissions %v, want [Bind Dial]", name, s["permissions"])
+		}
+	}
+	user := n.endpoint(t, admin, "no-grants")
+	if got := dataList(t, n.do(t, http.MethodGet, clientAPI+"/services", user.token, nil)); len(got) != 0 {
+		t.Fatalf("an identity without grants lists %v", got)
+	}
+	if r := n.do(t, http.MethodGet, clientAPI+"/services/"+id, user.token, nil); r.Status != http.StatusNotFound {
+		t.Fatalf("an identity without grants gets the service: %d %s", r.Status, r.Body)
+	}
+}
+
 // Item 7: current-identity/edge-routers items carry _links, createdAt and
 // updatedAt.
 func TestCurrentIdentityEdgeRoutersShape(t *testing.T) {
