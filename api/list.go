@@ -161,9 +161,6 @@ func fieldsOf(t reflect.Type) []string {
 func structFields(t reflect.Type, prefix string, depth int, out []string) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
@@ -172,8 +169,13 @@ func structFields(t reflect.Type, prefix string, depth int, out []string) []stri
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-			out = structFields(ft, prefix, depth, out) // promoted fields
+		// Promoted fields, as encoding/json promotes them: also those of
+		// an embedded struct of an unexported type (not through a pointer).
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct && (f.IsExported() || f.Type.Kind() == reflect.Struct) {
+			out = structFields(ft, prefix, depth, out)
+			continue
+		}
+		if !f.IsExported() {
 			continue
 		}
 		if name == "" {

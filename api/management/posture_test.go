@@ -107,6 +107,13 @@ func TestPostureReadHandlers(t *testing.T) {
 					t.Fatalf("filtered %s", r.Data)
 				}
 			}},
+		{Name: "fleetFailedRequests: a filter and a sort on the request's own fields", Method: http.MethodGet,
+			Path: `/failed-service-requests?filter=serviceId%3D%22svc1%22%20and%20sessionType%3D%22Dial%22&sort=when%20asc`, Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if l := listOf(t, r); len(l) != 3 || l[0]["identityId"] != "ident1" || l[2]["identityId"] != "ident2" {
+					t.Fatalf("filtered and sorted %s", r.Data)
+				}
+			}},
 		{Name: "fleetFailedRequests: a limit that is no number", Method: http.MethodGet, Path: "/failed-service-requests?limit=all",
 			Status: http.StatusBadRequest, Code: posture.CodeInvalidPagination},
 		{Name: "postureHistory: a window", Method: http.MethodGet, Path: "/identities/ident1/posture-history?since=" + handlerNow.Add(-90*time.Minute).Format(time.RFC3339), Status: http.StatusOK,
