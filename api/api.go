@@ -119,7 +119,7 @@ func New(opts Options) *echo.Echo {
 	e.HTTPErrorHandler = ErrorHandler(opts.Logger)
 	e.IPExtractor = ClientIP(opts.TrustedProxies)
 	e.Pre(rewrite(opts.SystemPaths))
-	e.Use(middleware.RequestID())
+	e.Use(plainRequestIDs, middleware.RequestID())
 	if opts.Metrics != nil {
 		e.Use(opts.Metrics.Middleware(e))
 	}
@@ -154,6 +154,37 @@ func New(opts Options) *echo.Echo {
 		},
 	}))
 	return e
+}
+
+// plainRequestIDs keeps a client's own X-Request-Id only when it is a plain
+// token: at most MaxRequestID letters, digits and "-_.:". It is echoed in
+// the answer, its error body and the audit trail, which must not carry a
+// 60 KB header or markup; another is replaced by one of ours.
+func plainRequestIDs(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if id := h.Get(echo.HeaderXRequestID); id != "" && !plainRequestID(id) {
+			h.Del(echo.HeaderXRequestID)
+		}
+		return next(c)
+	}
+}
+
+// MaxRequestID is the longest request id a client may choose.
+const MaxRequestID = 128
+
+func plainRequestID(id string) bool {
+	if len(id) > MaxRequestID {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("-_.:", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func rewrite(system []string) echo.MiddlewareFunc {

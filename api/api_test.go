@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +214,27 @@ func TestFixedAnswer(t *testing.T) {
 			got.Header().Get(echo.HeaderContentType) != want.Header().Get(echo.HeaderContentType) {
 			t.Errorf("%s: fixed answer %d %q (%s), c.JSON %d %q (%s)", target, got.Code, got.Body, got.Header().Get(echo.HeaderContentType),
 				want.Code, want.Body, want.Header().Get(echo.HeaderContentType))
+		}
+	}
+}
+
+// TestClientRequestIDs: a client's own X-Request-Id is kept when it is a
+// plain token and replaced when it is long or holds other characters.
+func TestClientRequestIDs(t *testing.T) {
+	e := api.New(api.Options{})
+	e.GET("/edge/client/v1/ping", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
+	long := strings.Repeat("a", api.MaxRequestID+1)
+	for id, kept := range map[string]bool{
+		"3f9a-77:client.req_1": true, strings.Repeat("b", api.MaxRequestID): true,
+		long: false, "<script>": false, "a b": false, "é": false,
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/edge/client/v1/ping", nil)
+		req.Header.Set(echo.HeaderXRequestID, id)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		got := rec.Header().Get(echo.HeaderXRequestID)
+		if (got == id) != kept || got == "" {
+			t.Errorf("X-Request-Id %.20q answered as %.40q; kept: %v", id, got, kept)
 		}
 	}
 }
