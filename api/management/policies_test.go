@@ -45,6 +45,8 @@ func TestServicePolicyHandlers(t *testing.T) {
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
 		{Name: "createServicePolicy: name blank", Method: http.MethodPost, Path: policies, Body: `{"name":"  ","type":"Dial"}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
+		{Name: "createServicePolicy: a name with a control character", Method: http.MethodPost, Path: policies, Body: `{"name":"crm\u0000dial","type":"Dial"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
 		{Name: "createServicePolicy: the name is taken", Method: http.MethodPost, Path: policies, Body: `{"name":"crm-dial","type":"Dial"}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
 		{Name: "createServicePolicy: empty body", Method: http.MethodPost, Path: policies, Body: ``,

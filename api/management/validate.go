@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/seed-0809debe/posture"
@@ -25,6 +26,11 @@ func name(field string, v *string) (string, error) {
 	}
 	if utf8.RuneCountInString(s) > maxName {
 		return "", posture.Invalid(field, fmt.Sprintf("must be at most %d characters", maxName), *v)
+	}
+	// A name is shown in lists, logs and the console: no control
+	// characters (a NUL, a line break, an escape sequence).
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return "", posture.Invalid(field, "must not contain control characters", *v)
 	}
 	return s, nil
 }
