@@ -61,16 +61,14 @@ func (b *Budget) Take(c echo.Context, key string, n int) error {
 		lim = rate.NewLimiter(b.limit, b.burst)
 		b.m[key] = lim
 	}
-	r := lim.ReserveN(now, min(n, b.burst))
-	wait := r.DelayFrom(now)
-	if wait > 0 {
-		r.CancelAt(now)
-	}
-	b.mu.Unlock()
-	if wait == 0 {
+	n = min(n, b.burst)
+	if lim.AllowN(now, n) { // takes nothing when it refuses
+		b.mu.Unlock()
 		return nil
 	}
-	c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	wait := (float64(n) - lim.TokensAt(now)) / float64(b.limit) // seconds
+	b.mu.Unlock()
+	c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait))))
 	return &posture.Error{Code: posture.CodeTooManyRequests,
 		Message: fmt.Sprintf("this identity sent more posture responses than this node keeps (%d bytes a second, in bursts of up to %d); try again later", int(b.limit), b.burst)}
 }
