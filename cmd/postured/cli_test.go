@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,21 +77,27 @@ func command(t *testing.T, args ...string) (string, error) {
 // output holds want, stops it and returns the output.
 func follow(t *testing.T, args ...string) (until func(want string) string) {
 	t.Helper()
+	return followCommand(t, append([]string{"events", "tail"}, args...)...)
+}
+
+// followCommand is follow for any command that runs until stopped.
+func followCommand(t *testing.T, args ...string) (until func(want string) string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var out lockedBuffer
 	done := make(chan error, 1)
-	go func() { done <- postured(ctx, &out, append([]string{"events", "tail"}, args...)...) }()
+	go func() { done <- postured(ctx, &out, args...) }()
 	return func(want string) string {
 		t.Helper()
 		defer cancel()
 		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("events tail %v: no %q in:\n%s", args, want, out.String())
+				t.Fatalf("%v: no %q in:\n%s", args, want, out.String())
 			}
 		}
 		cancel()
 		if err := <-done; err != nil {
-			t.Fatalf("events tail %v: %v", args, err)
+			t.Fatalf("%v: %v", args, err)
 		}
 		return out.String()
 	}
@@ -279,5 +287,55 @@ func TestNegativeTimesNeedNoEquals(t *testing.T) {
 		if got := strings.Join(joinNegativeTimes(strings.Fields(in)), " "); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestTransitionsTail follows the transitions stream as the auditor: an
+// identity's policy passing, then failing, one JSON line each, filtered by
+// identity and kind; the same from a stopped node's data directory; a kind
+// that does not exist is a usage error.
+func TestTransitionsTail(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.NatsListen = freeAddr(t)
+	n := startTestNode(t, cfg)
+	st := newStory(t, n)
+	// The same story for another identity, filtered out.
+	other := *st
+	other.ep = n.endpoint(t, n.adminToken(t), "other-laptop", "laptops")
+	caFile := filepath.Join(cfg.DataDir, "pki", "ca.pem")
+	auditor := []string{"--nats-url", "tls://" + cfg.NatsListen, "--nats-tls-ca", caFile,
+		"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", "auditor.nk")}
+	// --all: the consumer may start after the first transitions.
+	following := followCommand(t, append([]string{"transitions", "tail", "--all", "--identity", st.ep.id, "--kind", "policy-failing,policy-passing"}, auditor...)...)
+	other.play(t)
+	st.play(t) // failing from the start, then passing
+	for _, ep := range []endpoint{other.ep, st.ep} {
+		body := map[string]any{"id": st.check, "typeId": "OS", "type": "Windows", "version": "6.1.7601"} // failing again
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, body); r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSpace(following(`"kind":"policy-failing"`)), "\n") {
+		var tr posture.Transition
+		if err := json.Unmarshal([]byte(line), &tr); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		if tr.IdentityID != st.ep.id {
+			t.Fatalf("another identity's transition: %s", line)
+		}
+		kinds = append(kinds, tr.Kind)
+	}
+	if want := []string{posture.TransitionPolicyPassing, posture.TransitionPolicyFailing}; !slices.Equal(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	if _, err := command(t, "transitions", "tail", "--kind", "policy-exploded", "--data-dir", cfg.DataDir); !errors.As(err, new(usageError)) {
+		t.Fatalf("an unknown kind: %v", err)
+	}
+	n.srv.Close()
+	n.Close()
+	again := followCommand(t, "transitions", "tail", "--all", "--identity", other.ep.id, "--data-dir", cfg.DataDir)
+	if out := again(`"kind":"policy-failing"`); !strings.Contains(out, `"kind":"policy-passing"`) || strings.Contains(out, st.ep.id) {
+		t.Fatalf("--all on the data directory:\n%s", out)
 	}
 }

@@ -19,15 +19,16 @@ import (
 )
 
 type cli struct {
-	Serve      serveCmd                  `cmd:"" help:"Run the controller: the client and management APIs over HTTPS."`
-	Replay     replayCmd                 `cmd:"" help:"Rebuild the projections from the log into a fresh directory, up to a sequence or a time."`
-	Audit      auditCmd                  `cmd:"" help:"Audit timelines rebuilt from the log."`
-	Explain    explainCmd                `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
-	Backtest   backtestCmd               `cmd:"" help:"What a candidate change of checks and policies would have decided over a window of the log: newly denied and allowed, with the evidence."`
-	Events     eventsCmd                 `cmd:"" help:"The event log."`
-	Nats       natsCmd                   `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
-	Version    versionCmd                `cmd:"" help:"Print the version and the VCS revision."`
-	Completion kongcompletion.Completion `cmd:"" help:"Print a shell completion script (bash, zsh or fish) and how to install it."`
+	Serve       serveCmd                  `cmd:"" help:"Run the controller: the client and management APIs over HTTPS."`
+	Replay      replayCmd                 `cmd:"" help:"Rebuild the projections from the log into a fresh directory, up to a sequence or a time."`
+	Audit       auditCmd                  `cmd:"" help:"Audit timelines rebuilt from the log."`
+	Explain     explainCmd                `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
+	Backtest    backtestCmd               `cmd:"" help:"What a candidate change of checks and policies would have decided over a window of the log: newly denied and allowed, with the evidence."`
+	Events      eventsCmd                 `cmd:"" help:"The event log."`
+	Transitions transitionsCmd            `cmd:"" help:"The transitions stream: why and when identities' access changed."`
+	Nats        natsCmd                   `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
+	Version     versionCmd                `cmd:"" help:"Print the version and the VCS revision."`
+	Completion  kongcompletion.Completion `cmd:"" help:"Print a shell completion script (bash, zsh or fish) and how to install it."`
 
 	ShowVersion kong.VersionFlag `name:"version" env:"-" help:"Print the version and the VCS revision, and exit."`
 }

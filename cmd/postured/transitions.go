@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
+)
+
+type transitionsCmd struct {
+	Tail transitionsTailCmd `cmd:"" help:"Follow the transitions stream live: one JSON line per transition (why and when an identity's access changed)."`
+}
+
+type transitionsTailCmd struct {
+	logFlags
+	Identity string   `help:"Only transitions of this identity."`
+	Kind     []string `help:"Only transitions of these kinds (repeatable, or comma-separated)."`
+	All      bool     `help:"Start at the oldest transition kept (default: after the newest)."`
+}
+
+// filters are the stream subjects the flags select: <prefix><identity>.<kind>.
+func (t *transitionsTailCmd) filters(prefix string) ([]string, error) {
+	identity := t.Identity
+	if identity == "" {
+		identity = "*"
+	} else if strings.ContainsAny(identity, ".*> \t") {
+		return nil, fmt.Errorf("--identity %q: not an identity id", identity)
+	}
+	var out []string
+	for _, k := range t.Kind {
+		for _, x := range strings.Split(k, ",") {
+			x = strings.TrimSpace(x)
+			if !slices.Contains(posture.TransitionKinds, x) {
+				return nil, fmt.Errorf("--kind %q: not a transition kind (%s)", x, strings.Join(posture.TransitionKinds, ", "))
+			}
+			if s := prefix + identity + "." + x; !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = []string{prefix + identity + ".*"}
+	}
+	return out, nil
+}
+
+func (t *transitionsTailCmd) Run(ctx context.Context, s streams) error {
+	if _, err := t.filters(""); err != nil {
+		return usageError{err}
+	}
+	l, err := t.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	tr, err := l.OpenTransitions(ctx, eventlog.TransitionsOptions{Existing: true})
+	if err != nil {
+		return err
+	}
+	filters, _ := t.filters(tr.Subjects())
+	deliver := jetstream.DeliverNewPolicy
+	if t.All {
+		deliver = jetstream.DeliverAllPolicy
+	}
+	// An ordered consumer: ephemeral, in stream order, and recreated by
+	// the client where it left off if the server loses it.
+	cons, err := tr.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: deliver})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", tr.Name(), err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer msgs.Stop()
+	go func() { <-ctx.Done(); msgs.Stop() }()
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return err
+		}
+		// Each transition is stored as one line of compact JSON.
+		if _, err := fmt.Fprintf(s.out, "%s\n", msg.Data()); err != nil {
+			return err
+		}
+	}
+}
