@@ -4,17 +4,27 @@ import "time"
 
 // Identity is an endpoint, a user or a router: the subject of policies.
 type Identity struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	Type           string    `json:"type"`
-	IsAdmin        bool      `json:"isAdmin"`
-	IsDefaultAdmin bool      `json:"isDefaultAdmin"`
-	RoleAttributes []string  `json:"roleAttributes"`
-	ExternalID     string    `json:"externalId,omitempty"`
-	Disabled       bool      `json:"disabled"`
-	Tags           Tags      `json:"tags"`
-	CreatedAt      time.Time `json:"createdAt"`
-	UpdatedAt      time.Time `json:"updatedAt"`
+	ID             string   `json:"id"`
+	Name           string   `json:"name"`
+	Type           string   `json:"type"`
+	IsAdmin        bool     `json:"isAdmin"`
+	IsDefaultAdmin bool     `json:"isDefaultAdmin"`
+	RoleAttributes []string `json:"roleAttributes"`
+	ExternalID     string   `json:"externalId,omitempty"`
+	Disabled       bool     `json:"disabled"`
+	// DisabledAt is when the identity was disabled; DisabledUntil, when
+	// set, when it is enabled again by itself.
+	DisabledAt    *time.Time `json:"disabledAt,omitempty"`
+	DisabledUntil *time.Time `json:"disabledUntil,omitempty"`
+	Tags          Tags       `json:"tags"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+}
+
+// IsDisabled reports whether the identity is disabled at now: disabled for
+// good, or until a later time.
+func (i Identity) IsDisabled(now time.Time) bool {
+	return i.Disabled && (i.DisabledUntil == nil || now.Before(*i.DisabledUntil))
 }
 
 // Identity types.

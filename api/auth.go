@@ -115,7 +115,7 @@ func (a *Auth) Authenticate(c echo.Context) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if id.Disabled {
+	if id.IsDisabled(now) {
 		return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the identity is disabled"}
 	}
 	p := &Principal{Session: s, Identity: id, Token: token}

@@ -222,7 +222,7 @@ func (l *Login) MFAEnabled(identityID string) (bool, error) {
 // only the MFA operations work until a code is given to POST
 // /authenticate/mfa.
 func (l *Login) startSession(c echo.Context, identity posture.Identity, authenticatorID, method string, req authenticateRequest) error {
-	if identity.Disabled {
+	if identity.IsDisabled(l.Writer.Now()) {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
 	}
 	mfa, err := l.MFAEnabled(identity.ID)

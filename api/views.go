@@ -171,7 +171,7 @@ func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]a
 	if t == nil {
 		t = posture.Tags{}
 	}
-	return map[string]any{
+	v := map[string]any{
 		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": Ref("identity-types", i.Type, i.Type),
 		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
 		"externalId": externalID, "disabled": i.Disabled, "tags": t,
@@ -183,4 +183,11 @@ func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]a
 		"serviceHostingCosts": map[string]int{}, "serviceHostingPrecedences": map[string]string{},
 		"createdAt": Time(i.CreatedAt), "updatedAt": Time(i.UpdatedAt), "_links": links,
 	}
+	if i.DisabledAt != nil {
+		v["disabledAt"] = Time(*i.DisabledAt)
+	}
+	if i.DisabledUntil != nil {
+		v["disabledUntil"] = Time(*i.DisabledUntil)
+	}
+	return v
 }

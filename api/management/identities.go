@@ -24,6 +24,9 @@ type identityInput struct {
 	Tags           posture.Tags `json:"tags,omitempty"`
 	// Enrollment asks for a one-time enrollment on create (enrollments.go).
 	Enrollment *enrollmentRequest `json:"enrollment,omitempty"`
+	// disableFor is set by POST /identities/:id/disable: disabled from
+	// now, for this long (0: until enabled).
+	disableFor *time.Duration
 }
 
 func (a *API) identities() *resource[posture.Identity, identityInput] {
@@ -44,6 +47,49 @@ func (a *API) identities() *resource[posture.Identity, identityInput] {
 			return nil
 		},
 	}
+}
+
+// disableRequest is POST /identities/:id/disable's body.
+type disableRequest struct {
+	DurationMinutes *int64 `json:"durationMinutes"`
+}
+
+// maxDisableMinutes bounds a timed disable (about 100 years).
+const maxDisableMinutes = 100 * 366 * 24 * 60
+
+// disableIdentity is POST /identities/:id/disable {durationMinutes}: the
+// identity is refused from now on, for that many minutes or, with 0 or no
+// duration, until enabled. Its API sessions stop working at once.
+func (a *API) disableIdentity(c echo.Context) error {
+	var in disableRequest
+	if err := decodeObject(c, &in); err != nil {
+		return err
+	}
+	minutes := deref(in.DurationMinutes, 0)
+	if minutes < 0 || minutes > maxDisableMinutes {
+		return posture.Invalid("durationMinutes", fmt.Sprintf("must be 0 (until enabled) to %d minutes", maxDisableMinutes), minutes)
+	}
+	d := time.Duration(minutes) * time.Minute
+	r := a.identities()
+	return r.change(c, func(old posture.Identity) (identityInput, error) {
+		if old.IsDefaultAdmin {
+			return identityInput{}, posture.Invalid("id", "the default admin cannot be disabled", old.ID)
+		}
+		in := r.input(old)
+		in.Disabled, in.disableFor = new(true), &d
+		return in, nil
+	})
+}
+
+// enableIdentity is POST /identities/:id/enable: a disabled identity may
+// authenticate again.
+func (a *API) enableIdentity(c echo.Context) error {
+	r := a.identities()
+	return r.change(c, func(old posture.Identity) (identityInput, error) {
+		in := r.input(old)
+		in.Disabled = new(false)
+		return in, nil
+	})
 }
 
 func identityType(s string) (string, bool) {
@@ -81,6 +127,19 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 	i.Disabled = deref(in.Disabled, false)
 	if i.IsDefaultAdmin && (!i.IsAdmin || i.Disabled) {
 		return i, posture.Invalid("isAdmin", "the default admin stays an enabled admin", in.IsAdmin)
+	}
+	switch at := now; {
+	case !i.Disabled:
+	case in.disableFor != nil: // disabled anew
+		i.DisabledAt = &at
+		if *in.disableFor > 0 {
+			until := now.Add(*in.disableFor)
+			i.DisabledUntil = &until
+		}
+	case old != nil && old.Disabled: // still disabled, as it was
+		i.DisabledAt, i.DisabledUntil = old.DisabledAt, old.DisabledUntil
+	default: // disabled by an update: until enabled
+		i.DisabledAt = &at
 	}
 	if i.RoleAttributes, err = attributes("roleAttributes", in.RoleAttributes, in.Attributes); err != nil {
 		return i, err
@@ -157,6 +216,8 @@ func (a *API) deleteIdentityMFA(c echo.Context) error {
 func (a *API) identityRoutes() []api.Route {
 	return []api.Route{
 		{Method: http.MethodDelete, Path: "/identities/:id/mfa", Access: api.Admin, Handler: a.deleteIdentityMFA},
+		{Method: http.MethodPost, Path: "/identities/:id/disable", Access: api.Admin, Handler: a.disableIdentity},
+		{Method: http.MethodPost, Path: "/identities/:id/enable", Access: api.Admin, Handler: a.enableIdentity},
 		{Method: http.MethodGet, Path: "/identities/:id/authenticators", Access: api.Admin, Handler: a.identityAuthenticators},
 	}
 }

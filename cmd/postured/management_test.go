@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -337,5 +338,62 @@ func TestConcurrentCreatesOfOneName(t *testing.T) {
 		if total != 1 {
 			t.Fatalf("%s: %d entities with the name", collection, total)
 		}
+	}
+}
+
+// TestDisableIdentity: POST /identities/:id/disable refuses the identity at
+// once (its API session, a new login), for good or for durationMinutes;
+// /enable lets it in again; the default admin cannot be disabled.
+func TestDisableIdentity(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	ep := n.endpoint(t, admin, "laptop")
+	post := func(path string, body any, want int) {
+		t.Helper()
+		if r := n.do(t, http.MethodPost, mgmt+"/identities/"+ep.id+path, admin, body); r.Status != want {
+			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	login := func() int { return n.loginWith(t, n.http, "laptop", "laptop-password") }
+
+	post("/disable", map[string]any{"durationMinutes": 0}, http.StatusOK)
+	if r := n.do(t, http.MethodGet, clientAPI+"/current-identity", ep.token, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a disabled identity's API session: %d %s", r.Status, r.Body)
+	}
+	if got := login(); got != http.StatusUnauthorized {
+		t.Fatalf("a disabled identity logs in: %d", got)
+	}
+	d := n.detail(t, admin, "identities", ep.id)
+	if d["disabled"] != true || d["disabledAt"] == nil || d["disabledUntil"] != nil {
+		t.Fatalf("disabled for good: %v %v %v", d["disabled"], d["disabledAt"], d["disabledUntil"])
+	}
+	post("/enable", nil, http.StatusOK)
+	if got := login(); got != http.StatusOK {
+		t.Fatalf("an enabled identity logs in: %d", got)
+	}
+	if d := n.detail(t, admin, "identities", ep.id); d["disabled"] != false || d["disabledAt"] != nil {
+		t.Fatalf("enabled: %v %v", d["disabled"], d["disabledAt"])
+	}
+
+	post("/disable", map[string]any{"durationMinutes": 2}, http.StatusOK)
+	if got := login(); got != http.StatusUnauthorized {
+		t.Fatalf("disabled for two minutes, logs in: %d", got)
+	}
+	if d := n.detail(t, admin, "identities", ep.id); d["disabledUntil"] == nil {
+		t.Fatalf("a timed disable shows no disabledUntil: %v", d)
+	}
+	clk.Advance(2*time.Minute + time.Second)
+	if got := login(); got != http.StatusOK {
+		t.Fatalf("two minutes later: %d", got)
+	}
+
+	post("/disable", map[string]any{"durationMinutes": -1}, http.StatusBadRequest)
+	post("/disable", `{"durationMinutes": "soon"}`, http.StatusBadRequest)
+	var me struct{ ID string }
+	n.getJSON(t, mgmt+"/current-identity", admin, &me)
+	if r := n.do(t, http.MethodPost, mgmt+"/identities/"+me.ID+"/disable", admin, nil); r.Status != http.StatusBadRequest {
+		t.Fatalf("disabling the default admin: %d %s", r.Status, r.Body)
 	}
 }
