@@ -171,7 +171,7 @@ func (a mfaOps) enrollMFA(c echo.Context) error {
 // having passed MFA.
 func (a mfaOps) verifyMFA(c echo.Context) error {
 	p := api.PrincipalOf(c)
-	code, err := readCode(c)
+	code, err := requiredCode(c)
 	if err != nil {
 		return err
 	}
@@ -361,7 +361,7 @@ func (a mfaOps) regenerateRecoveryCodes(c echo.Context) error {
 // passed MFA (a posture fact).
 func (a mfaOps) authenticateMFA(c echo.Context) error {
 	p := api.PrincipalOf(c)
-	code, err := readCode(c)
+	code, err := requiredCode(c)
 	if err != nil {
 		return err
 	}
@@ -466,6 +466,17 @@ func readCode(c echo.Context) (string, error) {
 		return strings.TrimSpace(*req.Code), nil
 	}
 	return strings.TrimSpace(c.Request().Header.Get(HeaderMFACode)), nil
+}
+
+// requiredCode is readCode where the operation's body requires a code: a
+// request without one is refused as a schema violation, as the OpenZiti
+// controller's validation refuses it, before any code is checked.
+func requiredCode(c echo.Context) (string, error) {
+	code, err := readCode(c)
+	if err == nil && code == "" {
+		err = posture.Invalid("code", "is required", nil)
+	}
+	return code, err
 }
 
 // totpIssuer is the provisioning URL's issuer: the advertised host.
