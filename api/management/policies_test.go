@@ -47,6 +47,8 @@ func TestServicePolicyHandlers(t *testing.T) {
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
 		{Name: "createServicePolicy: a name with a control character", Method: http.MethodPost, Path: policies, Body: `{"name":"crm\u0000dial","type":"Dial"}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
+		{Name: "createServicePolicy: a name with a bidirectional override", Method: http.MethodPost, Path: policies, Body: `{"name":"crm\u202edial","type":"Dial"}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
 		{Name: "createServicePolicy: the name is taken", Method: http.MethodPost, Path: policies, Body: `{"name":"crm-dial","type":"Dial"}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "name"},
 		{Name: "createServicePolicy: empty body", Method: http.MethodPost, Path: policies, Body: ``,
@@ -95,4 +97,16 @@ func TestEdgeRouterPolicyHandlers(t *testing.T) {
 				}
 			}},
 	})
+}
+
+// TestHidden: what may not be in a new name, and what may.
+func TestHidden(t *testing.T) {
+	for r, want := range map[rune]bool{
+		0: true, '\n': true, 0x1b: true, 0x85: true, 0x2028: true, 0x2029: true, 0x202e: true, 0x2066: true, 0x200b: true, 0xfeff: true,
+		'a': false, 'é': false, ' ': false, 0x200c: false, 0x200d: false, '👩': false,
+	} {
+		if hidden(r) != want {
+			t.Errorf("hidden(%U) = %v, want %v", r, !want, want)
+		}
+	}
 }

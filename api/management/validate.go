@@ -27,27 +27,36 @@ func name(field string, v *string) (string, error) {
 	if utf8.RuneCountInString(s) > maxName {
 		return "", posture.Invalid(field, fmt.Sprintf("must be at most %d characters", maxName), *v)
 	}
-	// A name is shown in lists, logs and the console: no control
-	// characters (a NUL, a line break, an escape sequence).
-	if strings.ContainsFunc(s, unicode.IsControl) {
-		return "", posture.Invalid(field, "must not contain control characters", *v)
-	}
 	return s, nil
 }
 
-// unique checks that no other entity of the kind has the name.
+// unique checks that no other entity of the kind has the name, and that a
+// name new to the entity shows as it reads: no control characters (a NUL,
+// a line break, an escape sequence), line or paragraph separators, or
+// invisible formatting such as a bidirectional override. An entity named
+// before this rule keeps its name through its updates.
 func (a *API) unique(kind posture.Kind, n, selfID string) error {
 	id, err := a.Store.IDByName(kind, n)
-	if errors.Is(err, posture.ErrNotFound) {
+	switch {
+	case err == nil && id == selfID: // its own name
 		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if id != selfID {
+	case err == nil:
 		return posture.Invalid("name", "name is already in use", n)
+	case !errors.Is(err, posture.ErrNotFound):
+		return err
+	case strings.ContainsFunc(n, hidden):
+		return posture.Invalid("name", "must not contain control characters, line separators or invisible formatting characters", n)
 	}
 	return nil
+}
+
+// hidden reports whether a rune does not show as itself: a control
+// character, a line or paragraph separator, or a formatting character
+// other than the zero-width joiner and non-joiner (which scripts and emoji
+// need).
+func hidden(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) ||
+		unicode.Is(unicode.Cf, r) && r != '\u200c' && r != '\u200d'
 }
 
 // tags validates a tag map (see api.CheckTags).

@@ -397,3 +397,23 @@ func TestDisableIdentity(t *testing.T) {
 		t.Fatalf("disabling the default admin: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestNamesNewAndOld: a new name may not hold control characters, but an
+// entity named before that rule keeps its name through its updates.
+func TestNamesNewAndOld(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	w := &api.Writer{Log: n.elog, Barrier: n.store, Now: time.Now}
+	old := posture.Service{ID: posture.NewID(), Name: "old\x01name", RoleAttributes: []string{}, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := w.ModelContext(t.Context(), api.Stamp{Actor: "test"}, func() ([]posture.Payload, error) {
+		return []posture.Payload{posture.Created[posture.Service]{Entity: old}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := n.do(t, http.MethodPatch, mgmt+"/services/"+old.ID, admin, map[string]any{"roleAttributes": []string{"apps"}}); r.Status != http.StatusOK {
+		t.Fatalf("an update of an entity with an older name: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodPost, mgmt+"/services", admin, map[string]any{"name": "new\x01name"}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a new name with a control character: %d %s", r.Status, r.Body)
+	}
+}
