@@ -119,8 +119,9 @@ func (a *API) configTypes(c echo.Context, p *api.Principal) (all bool, ids map[s
 }
 
 // services builds the views of the services granted to the caller, each
-// policy evaluated once, at now. An admin sees every service, with both
-// permissions, as on the real controller.
+// policy evaluated once, at now. An admin sees every service; its
+// permissions are still those its policies grant, the ones POST /sessions
+// honours.
 func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 	p := api.PrincipalOf(c)
 	now := a.Writer.Now()
@@ -191,9 +192,6 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 			if !noChecks {
 				v.PostureQueries = append(v.PostureQueries, querySet(r, wokenOrUnlocked))
 			}
-		}
-		if p.Identity.IsAdmin {
-			v.Permissions = []string{string(posture.Bind), string(posture.Dial)}
 		}
 		slices.Sort(v.Permissions)
 		if noChecks {
