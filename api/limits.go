@@ -29,6 +29,9 @@ const (
 	MaxList = 500
 	// MaxBulk bounds the posture responses of one bulk request.
 	MaxBulk = 1000
+	// MaxSigners bounds the signer fingerprints of one process's posture
+	// response (a binary has one signer, or a few).
+	MaxSigners = 32
 )
 
 // CheckMax fails when v has more than max characters. The error names the

@@ -35,7 +35,8 @@ var (
 // layout 5 adds report-only checks: the report standing, would-denies and
 // the enforceAt index (enforcement.go).
 // layout 6 adds the fleet-wide index of failed service requests (p/g/);
-// layout 7 keeps at most maxProcesses processes per identity.
+// layout 7 bounds the processes kept per identity (maxProcesses,
+// maxProcessBytes).
 const layout = 7
 
 // KindAPISession is the kind of API sessions: not part of the model, but

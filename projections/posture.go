@@ -154,10 +154,10 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			} else {
 				ip.Processes = append(ip.Processes, proc)
 				sort.Slice(ip.Processes, func(a, b int) bool { return ip.Processes[a].Path < ip.Processes[b].Path })
-				if len(ip.Processes) > maxProcesses {
-					k := stalest(ip.Processes)
-					ip.Processes = slices.Delete(ip.Processes, k, k+1)
-				}
+			}
+			for len(ip.Processes) > 1 && (len(ip.Processes) > maxProcesses || processBytes(ip.Processes) > maxProcessBytes) {
+				k := stalest(ip.Processes)
+				ip.Processes = slices.Delete(ip.Processes, k, k+1)
 			}
 		case posture.ResponseEndpointState:
 			endpoint = true
@@ -241,11 +241,27 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 	return nil
 }
 
-// maxProcesses is how many processes an identity's posture data keeps, far
-// more than the process checks of any fleet: a client that reports ever
-// new paths must not grow the value every later response rewrites. Past
-// it, the process reported longest ago is forgotten.
-const maxProcesses = 256
+// maxProcesses and maxProcessBytes bound the processes an identity's
+// posture data keeps, far more than the process checks of any fleet need: a
+// client that reports ever new or ever longer paths must not grow the value
+// that every later response rewrites. Past either, the processes reported
+// longest ago are forgotten (the newest always stays).
+const (
+	maxProcesses    = 256
+	maxProcessBytes = 64 << 10
+)
+
+// processBytes is about what the processes take in the posture value.
+func processBytes(ps []posture.ProcessPosture) int {
+	n := 0
+	for _, p := range ps {
+		n += 64 + len(p.Path) + len(p.Hash) // 64: the fixed fields
+		for _, f := range p.SignerFingerprints {
+			n += len(f) + 3
+		}
+	}
+	return n
+}
 
 // stalest is the index of the process reported longest ago (of two
 // reported at once, the first by path).

@@ -296,11 +296,13 @@ func TestChangeIndicatorAlwaysMoves(t *testing.T) {
 }
 
 // TestProcessesAreBounded: an identity that reports ever new process paths
-// keeps the newest 256 of them; a path reported again is fresh again.
+// keeps the newest 256 of them, and of long paths as many as 64 KiB hold; a
+// path reported again is fresh again.
 func TestProcessesAreBounded(t *testing.T) {
 	s := openMem(t, vfs.NewMem())
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := uint64(0)
+	identity := "i1"
 	report := func(paths ...string) {
 		t.Helper()
 		var rs []posture.PostureResponse
@@ -308,7 +310,7 @@ func TestProcessesAreBounded(t *testing.T) {
 			rs = append(rs, posture.PostureResponse{ID: "proc", TypeID: "PROCESS", Path: p, IsRunning: true})
 		}
 		seq++
-		e := posture.MustEvent(posture.PostureRecorded{IdentityID: "i1", APISessionID: "as1", Responses: rs}, at.Add(time.Duration(seq)*time.Second))
+		e := posture.MustEvent(posture.PostureRecorded{IdentityID: identity, APISessionID: "as1", Responses: rs}, at.Add(time.Duration(seq)*time.Second))
 		e.Seq = seq
 		if err := s.Apply([]posture.Event{e}); err != nil {
 			t.Fatal(err)
@@ -341,5 +343,17 @@ func TestProcessesAreBounded(t *testing.T) {
 		if want := i == 0 || i > 4; kept[path(i)] != want {
 			t.Errorf("%s kept: %v, want %v", path(i), kept[path(i)], want)
 		}
+	}
+
+	// Long paths: 64 KiB hold the newest 16 of 4,000 characters.
+	identity = "i2"
+	for i := range 20 {
+		report(path(i) + strings.Repeat("/x", 1998))
+	}
+	if ip, _, err = s.PostureData("i2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ip.Processes); n != 16 || !strings.HasPrefix(ip.Processes[0].Path, path(4)) {
+		t.Fatalf("%d long processes kept, from %.10s; want the newest 16, from %s", n, ip.Processes[0].Path, path(4))
 	}
 }

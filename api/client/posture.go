@@ -165,6 +165,10 @@ func bounded(field string, in postureResponseInput) error {
 	if err := api.CheckLabels(field+"macAddresses", in.MACAddresses); err != nil {
 		return err
 	}
+	if len(in.SignerFingerprints) > api.MaxSigners {
+		return posture.Invalid(fmt.Sprintf("%ssignerFingerprints[%d]", field, api.MaxSigners), fmt.Sprintf("at most %d signer fingerprints", api.MaxSigners),
+			fmt.Sprintf("(%d fingerprints)", len(in.SignerFingerprints)))
+	}
 	return api.CheckLabels(field+"signerFingerprints", in.SignerFingerprints)
 }
 
