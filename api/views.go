@@ -142,6 +142,8 @@ type IdentityFacts struct {
 	MFAEnabled    bool
 	// Enrollment is the enrollments map by method (never nil in the view).
 	Enrollment map[string]any
+	// Now is the moment shown: a timed disable that ended shows as enabled.
+	Now time.Time
 }
 
 // IdentityView renders identityDetail, as both APIs show it (the management
@@ -174,7 +176,7 @@ func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]a
 	v := map[string]any{
 		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": Ref("identity-types", i.Type, i.Type),
 		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
-		"externalId": externalID, "disabled": i.Disabled, "tags": t,
+		"externalId": externalID, "disabled": i.IsDisabled(f.Now), "tags": t,
 		"authenticators": auths, "isMfaEnabled": f.MFAEnabled, "enrollment": enrollment,
 		"authPolicyId": DefaultAuthPolicyID, "authPolicy": Ref("auth-policies", DefaultAuthPolicyID, "Default"),
 		"envInfo": env, "sdkInfo": sdk,
@@ -183,11 +185,11 @@ func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]a
 		"serviceHostingCosts": map[string]int{}, "serviceHostingPrecedences": map[string]string{},
 		"createdAt": Time(i.CreatedAt), "updatedAt": Time(i.UpdatedAt), "_links": links,
 	}
-	if i.DisabledAt != nil {
+	if i.IsDisabled(f.Now) && i.DisabledAt != nil {
 		v["disabledAt"] = Time(*i.DisabledAt)
-	}
-	if i.DisabledUntil != nil {
-		v["disabledUntil"] = Time(*i.DisabledUntil)
+		if i.DisabledUntil != nil {
+			v["disabledUntil"] = Time(*i.DisabledUntil)
+		}
 	}
 	return v
 }

@@ -74,6 +74,9 @@ func secondaryKeys(e posture.Entity) []kv {
 
 // entityHooks are a kind's side effects beyond storing the record.
 type entityHooks[T posture.Entity] struct {
+	// afterUpdate runs once the new record is stored, before the API
+	// sessions it may touch are re-evaluated.
+	afterUpdate func(tx *Tx, old, updated T) error
 	// beforeDelete runs with the old record before it is removed.
 	beforeDelete func(tx *Tx, old T) error
 }
@@ -89,12 +92,18 @@ func onEntity[T posture.Entity](h entityHooks[T]) {
 		return reevaluateChange(tx, p.Entity.EntityKind(), p.Entity.EntityID(), before)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.Updated[T]) error {
-		if _, found, err := getOld[T](tx, p.Entity.EntityKind(), p.Entity.EntityID()); err != nil || !found {
+		old, found, err := getOld[T](tx, p.Entity.EntityKind(), p.Entity.EntityID())
+		if err != nil || !found {
 			return err
 		}
 		before := tx.graph.identitySelectors(p.Entity.EntityKind(), p.Entity.EntityID())
 		if err := putEntity(tx, p.Entity); err != nil {
 			return err
+		}
+		if h.afterUpdate != nil {
+			if err := h.afterUpdate(tx, old, p.Entity); err != nil {
+				return err
+			}
 		}
 		return reevaluateChange(tx, p.Entity.EntityKind(), p.Entity.EntityID(), before)
 	})
@@ -247,18 +256,12 @@ func stripFrom(tx *Tx, policyKind posture.Kind, policyID, role string) error {
 }
 
 func init() {
-	onEntity(entityHooks[posture.Identity]{beforeDelete: func(tx *Tx, old posture.Identity) error {
+	onEntity(entityHooks[posture.Identity]{afterUpdate: endSessionsOnDisable, beforeDelete: func(tx *Tx, old posture.Identity) error {
 		if err := deleteChildren[posture.Authenticator](tx, posture.KindIdentity, old.ID); err != nil {
 			return err
 		}
-		sessions, err := childIDs(tx.b, posture.KindIdentity, old.ID, KindAPISession)
-		if err != nil {
+		if err := deleteAPISessions(tx, old.ID, ""); err != nil {
 			return err
-		}
-		for _, id := range sessions {
-			if err := deleteAPISession(tx, id); err != nil {
-				return err
-			}
 		}
 		if err := deleteMFA(tx, old.ID); err != nil {
 			return err
@@ -283,6 +286,36 @@ func init() {
 	onEntity(entityHooks[posture.EdgeRouter]{})
 	onEntity(entityHooks[posture.EdgeRouterPolicy]{})
 	onEntity(entityHooks[posture.ServiceEdgeRouterPolicy]{})
+}
+
+// endSessionsOnDisable ends the API sessions of an identity disabled anew
+// (POST /identities/:id/disable, or an update that disables it: a new
+// disabledAt), so that a token of before the disable does not work again
+// once the identity is enabled. Identities disabled before disabledAt
+// existed keep theirs, as they did.
+func endSessionsOnDisable(tx *Tx, old, updated posture.Identity) error {
+	if updated.DisabledAt == nil || old.DisabledAt != nil && old.DisabledAt.Equal(*updated.DisabledAt) {
+		return nil
+	}
+	return deleteAPISessions(tx, updated.ID, "identity disabled")
+}
+
+// deleteAPISessions deletes an identity's API sessions, recording why in
+// its history when a reason is given.
+func deleteAPISessions(tx *Tx, identityID, reason string) error {
+	sessions, err := childIDs(tx.b, posture.KindIdentity, identityID, KindAPISession)
+	if err != nil {
+		return err
+	}
+	for _, id := range sessions {
+		if reason != "" {
+			tx.history(identityID, id, posture.HistoryAPISession, "API session ended ("+reason+")", nil)
+		}
+		if err := deleteAPISession(tx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Get reads one entity of a kind, or returns posture.ErrNotFound.

@@ -15,7 +15,7 @@ import (
 // it asks with.
 func (a *API) currentIdentity(c echo.Context) error {
 	i := api.PrincipalOf(c).Identity
-	f := api.IdentityFacts{HasAPISession: true, Enrollment: map[string]any{}}
+	f := api.IdentityFacts{HasAPISession: true, Enrollment: map[string]any{}, Now: a.Writer.Now()}
 	var err error
 	if f.Authenticators, err = a.Identities.IdentityAuthenticators(i.ID); err != nil {
 		return err

@@ -105,7 +105,7 @@ func TestPostureResponseHandlers(t *testing.T) {
 		{name: "bulk field names its index", store: &fakePosture{}, path: clientPosturePath + "-bulk",
 			body: `[{"id":"a","typeId":"OS","type":"Windows","version":"10"},{"typeId":"OS"}]`, status: 400, code: posture.CodeCouldNotValidate, field: "[1].id"},
 		{name: "too many signers for a process", store: &fakePosture{}, path: clientPosturePath,
-			body: `{"id":"p","typeId":"PROCESS","path":"/bin/x","signerFingerprints":[` + strings.TrimSuffix(strings.Repeat(`"ab",`, api.MaxSigners+1), ",") + `]}`,
+			body:   `{"id":"p","typeId":"PROCESS","path":"/bin/x","signerFingerprints":[` + strings.TrimSuffix(strings.Repeat(`"ab",`, api.MaxSigners+1), ",") + `]}`,
 			status: 400, code: posture.CodeCouldNotValidate, field: "signerFingerprints[32]"},
 		{name: "log refuses", store: &fakePosture{}, logErr: errors.New("no quorum"), path: clientPosturePath,
 			body: `{"id":"chk-os","typeId":"OS","type":"Windows","version":"10"}`, status: 500, code: posture.CodeUnhandled},

@@ -33,8 +33,10 @@ func (a *API) identities() *resource[posture.Identity, identityInput] {
 	return &resource[posture.Identity, identityInput]{
 		a: a, kind: posture.KindIdentity, noun: "identity",
 		input: func(i posture.Identity) identityInput {
+			// As shown: a timed disable that ended is no longer disabled.
+			disabled := i.IsDisabled(a.Writer.Now())
 			return identityInput{Name: &i.Name, Type: i.Type, IsAdmin: &i.IsAdmin, RoleAttributes: &i.RoleAttributes,
-				ExternalID: &i.ExternalID, Disabled: &i.Disabled, Tags: i.Tags}
+				ExternalID: &i.ExternalID, Disabled: &disabled, Tags: i.Tags}
 		},
 		build:   a.buildIdentity,
 		view:    a.identityView,
@@ -136,7 +138,7 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 			until := now.Add(*in.disableFor)
 			i.DisabledUntil = &until
 		}
-	case old != nil && old.Disabled: // still disabled, as it was
+	case old != nil && old.IsDisabled(now): // still disabled, as it was (a timed disable keeps its end)
 		i.DisabledAt, i.DisabledUntil = old.DisabledAt, old.DisabledUntil
 	default: // disabled by an update: until enabled
 		i.DisabledAt = &at
@@ -167,7 +169,7 @@ func (a *API) identityView(i posture.Identity) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity %s: MFA: %w", i.ID, err)
 	}
-	f := api.IdentityFacts{MFAEnabled: mfa}
+	f := api.IdentityFacts{MFAEnabled: mfa, Now: a.Writer.Now()}
 	if f.Enrollment, err = a.enrollmentSummary(i.ID); err != nil {
 		return nil, fmt.Errorf("identity %s: enrollments: %w", i.ID, err)
 	}

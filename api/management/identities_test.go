@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/api/apitest"
 )
 
 // identityStore is a Store with one identity; the methods an identity's
@@ -86,7 +87,7 @@ func TestIdentityDetail(t *testing.T) {
 			status: http.StatusInternalServerError, code: posture.CodeUnhandled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &API{Store: tc.store, Login: &api.Login{Store: tc.login}}
+			a := &API{Store: tc.store, Login: &api.Login{Store: tc.login}, Writer: apitest.Writer(&apitest.Log{}, handlerNow)}
 			e := echo.New()
 			e.HTTPErrorHandler = api.ErrorHandler(slog.New(slog.DiscardHandler))
 			e.GET("/identities/:id", a.identities().detail)

@@ -373,6 +373,11 @@ func TestDisableIdentity(t *testing.T) {
 	if got := login(); got != http.StatusOK {
 		t.Fatalf("an enabled identity logs in: %d", got)
 	}
+	// The disable ended the API sessions it had: a token of before it
+	// does not work again.
+	if r := n.do(t, http.MethodGet, clientAPI+"/current-identity", ep.token, nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a token of before the disable, once enabled: %d %s", r.Status, r.Body)
+	}
 	if d := n.detail(t, admin, "identities", ep.id); d["disabled"] != false || d["disabledAt"] != nil {
 		t.Fatalf("enabled: %v %v", d["disabled"], d["disabledAt"])
 	}
@@ -388,6 +393,27 @@ func TestDisableIdentity(t *testing.T) {
 	if got := login(); got != http.StatusOK {
 		t.Fatalf("two minutes later: %d", got)
 	}
+	// Ended, it shows as enabled, and an update of another field leaves
+	// it so; an update that disables it disables it until enabled.
+	if d := n.detail(t, admin, "identities", ep.id); d["disabled"] != false || d["disabledUntil"] != nil {
+		t.Fatalf("after a timed disable: %v %v", d["disabled"], d["disabledUntil"])
+	}
+	patch := func(body map[string]any) {
+		t.Helper()
+		if r := n.do(t, http.MethodPatch, mgmt+"/identities/"+ep.id, admin, body); r.Status != http.StatusOK {
+			t.Fatalf("PATCH %v: %d %s", body, r.Status, r.Body)
+		}
+	}
+	patch(map[string]any{"roleAttributes": []string{"laptops"}})
+	if got := login(); got != http.StatusOK {
+		t.Fatalf("after an update of its attributes: %d", got)
+	}
+	patch(map[string]any{"disabled": true})
+	clk.Advance(time.Hour)
+	if got := login(); got != http.StatusUnauthorized {
+		t.Fatalf("disabled by an update, an hour later: %d", got)
+	}
+	admin = n.adminToken(t) // the hour ended the admin's API session
 
 	post("/disable", map[string]any{"durationMinutes": -1}, http.StatusBadRequest)
 	post("/disable", `{"durationMinutes": "soon"}`, http.StatusBadRequest)

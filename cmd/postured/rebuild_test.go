@@ -57,6 +57,11 @@ func TestRebuildIsByteEqual(t *testing.T) {
 	n.do(t, "PATCH", mgmt+"/posture-checks/"+check, tok, map[string]any{"attributes": []string{"os", "windows"}})
 	n.do(t, "DELETE", mgmt+"/posture-checks/"+mfa, tok, nil)
 	n.do(t, "PUT", mgmt+"/identities/"+id, tok, map[string]any{"name": "laptop-renamed", "type": "Device"})
+	// A disable ends the API sessions of the identity.
+	user := n.endpoint(t, tok, "disabled-user")
+	if r := n.do(t, "POST", mgmt+"/identities/"+user.id+"/disable", tok, map[string]any{"durationMinutes": 5}); r.Status != http.StatusOK {
+		t.Fatalf("disable: %d %s", r.Status, r.Body)
+	}
 	expectRebuiltEqual(t, n, cfg)
 }
 
