@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"syscall"
 	"time"
@@ -48,7 +49,9 @@ func CheckCA(pem string) error {
 
 // newClient is the HTTP client of a webhook: TLS verified against the
 // system roots or the webhook's CA, redirects not followed, each attempt
-// bounded by timeout, no connection to an address in deny.
+// bounded by timeout, no connection to an address in deny. Through a proxy
+// (HTTPS_PROXY, HTTP_PROXY), it is the receiver's addresses that are
+// checked, as its name resolves before each attempt, not the proxy's.
 func newClient(w posture.Webhook, timeout time.Duration, deny []*net.IPNet) (*http.Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if w.CAPEM != "" {
@@ -58,14 +61,45 @@ func newClient(w posture.Webhook, timeout time.Duration, deny []*net.IPNet) (*ht
 		}
 		tc.RootCAs = pool
 	}
+	dialer := &net.Dialer{Timeout: timeout}
+	var transport http.RoundTripper = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DialContext: dialer.DialContext}
+	u, err := url.Parse(w.URL)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: url: %w", err)
+	}
+	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy != nil {
+		transport = guarded{next: transport, deny: deny}
+	} else {
+		dialer.Control = refuse(deny)
+	}
 	return &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute,
-			DialContext: (&net.Dialer{Timeout: timeout, Control: refuse(deny)}).DialContext},
+		Timeout:   timeout,
+		Transport: transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
 	}, nil
+}
+
+// guarded checks the addresses of a request's host before a proxy is asked
+// to connect to it.
+type guarded struct {
+	next http.RoundTripper
+	deny []*net.IPNet
+}
+
+func (g guarded) RoundTrip(r *http.Request) (*http.Response, error) {
+	addrs, err := net.DefaultResolver.LookupNetIP(r.Context(), "ip", r.URL.Hostname())
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if err := denied(a, g.deny); err != nil {
+			return nil, err
+		}
+	}
+	return g.next.RoundTrip(r)
 }
 
 // refuse is a dialer's Control that refuses the addresses in deny: it sees
@@ -81,14 +115,19 @@ func refuse(deny []*net.IPNet) func(network, address string, _ syscall.RawConn) 
 		if err != nil {
 			return err
 		}
-		ip = ip.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
-		for _, n := range deny {
-			if n.Contains(ip.AsSlice()) {
-				return fmt.Errorf("%s is in %s, a network webhooks may not reach (--webhook-deny)", ip, n)
-			}
-		}
-		return nil
+		return denied(ip, deny)
 	}
+}
+
+// denied says which network of deny holds ip, if one does.
+func denied(ip netip.Addr, deny []*net.IPNet) error {
+	ip = ip.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
+	for _, n := range deny {
+		if n.Contains(ip.AsSlice()) {
+			return fmt.Errorf("%s is in %s, a network webhooks may not reach (--webhook-deny)", ip, n)
+		}
+	}
+	return nil
 }
 
 // post makes one attempt: the signed CloudEvent to the webhook's URL.

@@ -106,3 +106,26 @@ func TestRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestGuarded: through a proxy, the receiver's own address is checked
+// before the proxy is asked.
+func TestGuarded(t *testing.T) {
+	_, private, _ := net.ParseCIDR("10.0.0.0/8")
+	asked := 0
+	g := guarded{deny: []*net.IPNet{private}, next: roundTrip(func(*http.Request) (*http.Response, error) {
+		asked++
+		return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody}, nil
+	})}
+	for url, ok := range map[string]bool{"https://10.1.2.3/hook": false, "https://[::ffff:10.0.0.1]/hook": false, "https://192.0.2.1/hook": true} {
+		req, _ := http.NewRequest(http.MethodPost, url, nil)
+		before := asked
+		_, err := g.RoundTrip(req)
+		if (err == nil) != ok || (asked > before) != ok {
+			t.Errorf("%s: %v, proxy asked %v; want allowed %v", url, err, asked > before, ok)
+		}
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
