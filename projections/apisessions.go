@@ -9,6 +9,17 @@ import (
 func init() {
 	on(func(tx *Tx, e posture.Event, p posture.APISessionCreated) error {
 		s := p.APISession
+		// A login that raced a disable (decided on a node that had not yet
+		// applied it) starts no session: its token must not work once the
+		// identity is enabled again.
+		identity, found, err := getOld[posture.Identity](tx, posture.KindIdentity, s.IdentityID)
+		if err != nil {
+			return err
+		}
+		if found && identity.IsDisabled(e.At) {
+			tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session refused (identity disabled)", nil)
+			return nil
+		}
 		if err := tx.putRaw(uniqueKey(KindAPISession, "token", s.TokenHash), []byte(s.ID)); err != nil {
 			return err
 		}

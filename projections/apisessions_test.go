@@ -69,3 +69,56 @@ func TestClientInfoOutlivesAPISessions(t *testing.T) {
 	apply(posture.Deleted[posture.Identity]{ID: id.ID})
 	check(false, "", "")
 }
+
+// A disable ends the identity's API sessions; a login that raced it (its
+// session event after the disable) starts none, also once the identity is
+// enabled again; a timed disable that ended lets sessions start.
+func TestDisabledIdentitiesHaveNoSessions(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	id := posture.Identity{ID: "ident1", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}
+	var seq uint64
+	apply := func(p posture.Payload) {
+		t.Helper()
+		seq++
+		e := posture.MustEvent(p, at.Add(time.Duration(seq)*time.Minute))
+		e.Seq = seq
+		if err := s.Apply([]posture.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login := func(sid string) {
+		t.Helper()
+		apply(posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
+			AuthMethod: "password", ConfigTypes: []string{}, CreatedAt: at, LastActivityAt: at}})
+	}
+	live := func(sid string) bool {
+		t.Helper()
+		_, err := s.APISessionByTokenHash("h-" + sid)
+		return err == nil
+	}
+	apply(posture.Created[posture.Identity]{Entity: id})
+	login("before")
+	disabled := id
+	disabledAt := at.Add(2 * time.Minute)
+	disabled.Disabled, disabled.DisabledAt = true, &disabledAt
+	apply(posture.Updated[posture.Identity]{Entity: disabled})
+	login("raced")
+	apply(posture.Updated[posture.Identity]{Entity: id}) // enabled
+	if live("before") || live("raced") {
+		t.Fatalf("API sessions of a disabled identity after its enable: before %v, raced %v", live("before"), live("raced"))
+	}
+	login("after")
+	timed := disabled
+	until := at.Add(10 * time.Minute) // ends before the next login
+	timed.DisabledUntil = &until
+	apply(posture.Updated[posture.Identity]{Entity: timed})
+	for seq < 10 {
+		apply(posture.APISessionTouched{ID: "none", IdentityID: id.ID, At: at})
+	}
+	login("later")
+	if live("after") || !live("later") {
+		t.Fatalf("a timed disable: the session of before it %v (want ended), one after it ended %v (want live)", live("after"), live("later"))
+	}
+}

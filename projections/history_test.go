@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,20 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 		want := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 		if got := appendString(nil, s); !bytes.Equal(got, want) {
 			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+// TestJSONLen: jsonLen is what the projection's encoder writes for ASCII
+// strings, escapes included.
+func TestJSONLen(t *testing.T) {
+	for _, s := range []string{"", "/usr/bin/ssh", `C:\Program Files\x.exe`, `<&>"` + "\x01\n\x7f\b\f\r\t\x1f", strings.Repeat("<", 100)} {
+		data, err := marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonLen(s); got != len(data) {
+			t.Errorf("jsonLen(%q) = %d, the encoder wrote %d bytes: %s", s, got, len(data), data)
 		}
 	}
 }

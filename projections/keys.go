@@ -35,9 +35,10 @@ var (
 // layout 5 adds report-only checks: the report standing, would-denies and
 // the enforceAt index (enforcement.go).
 // layout 6 adds the fleet-wide index of failed service requests (p/g/);
-// layout 7 bounds the processes kept per identity (maxProcesses,
-// maxProcessBytes).
-const layout = 7
+// layout 7 bounds the processes kept per identity (maxProcesses);
+// layout 8 bounds them in bytes too (maxProcessBytes), ends an identity's API
+// sessions when it is disabled and starts none while it is.
+const layout = 8
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

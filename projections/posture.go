@@ -251,13 +251,33 @@ const (
 	maxProcessBytes = 64 << 10
 )
 
-// processBytes is about what the processes take in the posture value.
+// processBytes is about what the processes take in the posture value, their
+// strings as JSON writes them.
 func processBytes(ps []posture.ProcessPosture) int {
 	n := 0
 	for _, p := range ps {
-		n += 64 + len(p.Path) + len(p.Hash) // 64: the fixed fields
+		n += 64 + jsonLen(p.Path) + jsonLen(p.Hash) // 64: the fixed fields
 		for _, f := range p.SignerFingerprints {
-			n += len(f) + 3
+			n += jsonLen(f) + 1
+		}
+	}
+	return n
+}
+
+// jsonLen is the length of s as a JSON string, quotes included, for ASCII
+// (about it otherwise): a control character or one of <, > and & takes six
+// bytes (\u003c), except the five with a short escape, which take two as a
+// quote and a backslash do.
+func jsonLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+			n += 2
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 6
+		default:
+			n++
 		}
 	}
 	return n

@@ -51,7 +51,8 @@ func CheckCA(pem string) error {
 // system roots or the webhook's CA, redirects not followed, each attempt
 // bounded by timeout, no connection to an address in deny. Through a proxy
 // (HTTPS_PROXY, HTTP_PROXY), it is the receiver's addresses that are
-// checked, as its name resolves before each attempt, not the proxy's.
+// checked, as its name resolves before each attempt, not the proxy's; the
+// proxy is then asked for the address checked (guarded).
 func newClient(w posture.Webhook, timeout time.Duration, deny []*net.IPNet) (*http.Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if w.CAPEM != "" {
@@ -68,9 +69,14 @@ func newClient(w posture.Webhook, timeout time.Duration, deny []*net.IPNet) (*ht
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: url: %w", err)
 	}
-	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy != nil {
+	switch proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); {
+	case len(deny) == 0:
+	case err == nil && proxy != nil:
+		// The proxy connects to an address, not the name: TLS verifies
+		// the name still.
+		tc.ServerName = u.Hostname()
 		transport = guarded{next: transport, deny: deny}
-	} else {
+	default:
 		dialer.Control = refuse(deny)
 	}
 	return &http.Client{
@@ -82,8 +88,10 @@ func newClient(w posture.Webhook, timeout time.Duration, deny []*net.IPNet) (*ht
 	}, nil
 }
 
-// guarded checks the addresses of a request's host before a proxy is asked
-// to connect to it.
+// guarded checks the addresses of a request's host, then asks the proxy for
+// the first of them rather than the name, which the proxy would resolve
+// again (maybe to another address: DNS rebinding). The Host header keeps
+// the name.
 type guarded struct {
 	next http.RoundTripper
 	deny []*net.IPNet
@@ -94,12 +102,24 @@ func (g guarded) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%s has no address", r.URL.Hostname())
+	}
 	for _, a := range addrs {
 		if err := denied(a, g.deny); err != nil {
 			return nil, err
 		}
 	}
-	return g.next.RoundTrip(r)
+	port := r.URL.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[r.URL.Scheme]
+	}
+	pinned := r.Clone(r.Context())
+	pinned.URL.Host = net.JoinHostPort(addrs[0].Unmap().String(), port)
+	if pinned.Host == "" {
+		pinned.Host = r.URL.Host
+	}
+	return g.next.RoundTrip(pinned)
 }
 
 // refuse is a dialer's Control that refuses the addresses in deny: it sees

@@ -108,12 +108,15 @@ func TestRefuse(t *testing.T) {
 }
 
 // TestGuarded: through a proxy, the receiver's own address is checked
-// before the proxy is asked.
+// before the proxy is asked, and the proxy is asked for that address, with
+// the name in the Host header.
 func TestGuarded(t *testing.T) {
 	_, private, _ := net.ParseCIDR("10.0.0.0/8")
 	asked := 0
-	g := guarded{deny: []*net.IPNet{private}, next: roundTrip(func(*http.Request) (*http.Response, error) {
+	var last *http.Request
+	g := guarded{deny: []*net.IPNet{private}, next: roundTrip(func(r *http.Request) (*http.Response, error) {
 		asked++
+		last = r
 		return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody}, nil
 	})}
 	for url, ok := range map[string]bool{"https://10.1.2.3/hook": false, "https://[::ffff:10.0.0.1]/hook": false, "https://192.0.2.1/hook": true} {
@@ -123,6 +126,13 @@ func TestGuarded(t *testing.T) {
 		if (err == nil) != ok || (asked > before) != ok {
 			t.Errorf("%s: %v, proxy asked %v; want allowed %v", url, err, asked > before, ok)
 		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, "https://localhost/hook", nil)
+	if _, err := g.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if host, port, _ := net.SplitHostPort(last.URL.Host); net.ParseIP(host) == nil || !net.ParseIP(host).IsLoopback() || port != "443" || last.Host != "localhost" {
+		t.Fatalf("the proxy was asked for %s (Host %q), want localhost's address on 443 with Host localhost", last.URL.Host, last.Host)
 	}
 }
 

@@ -32,7 +32,7 @@ type caInput struct {
 func (a *API) cas() *resource[posture.CA, caInput] {
 	return &resource[posture.CA, caInput]{
 		a: a, kind: posture.KindCA, noun: "CA",
-		input: func(ca posture.CA) caInput {
+		input: func(ca posture.CA, _ time.Time) caInput {
 			return caInput{
 				Name: &ca.Name, CertPEM: &ca.CertPEM, IdentityRoles: &ca.IdentityRoles, IsAuthEnabled: &ca.IsAuthEnabled,
 				IsAutoCaEnrollmentEnabled: &ca.IsAutoCaEnrollmentEnabled, IsOttCaEnrollmentEnabled: &ca.IsOttCaEnrollmentEnabled,

@@ -70,7 +70,7 @@ func (a *API) checks() *resource[posture.Check, checkInput] {
 	}
 }
 
-func checkToInput(c posture.Check) checkInput {
+func checkToInput(c posture.Check, _ time.Time) checkInput {
 	in := checkInput{
 		TypeID: string(c.TypeID), Name: &c.Name, RoleAttributes: &c.RoleAttributes, Tags: c.Tags,
 		MACAddresses: c.MACAddresses, Domains: c.Domains, Semantic: c.Semantic,

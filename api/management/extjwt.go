@@ -39,7 +39,7 @@ func optional(s string) *string {
 func (a *API) extJWTSigners() *resource[posture.ExternalJWTSigner, extJWTInput] {
 	return &resource[posture.ExternalJWTSigner, extJWTInput]{
 		a: a, kind: posture.KindExternalJWTSigner, noun: "external JWT signer",
-		input: func(s posture.ExternalJWTSigner) extJWTInput {
+		input: func(s posture.ExternalJWTSigner, _ time.Time) extJWTInput {
 			return extJWTInput{
 				Name: &s.Name, Issuer: &s.Issuer, Audience: &s.Audience, CertPEM: optional(s.CertPEM),
 				JWKSEndpoint: optional(s.JWKSEndpoint), Kid: optional(s.Kid), ClaimsProperty: &s.ClaimsProperty, UseExternalID: &s.UseExternalID,

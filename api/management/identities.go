@@ -32,9 +32,9 @@ type identityInput struct {
 func (a *API) identities() *resource[posture.Identity, identityInput] {
 	return &resource[posture.Identity, identityInput]{
 		a: a, kind: posture.KindIdentity, noun: "identity",
-		input: func(i posture.Identity) identityInput {
+		input: func(i posture.Identity, now time.Time) identityInput {
 			// As shown: a timed disable that ended is no longer disabled.
-			disabled := i.IsDisabled(a.Writer.Now())
+			disabled := i.IsDisabled(now)
 			return identityInput{Name: &i.Name, Type: i.Type, IsAdmin: &i.IsAdmin, RoleAttributes: &i.RoleAttributes,
 				ExternalID: &i.ExternalID, Disabled: &disabled, Tags: i.Tags}
 		},
@@ -73,11 +73,11 @@ func (a *API) disableIdentity(c echo.Context) error {
 	}
 	d := time.Duration(minutes) * time.Minute
 	r := a.identities()
-	return r.change(c, func(old posture.Identity) (identityInput, error) {
+	return r.change(c, func(old posture.Identity, now time.Time) (identityInput, error) {
 		if old.IsDefaultAdmin {
 			return identityInput{}, posture.Invalid("id", "the default admin cannot be disabled", old.ID)
 		}
-		in := r.input(old)
+		in := r.input(old, now)
 		in.Disabled, in.disableFor = new(true), &d
 		return in, nil
 	})
@@ -87,8 +87,8 @@ func (a *API) disableIdentity(c echo.Context) error {
 // authenticate again.
 func (a *API) enableIdentity(c echo.Context) error {
 	r := a.identities()
-	return r.change(c, func(old posture.Identity) (identityInput, error) {
-		in := r.input(old)
+	return r.change(c, func(old posture.Identity, now time.Time) (identityInput, error) {
+		in := r.input(old, now)
 		in.Disabled = new(false)
 		return in, nil
 	})

@@ -21,7 +21,7 @@ type servicePolicyInput struct {
 func (a *API) servicePolicies() *resource[posture.ServicePolicy, servicePolicyInput] {
 	return &resource[posture.ServicePolicy, servicePolicyInput]{
 		a: a, kind: posture.KindServicePolicy, noun: "service policy",
-		input: func(p posture.ServicePolicy) servicePolicyInput {
+		input: func(p posture.ServicePolicy, _ time.Time) servicePolicyInput {
 			return servicePolicyInput{Name: &p.Name, Type: p.Type, Semantic: p.Semantic, IdentityRoles: p.IdentityRoles,
 				ServiceRoles: p.ServiceRoles, PostureCheckRoles: p.PostureCheckRoles, Tags: p.Tags}
 		},
@@ -159,7 +159,7 @@ func (a *API) buildRouterPolicy(kind posture.Kind, firstField string, in edgeRou
 func (a *API) edgeRouterPolicies() *resource[posture.EdgeRouterPolicy, edgeRouterPolicyInput] {
 	return &resource[posture.EdgeRouterPolicy, edgeRouterPolicyInput]{
 		a: a, kind: posture.KindEdgeRouterPolicy, noun: "edge router policy",
-		input: func(p posture.EdgeRouterPolicy) edgeRouterPolicyInput {
+		input: func(p posture.EdgeRouterPolicy, _ time.Time) edgeRouterPolicyInput {
 			return edgeRouterPolicyInput{Name: &p.Name, Semantic: p.Semantic, IdentityRoles: p.IdentityRoles, EdgeRouterRoles: p.EdgeRouterRoles, Tags: p.Tags}
 		},
 		build: func(in edgeRouterPolicyInput, old *posture.EdgeRouterPolicy, now time.Time) (posture.EdgeRouterPolicy, error) {
@@ -187,7 +187,7 @@ func (a *API) edgeRouterPolicies() *resource[posture.EdgeRouterPolicy, edgeRoute
 func (a *API) serviceEdgeRouterPolicies() *resource[posture.ServiceEdgeRouterPolicy, edgeRouterPolicyInput] {
 	return &resource[posture.ServiceEdgeRouterPolicy, edgeRouterPolicyInput]{
 		a: a, kind: posture.KindServiceEdgeRouterPolicy, noun: "service edge router policy",
-		input: func(p posture.ServiceEdgeRouterPolicy) edgeRouterPolicyInput {
+		input: func(p posture.ServiceEdgeRouterPolicy, _ time.Time) edgeRouterPolicyInput {
 			return edgeRouterPolicyInput{Name: &p.Name, Semantic: p.Semantic, ServiceRoles: p.ServiceRoles, EdgeRouterRoles: p.EdgeRouterRoles, Tags: p.Tags}
 		},
 		build: func(in edgeRouterPolicyInput, old *posture.ServiceEdgeRouterPolicy, now time.Time) (posture.ServiceEdgeRouterPolicy, error) {
@@ -228,7 +228,7 @@ type edgeRouterInput struct {
 func (a *API) edgeRouters() *resource[posture.EdgeRouter, edgeRouterInput] {
 	return &resource[posture.EdgeRouter, edgeRouterInput]{
 		a: a, kind: posture.KindEdgeRouter, noun: "edge router",
-		input: func(r posture.EdgeRouter) edgeRouterInput {
+		input: func(r posture.EdgeRouter, _ time.Time) edgeRouterInput {
 			return edgeRouterInput{Name: &r.Name, RoleAttributes: &r.RoleAttributes, IsTunnelerEnabled: &r.IsTunnelerEnabled,
 				Cost: &r.Cost, NoTraversal: &r.NoTraversal, Disabled: &r.Disabled, Hostname: r.Hostname, AppData: r.AppData, Tags: r.Tags}
 		},

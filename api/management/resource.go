@@ -27,8 +27,9 @@ type resource[T posture.Entity, In any] struct {
 	a    *API
 	kind posture.Kind
 	noun string // for messages: "posture check"
-	// input is an entity's current state in input form (for PATCH).
-	input func(T) In
+	// input is an entity's current state in input form (for PATCH), as
+	// shown at now (the moment build is given too).
+	input func(e T, now time.Time) In
 	// build validates an input and returns the new record. old is nil on
 	// create. It runs inside the model change, so it sees the latest state.
 	build func(in In, old *T, now time.Time) (T, error)
@@ -185,7 +186,7 @@ func (r *resource[T, In]) update(c echo.Context) error {
 	if err := decodeObject(c, &in); err != nil {
 		return err
 	}
-	return r.change(c, func(T) (In, error) { return in, nil })
+	return r.change(c, func(T, time.Time) (In, error) { return in, nil })
 }
 
 func (r *resource[T, In]) patch(c echo.Context) error {
@@ -200,14 +201,15 @@ func (r *resource[T, In]) patch(c echo.Context) error {
 	if fields == nil { // an empty body, or null: a patch of nothing is a mistake
 		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object of the fields to change"}
 	}
-	return r.change(c, func(old T) (In, error) { return r.merge(old, fields) })
+	return r.change(c, func(old T, now time.Time) (In, error) { return r.merge(old, now, fields) })
 }
 
 // merge applies a patch's top-level fields over the current state's input
-// form: a field present in the patch replaces the current value whole.
-func (r *resource[T, In]) merge(old T, fields map[string]json.RawMessage) (In, error) {
+// form at now: a field present in the patch replaces the current value
+// whole.
+func (r *resource[T, In]) merge(old T, now time.Time, fields map[string]json.RawMessage) (In, error) {
 	var in In
-	cur, err := json.Marshal(r.input(old))
+	cur, err := json.Marshal(r.input(old, now))
 	if err != nil {
 		return in, err
 	}
@@ -244,19 +246,21 @@ func (r *resource[T, In]) merge(old T, fields map[string]json.RawMessage) (In, e
 	return in, api.DecodeBytes(data, &in)
 }
 
-// change runs an update or a patch as a model change.
-func (r *resource[T, In]) change(c echo.Context, input func(old T) (In, error)) error {
+// change runs an update or a patch as a model change; input and build see
+// one moment.
+func (r *resource[T, In]) change(c echo.Context, input func(old T, now time.Time) (In, error)) error {
 	id := c.Param("id")
 	err := r.a.Writer.Model(c, func() ([]posture.Payload, error) {
 		old, err := get[T](r.a.Store, r.noun, id)
 		if err != nil {
 			return nil, err
 		}
-		in, err := input(old)
+		now := r.a.Writer.Now().UTC()
+		in, err := input(old, now)
 		if err != nil {
 			return nil, err
 		}
-		e, err := r.build(in, &old, r.a.Writer.Now().UTC())
+		e, err := r.build(in, &old, now)
 		if err != nil {
 			return nil, err
 		}

@@ -27,7 +27,7 @@ const DefaultTerminatorStrategy = "smartrouting"
 func (a *API) services() *resource[posture.Service, serviceInput] {
 	return &resource[posture.Service, serviceInput]{
 		a: a, kind: posture.KindService, noun: "service",
-		input: func(s posture.Service) serviceInput {
+		input: func(s posture.Service, _ time.Time) serviceInput {
 			return serviceInput{Name: &s.Name, RoleAttributes: &s.RoleAttributes, Configs: s.Configs,
 				MaxIdleTimeMillis: &s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy, Tags: s.Tags}
 		},
@@ -125,7 +125,7 @@ type configTypeInput struct {
 func (a *API) configTypes() *resource[posture.ConfigType, configTypeInput] {
 	return &resource[posture.ConfigType, configTypeInput]{
 		a: a, kind: posture.KindConfigType, noun: "config type",
-		input: func(t posture.ConfigType) configTypeInput {
+		input: func(t posture.ConfigType, _ time.Time) configTypeInput {
 			return configTypeInput{Name: &t.Name, Schema: t.Schema, Tags: t.Tags}
 		},
 		build: func(in configTypeInput, old *posture.ConfigType, now time.Time) (posture.ConfigType, error) {
@@ -177,7 +177,7 @@ type configInput struct {
 func (a *API) configs() *resource[posture.Config, configInput] {
 	return &resource[posture.Config, configInput]{
 		a: a, kind: posture.KindConfig, noun: "config",
-		input: func(c posture.Config) configInput {
+		input: func(c posture.Config, _ time.Time) configInput {
 			return configInput{Name: &c.Name, ConfigTypeID: c.ConfigTypeID, Data: c.Data, Tags: c.Tags}
 		},
 		build: func(in configInput, old *posture.Config, now time.Time) (posture.Config, error) {

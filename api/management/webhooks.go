@@ -41,7 +41,7 @@ type webhookInput struct {
 func (a *API) webhooks() *resource[posture.Webhook, webhookInput] {
 	return &resource[posture.Webhook, webhookInput]{
 		a: a, kind: posture.KindWebhook, noun: "webhook",
-		input: func(w posture.Webhook) webhookInput {
+		input: func(w posture.Webhook, _ time.Time) webhookInput {
 			return webhookInput{Name: &w.Name, URL: &w.URL, Kinds: w.Kinds, Enabled: &w.Enabled,
 				AllowInsecureHTTP: &w.AllowInsecureHTTP, CAPEM: optional(w.CAPEM), Tags: w.Tags}
 		},
