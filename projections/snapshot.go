@@ -261,6 +261,9 @@ func (s *Snapshots) List() []Snapshot {
 // Dir is the directory of the snapshots.
 func (s *Snapshots) Dir() string { return s.opts.Dir }
 
+// DBDir is the directory of the checkpoint of the snapshot at seq.
+func (s *Snapshots) DBDir(seq uint64) string { return filepath.Join(s.snapDir(seq), dbDir) }
+
 func (s *Snapshots) snapDir(seq uint64) string {
 	return filepath.Join(s.opts.Dir, fmt.Sprintf("%s%020d", snapPrefix, seq))
 }

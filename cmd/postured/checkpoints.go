@@ -86,7 +86,7 @@ type auditVerifyCmd struct {
 	CA          string `name:"ca" help:"The CA certificate (PEM) that signs the checkpoints (default: <data-dir>/pki/ca.pem)."`
 	JSON        bool   `name:"json" help:"Print the whole verification as JSON instead of a summary."`
 	MaxProblems int    `default:"20" help:"Problems listed at most."`
-	Projection  bool   `help:"Also rebuild the projection from the log, up to where the node's projection (<data-dir>/projections) applied it, and compare the two key by key: a projection changed outside the log (while the node was stopped) does not match."`
+	Projection  bool   `help:"Also rebuild the projection from the log, up to where the node's projection (<data-dir>/projections) applied it, and compare the two key by key, and each snapshot (<data-dir>/snapshots) on the way: a projection or snapshot changed outside the log (while the node was stopped) does not match."`
 }
 
 // projectionCheck is what --projection found.
@@ -94,15 +94,18 @@ type projectionCheck struct {
 	// Seq is the sequence the node's projection applied the log to, and
 	// the rebuild stopped at.
 	Seq uint64 `json:"seq"`
+	// Snapshots counts the snapshots compared on the way.
+	Snapshots int `json:"snapshots"`
 	// Differences counts the keys that differ; Keys describes the first
-	// of them (--max-problems).
+	// of them (--max-problems), a snapshot's named with its sequence.
 	Differences int      `json:"differences"`
 	Keys        []string `json:"keys,omitempty"`
 }
 
 // checkProjection rebuilds the projection from l into a scratch directory
-// of the data directory, up to the node's cursor, and compares it with the
-// node's.
+// of the data directory, up to the node's cursor, comparing it on the way
+// with each snapshot at the snapshot's sequence, and at the end with the
+// node's projection.
 func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s streams) (*projectionCheck, error) {
 	dir := filepath.Join(a.DataDir, "projections")
 	seq, err := projections.AppliedThrough(dir)
@@ -122,20 +125,47 @@ func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s s
 		return nil, err
 	}
 	defer store.Close()
-	bar := newProgress(s.err)
-	_, err = rebuild(ctx, l.Log, store, cutoff{toSeq: seq}, bar.update)
-	bar.done()
-	if err != nil {
-		return nil, fmt.Errorf("rebuild the projection from the log: %w", err)
+	check := &projectionCheck{Seq: seq}
+	// compare rebuilds up to at and compares with dir, named name; the
+	// findings of a snapshot carry its name.
+	compare := func(at uint64, dir, name string, named bool) error {
+		bar := newProgress(s.err)
+		_, err := rebuild(ctx, l.Log, store, cutoff{toSeq: at}, bar.update)
+		bar.done()
+		if err != nil {
+			return fmt.Errorf("rebuild the projection from the log: %w", err)
+		}
+		if store.Cursor() != at {
+			return fmt.Errorf("the log ends at sequence %d, before %s (%d): nothing to compare with", store.Cursor(), name, at)
+		}
+		keys, n, err := store.Compare(dir, max(a.MaxProblems-len(check.Keys), 0))
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, k := range keys {
+			if named {
+				k = name + ": " + k
+			}
+			check.Keys = append(check.Keys, k)
+		}
+		check.Differences += n
+		return nil
 	}
-	if store.Cursor() != seq {
-		return nil, fmt.Errorf("the log ends at sequence %d, before the node's projection (%d): nothing to compare with", store.Cursor(), seq)
+	if l.snapshots != nil {
+		for _, snap := range l.snapshots.List() { // oldest first
+			if snap.Seq > seq {
+				break
+			}
+			if err := compare(snap.Seq, l.snapshots.DBDir(snap.Seq), fmt.Sprintf("snapshot %d", snap.Seq), true); err != nil {
+				return nil, err
+			}
+			check.Snapshots++
+		}
 	}
-	keys, n, err := store.Compare(dir, a.MaxProblems)
-	if err != nil {
+	if err := compare(seq, dir, "the node's projection", false); err != nil {
 		return nil, err
 	}
-	return &projectionCheck{Seq: seq, Differences: n, Keys: keys}, nil
+	return check, nil
 }
 
 // appliedThrough is the last sequence the stopped node at the data
@@ -221,9 +251,9 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		switch {
 		case proj == nil:
 		case proj.Differences == 0:
-			fmt.Fprintf(s.out, "OK: the projection is the log's, rebuilt to sequence %d\n", proj.Seq)
+			fmt.Fprintf(s.out, "OK: the projection is the log's, rebuilt to sequence %d, and so are its %d snapshots\n", proj.Seq, proj.Snapshots)
 		default:
-			fmt.Fprintf(s.out, "FAIL: the projection differs from the log's, rebuilt to sequence %d, in %d keys\n", proj.Seq, proj.Differences)
+			fmt.Fprintf(s.out, "FAIL: the projection and its %d snapshots differ from the log's, rebuilt to sequence %d, in %d keys\n", proj.Snapshots, proj.Seq, proj.Differences)
 			for _, k := range proj.Keys {
 				fmt.Fprintln(s.out, "  "+k)
 			}

@@ -374,19 +374,37 @@ func TestServeRefusesLogBehindProjection(t *testing.T) {
 }
 
 // `audit verify --projection` rebuilds a stopped node's projection from its
-// log and compares: an untouched one passes; one edited while the node was
-// stopped (an identity made admin, a key added) fails, naming the keys.
+// log and compares it and its snapshots: untouched, they pass; edited while
+// the node was stopped (an identity made admin, a key added, a transition
+// queued, a key added to a snapshot), they fail, naming the keys.
 func TestAuditVerifyProjection(t *testing.T) {
 	dir := t.TempDir()
 	var identity string
 	t.Run("history", func(t *testing.T) {
-		n, _ := checkpointedNode(t, defaultTestConfig(dir))
+		cfg := defaultTestConfig(dir)
+		cfg.SnapshotEvery = 10
+		n, _ := checkpointedNode(t, cfg)
 		identity = n.endpoint(t, n.adminToken(t), "verify-user").id
 	})
 	out, err := command(t, "audit", "verify", "--data-dir", dir, "--projection")
-	if err != nil || !strings.Contains(out, "OK: the projection is the log's, rebuilt to sequence ") {
-		t.Fatalf("untouched projection: %v\n%s", err, out)
+	if err != nil || !strings.Contains(out, "OK: the projection is the log's, rebuilt to sequence ") || strings.Contains(out, "and so are its 0 snapshots") {
+		t.Fatalf("untouched projection and snapshots: %v\n%s", err, out)
 	}
+	snaps, err := filepath.Glob(filepath.Join(dir, "snapshots", "snap-*", "db"))
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("no snapshot taken: %v", err)
+	}
+	snap, err := pebble.Open(snaps[0], &pebble.Options{Logger: quietPebble{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Set([]byte("e/identities/planted-in-snapshot"), []byte(`{}`), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snapSeq := strings.TrimLeft(strings.TrimPrefix(filepath.Base(filepath.Dir(snaps[0])), "snap-"), "0")
 
 	db, err := pebble.Open(filepath.Join(dir, "projections"), &pebble.Options{Logger: quietPebble{}})
 	if err != nil {
@@ -408,15 +426,23 @@ func TestAuditVerifyProjection(t *testing.T) {
 	if err := db.Set([]byte("e/identities/planted"), value, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
+	// A transition queued for the relay to publish (and webhooks to
+	// deliver, signed) that no event caused.
+	forged := []byte("t/00000000000000000001/000000099")
+	if err := db.Set(forged, []byte(`{"id":"forged","kind":"session-removed"}`), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	out, err = command(t, "audit", "verify", "--data-dir", dir, "--projection")
 	t.Log(strings.TrimSpace(out))
 	for _, want := range []string{
-		"FAIL: the projection differs from the log's, rebuilt to sequence ",
+		"FAIL: the projection and its ",
+		"snapshot " + snapSeq + `: "e/identities/planted-in-snapshot": not derived from the log`,
 		strconv.Quote(string(key)) + ": another value than the log's",
 		`"e/identities/planted": not derived from the log`,
+		strconv.Quote(string(forged)) + ": not derived from the log",
 	} {
 		if !errors.Is(err, errProjectionDiffers) || !strings.Contains(out, want) {
 			t.Fatalf("edited projection: %v\n%s\nwant a line with %q", err, out, want)
