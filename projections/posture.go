@@ -256,7 +256,7 @@ const (
 func processBytes(ps []posture.ProcessPosture) int {
 	n := 0
 	for _, p := range ps {
-		n += 64 + jsonLen(p.Path) + jsonLen(p.Hash) // 64: the fixed fields
+		n += 64 + jsonLen(p.CheckID) + jsonLen(p.Path) + jsonLen(p.Hash) // 64: the fixed fields
 		for _, f := range p.SignerFingerprints {
 			n += jsonLen(f) + 1
 		}

@@ -235,17 +235,23 @@ func (a postureResponses) createBulk(c echo.Context) error {
 }
 
 // decode reads a posture-response body into v once the identity's budget
-// has room for it: a refused body is not even decoded.
+// has room for it: a refused body is not even decoded. A request costs its
+// body and requestCost more, about what its event and history entry add to
+// what is kept beyond the body, so that many small bodies cost what they
+// take.
 func (a postureResponses) decode(c echo.Context, v any) error {
 	data, err := api.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if err := a.budget.Take(c, api.PrincipalOf(c).Identity.ID, len(data)); err != nil {
+	if err := a.budget.Take(c, api.PrincipalOf(c).Identity.ID, len(data)+requestCost); err != nil {
 		return err
 	}
 	return api.DecodeBytes(data, v)
 }
+
+// requestCost is what a posture response costs the budget beyond its body.
+const requestCost = 512
 
 // recordPosture appends the responses as one event, waits for the
 // projection, and answers the services whose MFA queries a wake or unlock

@@ -181,3 +181,33 @@ func TestPostureResponseHandlers(t *testing.T) {
 		})
 	}
 }
+
+// TestPostureBudgetCountsRequests: a posture response costs the budget its
+// body and requestCost more, so that a flood of tiny bodies runs out as the
+// log grows, not at their size alone.
+func TestPostureBudgetCountsRequests(t *testing.T) {
+	budget := api.NewBudget(1, api.MaxBody, func() time.Time { return handlerNow })
+	pr := postureResponses{store: &fakePosture{}, grace: 2 * time.Minute, writer: apitest.Writer(&apitest.Log{}, handlerNow), budget: budget}
+	e := echo.New()
+	e.HTTPErrorHandler = api.ErrorHandler(slog.New(slog.DiscardHandler))
+	e.POST(clientPosturePath, pr.create, func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			api.WithPrincipal(c, &api.Principal{Identity: posture.Identity{ID: "ident1"}, Session: posture.APISession{ID: "apis1", IdentityID: "ident1"}})
+			return next(c)
+		}
+	})
+	body := `{"id":"x","typeId":"MAC","macAddresses":[]}`
+	passed := 0
+	for ; passed < 100_000; passed++ {
+		req := httptest.NewRequest(http.MethodPost, clientPosturePath, strings.NewReader(body))
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if want := api.MaxBody / (len(body) + requestCost); passed != want {
+		t.Fatalf("%d responses of %d bytes passed a budget of %d bytes, want %d", passed, len(body), api.MaxBody, want)
+	}
+}
