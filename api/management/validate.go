@@ -51,11 +51,13 @@ func (a *API) unique(kind posture.Kind, n, selfID string) error {
 }
 
 // hidden reports whether a rune does not show as itself: a control
-// character, a line or paragraph separator, or a formatting character
-// other than the zero-width joiner and non-joiner (which scripts and emoji
-// need).
+// character, a line or paragraph separator, a formatting character other
+// than the zero-width joiner and non-joiner (which scripts and emoji need),
+// or another default-ignorable code point (a Hangul filler, a combining
+// grapheme joiner), which makes "payroll" and "payroll\u034f" look alike.
+// Variation selectors stay: emoji need them.
 func hidden(r rune) bool {
-	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) ||
+	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point) ||
 		unicode.Is(unicode.Cf, r) && r != '\u200c' && r != '\u200d'
 }
 
