@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
 )
 
@@ -329,13 +330,26 @@ func TestTransitionsTail(t *testing.T) {
 	if want := []string{posture.TransitionPolicyPassing, posture.TransitionPolicyFailing}; !slices.Equal(kinds, want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
-	if _, err := command(t, "transitions", "tail", "--kind", "policy-exploded", "--data-dir", cfg.DataDir); !errors.As(err, new(usageError)) {
-		t.Fatalf("an unknown kind: %v", err)
+	for _, bad := range [][]string{{"--kind", "policy-exploded"}, {"--identity", "a.>"}, {"--identity", "x\ny"}} {
+		if _, err := command(t, append([]string{"transitions", "tail", "--data-dir", cfg.DataDir}, bad...)...); !errors.As(err, new(usageError)) {
+			t.Fatalf("%v: %v, want a usage error", bad, err)
+		}
 	}
 	n.srv.Close()
 	n.Close()
 	again := followCommand(t, "transitions", "tail", "--all", "--identity", other.ep.id, "--data-dir", cfg.DataDir)
 	if out := again(`"kind":"policy-failing"`); !strings.Contains(out, `"kind":"policy-passing"`) || strings.Contains(out, st.ep.id) {
 		t.Fatalf("--all on the data directory:\n%s", out)
+	}
+
+	// A log no node has run on has no transitions stream.
+	bare := t.TempDir()
+	l, err := eventlog.Open(t.Context(), eventlog.Options{Dir: filepath.Join(bare, "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := command(t, "transitions", "tail", "--data-dir", bare); err == nil || !strings.Contains(err.Error(), "no transitions stream beside this log") {
+		t.Fatalf("a log without the stream: %v", err)
 	}
 }

@@ -29,8 +29,8 @@ func (t *transitionsTailCmd) filters(prefix string) ([]string, error) {
 	identity := t.Identity
 	if identity == "" {
 		identity = "*"
-	} else if strings.ContainsAny(identity, ".*> \t") {
-		return nil, fmt.Errorf("--identity %q: not an identity id", identity)
+	} else if strings.ContainsFunc(identity, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(".*>", r) }) {
+		return nil, fmt.Errorf("--identity %q: not an identity id (no dots, wildcards, spaces or control characters)", identity)
 	}
 	var out []string
 	for _, k := range t.Kind {
@@ -60,6 +60,9 @@ func (t *transitionsTailCmd) Run(ctx context.Context, s streams) error {
 	}
 	defer l.Close()
 	tr, err := l.OpenTransitions(ctx, eventlog.TransitionsOptions{Existing: true})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return errors.New("no transitions stream beside this log: a node creates it when it starts, so start one on it first")
+	}
 	if err != nil {
 		return err
 	}
