@@ -2,6 +2,8 @@ package api
 
 import (
 	"fmt"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/seed-0809debe/posture"
@@ -80,6 +82,26 @@ func checkFields(prefix string, fields map[string]string) error {
 		if err := CheckMax(prefix+"."+name, v, MaxLabel); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Hidden reports whether a rune does not show as itself: a control
+// character, a line or paragraph separator, a formatting character other
+// than the zero-width joiner and non-joiner (which scripts and emoji need),
+// or another default-ignorable code point (a Hangul filler, a combining
+// grapheme joiner), which makes "payroll" and "payroll\u034f" look alike.
+// Variation selectors stay: emoji need them.
+func Hidden(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point) ||
+		unicode.Is(unicode.Cf, r) && r != '\u200c' && r != '\u200d'
+}
+
+// CheckVisible refuses a new username (or name) that does not show as it
+// reads (see Hidden).
+func CheckVisible(field, s string) error {
+	if strings.ContainsFunc(s, Hidden) {
+		return posture.Invalid(field, "must not contain control characters, line separators or invisible formatting characters", s)
 	}
 	return nil
 }

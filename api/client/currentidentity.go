@@ -207,6 +207,9 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		checked = cur.PasswordHash
 		next := cur
 		if ch.username != nil && *ch.username != cur.Username {
+			if err := api.CheckVisible("username", *ch.username); err != nil {
+				return nil, err
+			}
 			other, err := a.Identities.AuthenticatorByUsername(*ch.username)
 			if err == nil && other.ID != cur.ID {
 				return nil, posture.Invalid("username", "username is already in use", *ch.username)

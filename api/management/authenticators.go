@@ -75,6 +75,9 @@ func (a *API) createAuthenticator(c echo.Context) error {
 	if err := api.CheckLength("username", in.Username, api.MinUsername, api.MaxUsername); err != nil {
 		return err
 	}
+	if err := api.CheckVisible("username", in.Username); err != nil {
+		return err
+	}
 	if err := api.CheckLength("password", in.Password, api.MinPassword, api.MaxPassword); err != nil {
 		return err
 	}

@@ -99,7 +99,11 @@ func (a *API) buildCA(in caInput, old *posture.CA, now time.Time) (posture.CA, e
 			return ca, posture.Invalid("certPem", "cannot be changed: add a new CA instead", nil)
 		}
 	}
-	if ca.IdentityRoles, err = attributes("identityRoles", in.IdentityRoles); err != nil {
+	var had []string
+	if old != nil {
+		had = old.IdentityRoles
+	}
+	if ca.IdentityRoles, err = attributes("identityRoles", had, in.IdentityRoles); err != nil {
 		return ca, err
 	}
 	if ca.IsAuthEnabled, err = required("isAuthEnabled", in.IsAuthEnabled); err != nil {

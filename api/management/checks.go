@@ -149,7 +149,7 @@ func (a *API) buildCheck(in checkInput, old *posture.Check, now time.Time) (post
 	if err := a.unique(posture.KindCheck, c.Name, c.ID); err != nil {
 		return c, err
 	}
-	if c.RoleAttributes, err = attributes("roleAttributes", in.RoleAttributes, in.Attributes); err != nil {
+	if c.RoleAttributes, err = attributes("roleAttributes", roleAttributes(old), in.RoleAttributes, in.Attributes); err != nil {
 		return c, err
 	}
 	if c.Tags, err = tags(in.Tags); err != nil {

@@ -77,6 +77,9 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 		if err := api.CheckLength("enrollment.updb", username, 4, 100); err != nil {
 			return e, err
 		}
+		if err := api.CheckVisible("enrollment.updb", username); err != nil {
+			return e, err
+		}
 		if _, err := a.Store.AuthenticatorByUsername(username); err == nil {
 			return e, posture.Invalid("enrollment.updb", "username is already in use", username)
 		} else if !errors.Is(err, posture.ErrNotFound) {

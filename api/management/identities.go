@@ -143,7 +143,7 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 	default: // disabled by an update: until enabled
 		i.DisabledAt = &at
 	}
-	if i.RoleAttributes, err = attributes("roleAttributes", in.RoleAttributes, in.Attributes); err != nil {
+	if i.RoleAttributes, err = attributes("roleAttributes", roleAttributes(old), in.RoleAttributes, in.Attributes); err != nil {
 		return i, err
 	}
 	if i.Tags, err = tags(in.Tags); err != nil {

@@ -250,7 +250,7 @@ func (a *API) edgeRouters() *resource[posture.EdgeRouter, edgeRouterInput] {
 			if err := a.unique(posture.KindEdgeRouter, r.Name, r.ID); err != nil {
 				return r, err
 			}
-			if r.RoleAttributes, err = attributes("roleAttributes", in.RoleAttributes, in.Attributes); err != nil {
+			if r.RoleAttributes, err = attributes("roleAttributes", roleAttributes(old), in.RoleAttributes, in.Attributes); err != nil {
 				return r, err
 			}
 			if r.Cost = deref(in.Cost, 0); r.Cost < 0 || r.Cost > 65535 {

@@ -54,7 +54,7 @@ func (a *API) buildService(in serviceInput, old *posture.Service, now time.Time)
 	if err := a.unique(posture.KindService, s.Name, s.ID); err != nil {
 		return s, err
 	}
-	if s.RoleAttributes, err = attributes("roleAttributes", in.RoleAttributes, in.Attributes); err != nil {
+	if s.RoleAttributes, err = attributes("roleAttributes", roleAttributes(old), in.RoleAttributes, in.Attributes); err != nil {
 		return s, err
 	}
 	if s.Tags, err = tags(in.Tags); err != nil {

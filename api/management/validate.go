@@ -3,9 +3,9 @@ package management
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/seed-0809debe/posture"
@@ -44,28 +44,15 @@ func (a *API) unique(kind posture.Kind, n, selfID string) error {
 		return posture.Invalid("name", "name is already in use", n)
 	case !errors.Is(err, posture.ErrNotFound):
 		return err
-	case strings.ContainsFunc(n, hidden):
-		return posture.Invalid("name", "must not contain control characters, line separators or invisible formatting characters", n)
 	}
-	return nil
-}
-
-// hidden reports whether a rune does not show as itself: a control
-// character, a line or paragraph separator, a formatting character other
-// than the zero-width joiner and non-joiner (which scripts and emoji need),
-// or another default-ignorable code point (a Hangul filler, a combining
-// grapheme joiner), which makes "payroll" and "payroll\u034f" look alike.
-// Variation selectors stay: emoji need them.
-func hidden(r rune) bool {
-	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point) ||
-		unicode.Is(unicode.Cf, r) && r != '\u200c' && r != '\u200d'
+	return api.CheckVisible("name", n)
 }
 
 // tags validates a tag map (see api.CheckTags).
 func tags(t posture.Tags) (posture.Tags, error) { return api.CheckTags(t) }
 
 // attributes validates role attributes given under either spelling.
-func attributes(field string, lists ...*[]string) ([]string, error) {
+func attributes(field string, had []string, lists ...*[]string) ([]string, error) {
 	var attrs []string
 	for _, l := range lists {
 		if l != nil {
@@ -82,7 +69,23 @@ func attributes(field string, lists ...*[]string) ([]string, error) {
 	if msg := posture.CheckAttributes(attrs); msg != "" {
 		return nil, posture.Invalid(field, msg, attrs)
 	}
+	for i, a := range attrs {
+		if !slices.Contains(had, a) {
+			if err := api.CheckVisible(fmt.Sprintf("%s[%d]", field, i), a); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return dedupe(attrs), nil
+}
+
+// roleAttributes are an entity's role attributes before a change (none
+// for a new one).
+func roleAttributes[T interface{ Attributes() []string }](old *T) []string {
+	if old == nil {
+		return nil
+	}
+	return (*old).Attributes()
 }
 
 // roles validates a policy role list.

@@ -424,22 +424,36 @@ func TestDisableIdentity(t *testing.T) {
 	}
 }
 
-// TestNamesNewAndOld: a new name may not hold control characters, but an
-// entity named before that rule keeps its name through its updates.
+// TestNamesNewAndOld: a new name, role attribute or username may not hold
+// control characters or invisible formatting, but an entity named before
+// that rule keeps its name and attributes through its updates.
 func TestNamesNewAndOld(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	admin := n.adminToken(t)
 	w := &api.Writer{Log: n.elog, Barrier: n.store, Now: time.Now}
-	old := posture.Service{ID: posture.NewID(), Name: "old\x01name", RoleAttributes: []string{}, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	old := posture.Service{ID: posture.NewID(), Name: "old\x01name", RoleAttributes: []string{"old\x01attr"}, CreatedAt: time.Now(), UpdatedAt: time.Now()}
 	if err := w.ModelContext(t.Context(), api.Stamp{Actor: "test"}, func() ([]posture.Payload, error) {
 		return []posture.Payload{posture.Created[posture.Service]{Entity: old}}, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if r := n.do(t, http.MethodPatch, mgmt+"/services/"+old.ID, admin, map[string]any{"roleAttributes": []string{"apps"}}); r.Status != http.StatusOK {
-		t.Fatalf("an update of an entity with an older name: %d %s", r.Status, r.Body)
+	if r := n.do(t, http.MethodPatch, mgmt+"/services/"+old.ID, admin, map[string]any{"roleAttributes": []string{"old\x01attr", "apps"}}); r.Status != http.StatusOK {
+		t.Fatalf("an update of an entity with an older name and attribute: %d %s", r.Status, r.Body)
 	}
-	if r := n.do(t, http.MethodPost, mgmt+"/services", admin, map[string]any{"name": "new\x01name"}); r.Status != http.StatusBadRequest {
-		t.Fatalf("a new name with a control character: %d %s", r.Status, r.Body)
+	for _, body := range []map[string]any{
+		{"name": "new\x01name"},
+		{"name": "new-name", "roleAttributes": []string{"a\u202eb"}},
+	} {
+		if r := n.do(t, http.MethodPost, mgmt+"/services", admin, body); r.Status != http.StatusBadRequest {
+			t.Fatalf("%v: %d %s", body, r.Status, r.Body)
+		}
+	}
+	if r := n.do(t, http.MethodPatch, mgmt+"/services/"+old.ID, admin, map[string]any{"roleAttributes": []string{"new\x01attr"}}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a new attribute with a control character: %d %s", r.Status, r.Body)
+	}
+	id := n.create(t, admin, "identities", map[string]any{"name": "spoofer", "type": "User"})
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticators", admin, map[string]any{"method": "updb", "identityId": id,
+		"username": "ad\u202enimx", "password": "spoofer-password"}); r.Status != http.StatusBadRequest {
+		t.Fatalf("a username with a bidirectional override: %d %s", r.Status, r.Body)
 	}
 }
