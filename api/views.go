@@ -173,10 +173,11 @@ func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]a
 	if t == nil {
 		t = posture.Tags{}
 	}
+	disabled := i.IsDisabled(f.Now)
 	v := map[string]any{
 		"id": i.ID, "name": i.Name, "typeId": i.Type, "type": Ref("identity-types", i.Type, i.Type),
 		"isAdmin": i.IsAdmin, "isDefaultAdmin": i.IsDefaultAdmin, "roleAttributes": i.RoleAttributes,
-		"externalId": externalID, "disabled": i.IsDisabled(f.Now), "tags": t,
+		"externalId": externalID, "disabled": disabled, "tags": t,
 		"authenticators": auths, "isMfaEnabled": f.MFAEnabled, "enrollment": enrollment,
 		"authPolicyId": DefaultAuthPolicyID, "authPolicy": Ref("auth-policies", DefaultAuthPolicyID, "Default"),
 		"envInfo": env, "sdkInfo": sdk,
@@ -185,7 +186,7 @@ func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]a
 		"serviceHostingCosts": map[string]int{}, "serviceHostingPrecedences": map[string]string{},
 		"createdAt": Time(i.CreatedAt), "updatedAt": Time(i.UpdatedAt), "_links": links,
 	}
-	if i.IsDisabled(f.Now) && i.DisabledAt != nil {
+	if disabled && i.DisabledAt != nil {
 		v["disabledAt"] = Time(*i.DisabledAt)
 		if i.DisabledUntil != nil {
 			v["disabledUntil"] = Time(*i.DisabledUntil)

@@ -17,9 +17,9 @@ import (
 // Group commit. While one publish of a lane (see lane) waits for its
 // acknowledgement, the appends that come in meanwhile queue; the next
 // publish carries them all, in one message of the stream on the batch
-// subject. A message of the log is therefore either one event, on the event's own subject, or a
-// batch: a JSON array of events as a single message would hold them,
-// several of them, in the order they were queued. Each event of a batch
+// subject. A message of the log is therefore either one event, on the
+// event's own subject, or a batch: a JSON array of events as a single
+// message would hold them, several of them, in the order they were queued. Each event of a batch
 // has the message's sequence (Seq) and its index in it (Part). A message is
 // applied whole or not at all, so the sequences of the stream stay the
 // positions of the log (cursors, snapshots, checkpoints, WaitFor) and a

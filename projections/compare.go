@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -13,11 +12,12 @@ import (
 // Compare compares the store, key by key, with the projection a stopped
 // node left in dir (opened read only), or a snapshot of it; of the
 // transitions queue (not state, see Dump), only what the node's holds. It
-// describes at most limit of the keys that differ and counts them all. A projection rebuilt from the log to the
-// node's cursor holds the same bytes as the node's own (replays are
-// deterministic), so any difference is a change made outside the log.
+// describes at most limit of the keys that differ and counts them all. A
+// projection rebuilt from the log to the node's cursor holds the same bytes
+// as the node's own (replays are deterministic), so any difference is a
+// change made outside the log.
 func (s *Store) Compare(dir string, limit int) (diffs []string, n int, err error) {
-	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: quietLogger{log: slog.New(slog.DiscardHandler)}})
+	db, err := openReadOnly(dir)
 	if err != nil {
 		return nil, 0, fmt.Errorf("open the projection at %s: %w", dir, err)
 	}

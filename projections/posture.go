@@ -155,8 +155,13 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 				ip.Processes = append(ip.Processes, proc)
 				sort.Slice(ip.Processes, func(a, b int) bool { return ip.Processes[a].Path < ip.Processes[b].Path })
 			}
-			for len(ip.Processes) > 1 && (len(ip.Processes) > maxProcesses || processBytes(ip.Processes) > maxProcessBytes) {
+			size := 0
+			for _, kept := range ip.Processes {
+				size += processBytes(kept)
+			}
+			for len(ip.Processes) > 1 && (len(ip.Processes) > maxProcesses || size > maxProcessBytes) {
 				k := stalest(ip.Processes)
+				size -= processBytes(ip.Processes[k])
 				ip.Processes = slices.Delete(ip.Processes, k, k+1)
 			}
 		case posture.ResponseEndpointState:
@@ -251,15 +256,12 @@ const (
 	maxProcessBytes = 64 << 10
 )
 
-// processBytes is about what the processes take in the posture value, their
+// processBytes is about what a process takes in the posture value, its
 // strings as JSON writes them.
-func processBytes(ps []posture.ProcessPosture) int {
-	n := 0
-	for _, p := range ps {
-		n += 64 + jsonLen(p.CheckID) + jsonLen(p.Path) + jsonLen(p.Hash) // 64: the fixed fields
-		for _, f := range p.SignerFingerprints {
-			n += jsonLen(f) + 1
-		}
+func processBytes(p posture.ProcessPosture) int {
+	n := 64 + jsonLen(p.CheckID) + jsonLen(p.Path) + jsonLen(p.Hash) // 64: the fixed fields
+	for _, f := range p.SignerFingerprints {
+		n += jsonLen(f) + 1
 	}
 	return n
 }

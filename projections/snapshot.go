@@ -226,13 +226,19 @@ func loadSnapshot(dir string) (Snapshot, error) {
 	return snap, nil
 }
 
+// openReadOnly opens the projection a stopped node left at dir (or a
+// snapshot's) read-only, without Pebble's informational logging.
+func openReadOnly(dir string) (*pebble.DB, error) {
+	return pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: quietLogger{log: slog.New(slog.DiscardHandler)}})
+}
+
 // AppliedThrough is the cursor of the projection at dir, opened read-only:
 // the last sequence of the log it applied (0 when there is none).
 func AppliedThrough(dir string) (uint64, error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
-	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: quietLogger{log: slog.New(slog.DiscardHandler)}})
+	db, err := openReadOnly(dir)
 	if err != nil {
 		return 0, err
 	}

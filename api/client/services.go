@@ -207,8 +207,8 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 	return out, nil
 }
 
-// everyService is a grant for every service, in id order: the caller's own
-// (its policies) where it has one.
+// everyService is a grant for every service, in id order (Raw's, the
+// store's key order): the caller's own (its policies) where it has one.
 func (a *API) everyService(own []posture.Grant) ([]posture.Grant, error) {
 	raws, err := a.Store.Raw(posture.KindService)
 	if err != nil {
@@ -226,7 +226,6 @@ func (a *API) everyService(own []posture.Grant) ([]posture.Grant, error) {
 		}
 		out = append(out, posture.Grant{ServiceID: s.ID, Policies: policies[s.ID]})
 	}
-	slices.SortFunc(out, func(x, y posture.Grant) int { return strings.Compare(x.ServiceID, y.ServiceID) })
 	return out, nil
 }
 
