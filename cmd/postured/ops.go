@@ -220,16 +220,32 @@ type eventsTailCmd struct {
 	From     uint64   `help:"Start at this sequence (default: after the newest event)."`
 }
 
-func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
-	types := map[string]bool{}
-	for _, ty := range t.Type {
-		for _, x := range strings.Split(ty, ",") {
+// listed reads a repeatable, comma-separated flag whose values must be
+// among allowed (each an "a" of what), once each, in order.
+func listed(flag, what string, values, allowed []string) ([]string, error) {
+	var out []string
+	for _, v := range values {
+		for _, x := range strings.Split(v, ",") {
 			x = strings.TrimSpace(x)
-			if !slices.Contains(posture.EventTypes(), x) {
-				return usageError{fmt.Errorf("--type %q: not an event type (%s)", x, strings.Join(posture.EventTypes(), ", "))}
+			if !slices.Contains(allowed, x) {
+				return nil, fmt.Errorf("%s %q: not %s (%s)", flag, x, what, strings.Join(allowed, ", "))
 			}
-			types[x] = true
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
 		}
+	}
+	return out, nil
+}
+
+func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
+	list, err := listed("--type", "an event type", t.Type, posture.EventTypes())
+	if err != nil {
+		return usageError{err}
+	}
+	types := map[string]bool{}
+	for _, ty := range list {
+		types[ty] = true
 	}
 	l, err := t.open(ctx)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,17 +31,13 @@ func (t *transitionsTailCmd) filters(prefix string) ([]string, error) {
 	} else if strings.ContainsFunc(identity, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(".*>", r) }) {
 		return nil, fmt.Errorf("--identity %q: not an identity id (no dots, wildcards, spaces or control characters)", identity)
 	}
+	kinds, err := listed("--kind", "a transition kind", t.Kind, posture.TransitionKinds)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, k := range t.Kind {
-		for _, x := range strings.Split(k, ",") {
-			x = strings.TrimSpace(x)
-			if !slices.Contains(posture.TransitionKinds, x) {
-				return nil, fmt.Errorf("--kind %q: not a transition kind (%s)", x, strings.Join(posture.TransitionKinds, ", "))
-			}
-			if s := prefix + identity + "." + x; !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		}
+	for _, k := range kinds {
+		out = append(out, prefix+identity+"."+k)
 	}
 	if len(out) == 0 {
 		out = []string{prefix + identity + ".*"}
