@@ -21,16 +21,8 @@ func TestClientInfoOutlivesAPISessions(t *testing.T) {
 		return posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
 			AuthMethod: "password", ConfigTypes: []string{}, EnvInfo: env, SDKInfo: sdk, CreatedAt: at, LastActivityAt: at}}
 	}
-	var seq uint64
-	apply := func(p posture.Payload) {
-		t.Helper()
-		seq++
-		e := posture.MustEvent(p, at.Add(time.Duration(seq)*time.Second))
-		e.Seq = seq
-		if err := s.Apply([]posture.Event{e}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a := &applier{s: s, at: at, step: time.Second}
+	apply := func(p posture.Payload) { t.Helper(); a.apply(t, p) }
 	check := func(wantSession bool, wantHost, wantVersion string) {
 		t.Helper()
 		has, err := s.HasAPISession(id.ID)
@@ -78,16 +70,8 @@ func TestDisabledIdentitiesHaveNoSessions(t *testing.T) {
 	defer s.Close()
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	id := posture.Identity{ID: "ident1", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}
-	var seq uint64
-	apply := func(p posture.Payload) {
-		t.Helper()
-		seq++
-		e := posture.MustEvent(p, at.Add(time.Duration(seq)*time.Minute))
-		e.Seq = seq
-		if err := s.Apply([]posture.Event{e}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a := &applier{s: s, at: at, step: time.Minute}
+	apply := func(p posture.Payload) { t.Helper(); a.apply(t, p) }
 	login := func(sid string) {
 		t.Helper()
 		apply(posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
@@ -114,7 +98,7 @@ func TestDisabledIdentitiesHaveNoSessions(t *testing.T) {
 	until := at.Add(10 * time.Minute) // ends before the next login
 	timed.DisabledUntil = &until
 	apply(posture.Updated[posture.Identity]{Entity: timed})
-	for seq < 10 {
+	for a.seq < 10 {
 		apply(posture.APISessionTouched{ID: "none", IdentityID: id.ID, At: at})
 	}
 	login("later")

@@ -300,8 +300,7 @@ func TestChangeIndicatorAlwaysMoves(t *testing.T) {
 // path reported again is fresh again.
 func TestProcessesAreBounded(t *testing.T) {
 	s := openMem(t, vfs.NewMem())
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	seq := uint64(0)
+	a := &applier{s: s, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Second}
 	identity := "i1"
 	report := func(paths ...string) {
 		t.Helper()
@@ -309,12 +308,7 @@ func TestProcessesAreBounded(t *testing.T) {
 		for _, p := range paths {
 			rs = append(rs, posture.PostureResponse{ID: "proc", TypeID: "PROCESS", Path: p, IsRunning: true})
 		}
-		seq++
-		e := posture.MustEvent(posture.PostureRecorded{IdentityID: identity, APISessionID: "as1", Responses: rs}, at.Add(time.Duration(seq)*time.Second))
-		e.Seq = seq
-		if err := s.Apply([]posture.Event{e}); err != nil {
-			t.Fatal(err)
-		}
+		a.apply(t, posture.PostureRecorded{IdentityID: identity, APISessionID: "as1", Responses: rs})
 	}
 	path := func(i int) string { return fmt.Sprintf("/bin/p%03d", i) }
 	for i := range 250 {
@@ -355,5 +349,24 @@ func TestProcessesAreBounded(t *testing.T) {
 	}
 	if n := len(ip.Processes); n != 16 || !strings.HasPrefix(ip.Processes[0].Path, path(4)) {
 		t.Fatalf("%d long processes kept, from %.10s; want the newest 16, from %s", n, ip.Processes[0].Path, path(4))
+	}
+}
+
+// applier applies payloads one event at a time: the n-th with sequence n,
+// at at plus n steps.
+type applier struct {
+	s    *projections.Store
+	at   time.Time
+	step time.Duration
+	seq  uint64
+}
+
+func (a *applier) apply(t testing.TB, p posture.Payload) {
+	t.Helper()
+	a.seq++
+	e := posture.MustEvent(p, a.at.Add(time.Duration(a.seq)*a.step))
+	e.Seq = a.seq
+	if err := a.s.Apply([]posture.Event{e}); err != nil {
+		t.Fatal(err)
 	}
 }
