@@ -13,11 +13,13 @@ import (
 )
 
 // hotPrefixes are the keys read on every posture event, session and
-// authenticated request: kept in memory as well as in Pebble.
+// authenticated request, and the fleet's counts (a few keys, read and
+// rewritten at every changed verdict): kept in memory as well as in Pebble.
 var hotPrefixes = [][]byte{
 	[]byte("p/i/"), []byte("p/s/"), []byte("p/c/"),
 	[]byte("e/config/"), []byte("e/posture-checks/"), []byte("e/service-policies/"), []byte("e/services/"),
 	[]byte("e/identities/"), []byte("e/api-sessions/"), []byte("u/api-sessions/"),
+	[]byte("f/n/"),
 }
 
 func isHot(key []byte) bool {
