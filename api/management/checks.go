@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -230,8 +229,12 @@ func enforcement(in *enforcementIn, old *posture.Enforcement, now time.Time) (*p
 		return nil, posture.Invalid("enforcement.message",
 			fmt.Sprintf("must be at most %d characters long", posture.MaxEnforcementMessage), n)
 	}
-	if strings.ContainsFunc(e.Message, unicode.IsControl) {
-		return nil, posture.Invalid("enforcement.message", "must not contain control characters", nil)
+	// A message shows to the identities a check denies: a new one must read
+	// as it shows (no bidirectional overrides); an older one is kept.
+	if old == nil || old.Message != e.Message {
+		if err := api.CheckVisible("enforcement.message", e.Message); err != nil {
+			return nil, err
+		}
 	}
 	if in.EnforceAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(*in.EnforceAt))

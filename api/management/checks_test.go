@@ -3,6 +3,7 @@ package management
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api/apitest"
@@ -133,4 +134,25 @@ func TestCheckHandlers(t *testing.T) {
 		{Name: "detailCheckType: any case", Method: http.MethodGet, Path: "/posture-check-types/os", Status: http.StatusOK},
 		{Name: "detailCheckType: unknown", Method: http.MethodGet, Path: "/posture-check-types/FIREWALL", Status: http.StatusNotFound, Code: posture.CodeNotFound},
 	}, laptop, osCheck)
+}
+
+// TestEnforcementMessageVisible: a new or changed message must show as it
+// reads (no control characters or bidirectional overrides); a message
+// stored before that rule survives the check's updates unchanged.
+func TestEnforcementMessageVisible(t *testing.T) {
+	now := time.Now()
+	hidden := "install fix\u202eexe.pdf"
+	if _, err := enforcement(&enforcementIn{Mode: "report", Message: hidden}, nil, now); posture.CodeOf(err) != posture.CodeCouldNotValidate {
+		t.Fatalf("a new message with an override: %v", err)
+	}
+	old := &posture.Enforcement{Mode: posture.ReportMode, Message: hidden}
+	if _, err := enforcement(&enforcementIn{Mode: "report", Message: hidden}, old, now); err != nil {
+		t.Fatalf("an older message kept as it is: %v", err)
+	}
+	if _, err := enforcement(&enforcementIn{Mode: "report", Message: hidden + "!"}, old, now); posture.CodeOf(err) != posture.CodeCouldNotValidate {
+		t.Fatalf("an older message changed: %v", err)
+	}
+	if e, err := enforcement(&enforcementIn{Mode: "report", Message: "Update to 20H1 \u2014 see https://it.example/win"}, nil, now); err != nil || e.Message == "" {
+		t.Fatalf("a plain message: %v %v", e, err)
+	}
 }

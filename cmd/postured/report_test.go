@@ -91,6 +91,7 @@ func TestReportOnlyChecks(t *testing.T) {
 		{map[string]any{"mode": "report", "enforceAt": clk.Now().Add(-time.Second).Format(time.RFC3339)}, "enforcement.enforceAt"},
 		{map[string]any{"mode": "report", "message": strings.Repeat("é", posture.MaxEnforcementMessage+1)}, "enforcement.message"},
 		{map[string]any{"mode": "report", "message": "line\x00break"}, "enforcement.message"},
+		{map[string]any{"mode": "report", "message": "install fix\u202eexe.pdf"}, "enforcement.message"},
 		{map[string]any{"mode": "report", "enforceAt": "9999-12-31T23:59:59Z"}, "enforcement.enforceAt"},
 		{map[string]any{"mode": "enforce", "enforceAt": clk.Now().Add(time.Hour).Format(time.RFC3339)}, "enforcement.enforceAt"},
 	} {
