@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/seed-0809debe/posture"
@@ -100,20 +101,22 @@ func (s *Store) SessionFor(apiSessionID, typ, serviceID string) (posture.Session
 	return byUnique[posture.Session](s.r(), KindSession, "key", sessionKey(apiSessionID, typ, serviceID))
 }
 
-// APISessionSessions lists an API session's sessions in id order.
-func (s *Store) APISessionSessions(apiSessionID string) ([]posture.Session, error) {
-	ids, err := childIDs(s.db, KindAPISession, apiSessionID, KindSession)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]posture.Session, 0, len(ids))
-	for _, id := range ids {
-		v, err := s.Session(id)
+// IdentitySessions lists the sessions of an identity's API sessions, in id
+// order.
+func (s *Store) IdentitySessions(identityID string) ([]posture.Session, error) {
+	var out []posture.Session
+	for _, apiSessionID := range s.graph.sessionsOf(identityID) {
+		ids, err := childIDs(s.db, KindAPISession, apiSessionID, KindSession)
 		if err != nil {
-			continue
+			return nil, err
 		}
-		out = append(out, v)
+		for _, id := range ids {
+			if v, err := s.Session(id); err == nil && v.IdentityID == identityID {
+				out = append(out, v)
+			}
+		}
 	}
+	slices.SortFunc(out, func(a, b posture.Session) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

@@ -149,8 +149,8 @@ func (s *memStore) SessionFor(apiSessionID, typ, serviceID string) (posture.Sess
 		return x.APISessionID == apiSessionID && x.Type == typ && x.ServiceID == serviceID
 	})
 }
-func (s *memStore) APISessionSessions(apiSessionID string) ([]posture.Session, error) {
-	return values(s.sessions, func(x posture.Session) bool { return x.APISessionID == apiSessionID }), nil
+func (s *memStore) IdentitySessions(identityID string) ([]posture.Session, error) {
+	return values(s.sessions, func(x posture.Session) bool { return x.IdentityID == identityID }), nil
 }
 
 // IdentityStore, EnrollStore and the login's store.

@@ -54,7 +54,7 @@ type SessionReader interface {
 	Access(identityID, apiSessionID, serviceID, typ string, now time.Time) ([]posture.PolicyResult, error)
 	Session(id string) (posture.Session, error)
 	SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error)
-	APISessionSessions(apiSessionID string) ([]posture.Session, error)
+	IdentitySessions(identityID string) ([]posture.Session, error)
 	APISession(id string) (posture.APISession, error)
 }
 

@@ -249,8 +249,10 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 	}}
 }
 
+// listSessions lists the sessions of the caller's identity, from all its
+// API sessions, as detail and delete find them (an admin's: its own).
 func (a *API) listSessions(c echo.Context) error {
-	sessions, err := a.Store.APISessionSessions(api.PrincipalOf(c).Session.ID)
+	sessions, err := a.Store.IdentitySessions(api.PrincipalOf(c).Identity.ID)
 	if err != nil {
 		return err
 	}

@@ -37,12 +37,13 @@ func grantCRM(passing bool) func(t *testing.T, s *memStore) {
 }
 
 // TestSessionHandlers: a session is granted by one passing policy, refused
-// (and the refusal recorded) when none passes, and read and deleted by its
-// own API session only.
+// (and the refusal recorded) when none passes, and listed, read and
+// deleted by its own identity only.
 func TestSessionHandlers(t *testing.T) {
 	own := posture.Session{ID: "ses1", IdentityID: "ident1", APISessionID: "apis1", ServiceID: "svc1", Type: posture.Dial,
 		TokenSealed: "sealed:ident1:" + posture.FieldSessionToken + ":jwt-of-ses1", CreatedAt: handlerNow.Add(-time.Minute)}
 	theirs := posture.Session{ID: "ses2", IdentityID: "ident2", APISessionID: "apis2", ServiceID: "svc1", Type: posture.Dial, CreatedAt: handlerNow}
+	sibling := posture.Session{ID: "ses3", IdentityID: "ident1", APISessionID: "apis3", ServiceID: "svc1", Type: posture.Dial, CreatedAt: handlerNow}
 	withSessions := func(passing bool, sessions ...posture.Session) func(t *testing.T, s *memStore) {
 		return func(t *testing.T, s *memStore) {
 			grantCRM(passing)(t, s)
@@ -101,11 +102,11 @@ func TestSessionHandlers(t *testing.T) {
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody}},
 		{grantCRM(true), apitest.Case{Name: "createSession: tags that are not strings", Method: http.MethodPost, Path: "/sessions", Body: `{"serviceId":"svc1","tags":{"a":{"b":1}}}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "tags.a"}},
-		{withSessions(true, own, theirs), apitest.Case{Name: "listSessions: the API session's own", Method: http.MethodGet, Path: "/sessions", Status: http.StatusOK,
+		{withSessions(true, own, theirs, sibling), apitest.Case{Name: "listSessions: the identity's own, from each of its API sessions", Method: http.MethodGet, Path: "/sessions", Status: http.StatusOK,
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
 				var l []sessionView
 				r.DataInto(t, &l)
-				if len(l) != 1 || l[0].ID != "ses1" || l[0].Token != "jwt-of-ses1" {
+				if len(l) != 2 || l[0].ID != "ses1" || l[0].Token != "jwt-of-ses1" || l[1].ID != "ses3" {
 					t.Fatalf("sessions %s", r.Data)
 				}
 			}}},

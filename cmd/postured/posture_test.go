@@ -177,6 +177,10 @@ func TestPostureDeniesThenGrants(t *testing.T) {
 	if ids := n.sessionIDs(t, ep.token); len(ids) != 1 {
 		t.Fatalf("sessions: %v", ids)
 	}
+	// The identity's other API sessions list it too, as they read it.
+	if ids := n.sessionIDs(t, n.login(t, clientAPI, "laptop-1", "laptop-1-password")); len(ids) != 1 || ids[0] != sess["id"] {
+		t.Fatalf("sessions from another login of the identity: %v", ids)
+	}
 	// The session token is a valid session-token for the edge router list.
 	req := n.do(t, http.MethodGet, clientAPI+"/services/"+crm+"/edge-routers", ep.token, nil)
 	if req.Status != http.StatusOK {
