@@ -23,7 +23,7 @@ import (
 const (
 	SecretSize      = 10 // bytes
 	Period          = 30 // seconds
-	Skew            = 1  // periods accepted either side of the current one
+	Skew            = 2  // periods accepted either side of the current one (the OpenZiti controller's window of 5)
 	RecoveryCount   = 20 // recovery codes of an enrollment
 	recoveryCodeLen = 6  // base32 characters
 	digits          = otp.DigitsSix
@@ -69,7 +69,7 @@ func NoEnrollment() Keys { return Keys{Secret: dummySecret} }
 
 // Check checks a TOTP (and, when recovery is set, a recovery code)
 // against an enrollment (nil: none, which matches nothing). A TOTP of the
-// current period or one either side is accepted if its time step is later
+// current period or two either side is accepted if its time step is later
 // than the last accepted one; a recovery code if it is unused. It returns
 // what the code consumes. Its work does not depend on whether or where the
 // code matches, nor on whether there is an enrollment.
