@@ -217,7 +217,8 @@ func (a postureResponses) createBulk(c echo.Context) error {
 		return err
 	}
 	if len(in) == 0 {
-		return posture.Invalid("[0]", "at least one posture response is required", nil)
+		// Nothing to record: answered as the OpenZiti controller answers it.
+		return noServicesAffected.Answer(c, http.StatusCreated)
 	}
 	if len(in) > api.MaxBulk {
 		return posture.Invalid(fmt.Sprintf("[%d]", api.MaxBulk), fmt.Sprintf("at most %d posture responses in one request", api.MaxBulk),
