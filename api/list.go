@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -54,8 +55,9 @@ func ListOf[T any](c echo.Context, items []T, known Fields) error {
 	if q.Limit != nil {
 		params.Limit = normalizeLimit(*q.Limit)
 	}
+	filterable := filterableFields[T](known)
 	if !q.HasPredicate() && len(by) == 0 {
-		return Paginate(c, params, items)
+		return paginate(c, params, items, filterable)
 	}
 	// Match on the JSON form; carry each record's position in a key no
 	// field can have, so that the sorted records lead back to the items.
@@ -76,8 +78,38 @@ func ListOf[T any](c echo.Context, items []T, known Fields) error {
 	for i, m := range recs {
 		out[i] = items[m[pos].(int)]
 	}
-	return Paginate(c, params, out)
+	return paginate(c, params, out, filterable)
 }
+
+// filterableFields are the fields a list names in meta.filterableFields,
+// as the OpenZiti controller does: those of its items' type (for views held
+// as interfaces, of the known entity's), sorted, without the patterns that
+// stand for anything below a map. A filter may also name a view's own
+// keys (listFields).
+func filterableFields[T any](known Fields) []string {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Interface {
+		if t = known.Of; t == nil {
+			return nil
+		}
+	}
+	if f, ok := filterable.Load(t); ok {
+		return f.([]string)
+	}
+	var out []string
+	for _, n := range fieldsOf(t) {
+		if !strings.HasSuffix(n, ".*") {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	filterable.Store(t, out)
+	return out
+}
+
+// filterable caches filterableFields by type.
+var filterable sync.Map // reflect.Type -> []string
 
 // listFields are the names a filter or sort may use on items: the fields
 // of their type; for views held as interfaces, those of every type among

@@ -59,6 +59,11 @@ func normalizeLimit(n int64) int64 {
 
 // Paginate answers one page of items with meta.pagination.
 func Paginate[T any](c echo.Context, p ListParams, items []T) error {
+	return paginate(c, p, items, nil)
+}
+
+// paginate is Paginate with meta.filterableFields.
+func paginate[T any](c echo.Context, p ListParams, items []T, filterable []string) error {
 	total := int64(len(items))
 	start := min(p.Offset, total)
 	end := min(start+normalizeLimit(p.Limit), total)
@@ -68,6 +73,6 @@ func Paginate[T any](c echo.Context, p ListParams, items []T) error {
 	}
 	return c.JSON(http.StatusOK, Envelope{
 		Data: page,
-		Meta: Meta{Pagination: &Pagination{Limit: normalizeLimit(p.Limit), Offset: p.Offset, TotalCount: total}},
+		Meta: Meta{Pagination: &Pagination{Limit: normalizeLimit(p.Limit), Offset: p.Offset, TotalCount: total}, FilterableFields: filterable},
 	})
 }

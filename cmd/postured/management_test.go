@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -455,5 +456,41 @@ func TestNamesNewAndOld(t *testing.T) {
 	if r := n.do(t, http.MethodPost, mgmt+"/authenticators", admin, map[string]any{"method": "updb", "identityId": id,
 		"username": "ad\u202enimx", "password": "spoofer-password"}); r.Status != http.StatusBadRequest {
 		t.Fatalf("a username with a bidirectional override: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestListsNameTheirFields: a list's meta names the fields its filter and
+// sort take (meta.filterableFields, as the OpenZiti controller does), and
+// a sort on each of those named here works.
+func TestListsNameTheirFields(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ep := n.endpoint(t, admin, "lister", "laptops")
+	for _, l := range []struct {
+		path, token string
+		want        []string
+	}{
+		{mgmt + "/identities", admin, []string{"id", "isAdmin", "name", "roleAttributes"}},
+		{mgmt + "/posture-checks", admin, []string{"id", "name", "typeId"}},
+		{mgmt + "/failed-service-requests", admin, []string{"identityId", "serviceName", "sessionType", "when"}},
+		{clientAPI + "/sessions", ep.token, []string{"id", "serviceId", "type"}},
+	} {
+		r := n.do(t, http.MethodGet, l.path, l.token, nil)
+		var env struct {
+			Meta struct {
+				FilterableFields []string `json:"filterableFields"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(r.Body, &env); err != nil || r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", l.path, r.Status, r.Body)
+		}
+		for _, f := range l.want {
+			if !slices.Contains(env.Meta.FilterableFields, f) {
+				t.Errorf("%s: filterableFields %v lack %q", l.path, env.Meta.FilterableFields, f)
+			}
+			if r := n.do(t, http.MethodGet, l.path+"?sort="+url.QueryEscape(f+" desc"), l.token, nil); r.Status != http.StatusOK {
+				t.Errorf("%s: a sort on %s: %d %s", l.path, f, r.Status, r.Body)
+			}
+		}
 	}
 }
