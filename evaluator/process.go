@@ -34,6 +34,24 @@ type ProcessValue struct {
 	SignerFingerprints []string `json:"signerFingerprints"`
 }
 
+// ProcessExpected is a PROCESS check's expected value, in the shape the
+// OpenZiti controller gives it: one signer fingerprint, as the check takes
+// it (PROCESS_MULTI's list each process's, as posture.Process).
+type ProcessExpected struct {
+	OSType            string   `json:"osType"`
+	Path              string   `json:"path"`
+	Hashes            []string `json:"hashes"`
+	SignerFingerprint string   `json:"signerFingerprint"`
+}
+
+func processExpected(p posture.Process) ProcessExpected {
+	e := ProcessExpected{OSType: p.OSType, Path: p.Path, Hashes: strs(p.Hashes)}
+	if len(p.SignerFingerprints) > 0 {
+		e.SignerFingerprint = p.SignerFingerprints[0]
+	}
+	return e
+}
+
 // ProcessMultiValue is what was reported for one process of a PROCESS_MULTI
 // check; the actual value is one per listed process, in the check's order.
 // Path is the reported path, or the required one when nothing was reported
@@ -47,13 +65,13 @@ func evalProcess(c posture.Check, reported []posture.ProcessPosture) Verdict {
 	if c.Process == nil {
 		return Verdict{
 			Actual:   ProcessValue{SignerFingerprints: []string{}},
-			Expected: posture.Process{Hashes: []string{}, SignerFingerprints: []string{}},
+			Expected: ProcessExpected{Hashes: []string{}},
 			Reason:   "check lists no process",
 		}
 	}
 	want := *c.Process
 	got, found := findProcess(reported, want)
-	v := Verdict{Actual: processValue(got, found), Expected: cloneProcess(want)}
+	v := Verdict{Actual: processValue(got, found), Expected: processExpected(want)}
 	if why := invalidProcess(want, got, found); why != "" {
 		v.Reason = why
 		return v

@@ -37,8 +37,10 @@ var (
 // layout 6 adds the fleet-wide index of failed service requests (p/g/);
 // layout 7 bounds the processes kept per identity (maxProcesses);
 // layout 8 bounds them in bytes too (maxProcessBytes), ends an identity's API
-// sessions when it is disabled and starts none while it is.
-const layout = 8
+// sessions when it is disabled and starts none while it is;
+// layout 9 gives a PROCESS check's expected value the controller's shape
+// (one signerFingerprint).
+const layout = 9
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.
