@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -86,22 +85,78 @@ func checkFields(prefix string, fields map[string]string) error {
 	return nil
 }
 
-// Hidden reports whether a rune does not show as itself: a control
-// character, a line or paragraph separator, a formatting character other
-// than the zero-width joiner and non-joiner (which scripts and emoji need),
-// or another default-ignorable code point (a Hangul filler, a combining
-// grapheme joiner), which makes "payroll" and "payroll\u034f" look alike.
-// Variation selectors stay: emoji need them.
-func Hidden(r rune) bool {
-	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point) ||
-		unicode.Is(unicode.Cf, r) && r != '\u200c' && r != '\u200d'
+// Visible reports whether a name shows as it reads, so that two names that
+// look alike are alike: it holds no control character, line or paragraph
+// separator, space other than U+0020, blank (U+2800), formatting character
+// or other default-ignorable code point (a Hangul filler, a combining
+// grapheme joiner, a variation selector), which make "payroll" and
+// "payroll\u034f" look alike. What scripts and emoji need is kept where
+// they need it: the emoji variation selectors (U+FE0E, U+FE0F) after a
+// symbol, or after a digit, '#' or '*' of a keycap; the zero-width joiner
+// between emoji, or after a letter or mark of a script other than Latin,
+// Greek and Cyrillic (as after a virama); the zero-width non-joiner there
+// too.
+func Visible(name string) bool {
+	rs := []rune(name)
+	for i, r := range rs {
+		prev, next := rune(-1), rune(-1)
+		if i > 0 {
+			prev = rs[i-1]
+		}
+		if i+1 < len(rs) {
+			next = rs[i+1]
+		}
+		if !shows(r, prev, next) {
+			return false
+		}
+	}
+	return true
+}
+
+// shows is Visible's rule for one rune between its neighbours (-1: none).
+func shows(r, prev, next rune) bool {
+	switch {
+	case r == '\uFE0E' || r == '\uFE0F':
+		keycap := prev == '#' || prev == '*' || '0' <= prev && prev <= '9'
+		return unicode.Is(unicode.So, prev) || keycap && next == '\u20E3'
+	case r == '\u200D':
+		emoji := unicode.In(prev, unicode.So, unicode.Sk) || prev == '\uFE0F'
+		return emoji && unicode.Is(unicode.So, next) || otherScript(prev) && unicode.IsLetter(next)
+	case r == '\u200C':
+		return otherScript(prev) && unicode.IsLetter(next)
+	case r == ' ':
+		return true
+	}
+	return !(unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2800' ||
+		unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector))
+}
+
+// CheckText refuses a new text shown to users (a message) that holds a
+// control character, a line or paragraph separator or a formatting
+// character other than the joiners, such as a bidirectional override that
+// shows "exe.pdf" for "fdp.exe". Unlike a name it may hold any space.
+func CheckText(field, s string) error {
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) || unicode.Is(unicode.Cf, r) && r != '\u200C' && r != '\u200D' {
+			return posture.Invalid(field, "must not contain control characters, line separators or invisible formatting characters", s)
+		}
+	}
+	return nil
+}
+
+// otherScript reports whether a rune is a letter or mark of a script other
+// than Latin, Greek and Cyrillic (the scripts whose letters spoof one
+// another), where joiners shape the text.
+func otherScript(r rune) bool {
+	return (unicode.IsLetter(r) || unicode.IsMark(r)) &&
+		!unicode.In(r, unicode.Latin, unicode.Greek, unicode.Cyrillic, unicode.Common, unicode.Inherited)
 }
 
 // CheckVisible refuses a new username (or name) that does not show as it
-// reads (see Hidden).
+// reads (see Visible).
 func CheckVisible(field, s string) error {
-	if strings.ContainsFunc(s, Hidden) {
-		return posture.Invalid(field, "must not contain control characters, line separators or invisible formatting characters", s)
+	if !Visible(s) {
+		return posture.Invalid(field, "must not contain control characters, line separators, spaces other than U+0020 or invisible formatting characters", s)
 	}
 	return nil
 }

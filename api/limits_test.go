@@ -6,15 +6,35 @@ import (
 	"github.com/seed-0809debe/posture/api"
 )
 
-// TestHidden: what may not be in a new name, and what may.
-func TestHidden(t *testing.T) {
-	for r, want := range map[rune]bool{
-		0: true, '\n': true, 0x1b: true, 0x85: true, 0x2028: true, 0x2029: true, 0x202e: true, 0x2066: true, 0x200b: true, 0xfeff: true,
-		0x034f: true, 0x115f: true, 0x3164: true, 0xffa0: true, 0xe0001: true, 0xfe0f: false,
-		'a': false, 'é': false, ' ': false, 0x200c: false, 0x200d: false, '👩': false,
+// TestVisible: what a new name may not hold, and what it may where
+// scripts and emoji need it.
+func TestVisible(t *testing.T) {
+	for name, want := range map[string]bool{
+		"payroll": true, "café": true, "my service": true, "👩": true, "❤️": true, "❤︎": true, "1️⃣": true, "#️⃣": true,
+		"👩‍💻": true, "🏳️‍🌈": true, "👍🏽": true, "می‌خواهم": true, "क्‍ष": true, "東京": true, "Ελλάδα": true,
+
+		"a\x00": false, "a\n": false, "a\x1b": false, "a\u0085": false, "a\u2028": false, "a\u2029": false,
+		"a\u202eb": false, "a\u2066": false, "a\u200bb": false, "\ufeffa": false,
+		"a\u034f": false, "a\u115f": false, "a\u3164": false, "a\uffa0": false, "a\U000E0001": false,
+		"crm\ufe00": false, "crm\U000E0100": false, "crm\u180b": false, "crm\u180f": false, "crm\u2800": false,
+		"crm\ufe0f": false, "crm1\ufe0f": false, "\ufe0fcrm": false,
+		"svc\u200d": false, "s\u200dvc": false, "\u200dsvc": false, "s\u200cvc": false, "👩\u200d": false,
+		"my\u00a0service": false, "my\u3000service": false, "my\u2003service": false, "a\tb": false,
 	} {
-		if api.Hidden(r) != want {
-			t.Errorf("hidden(%U) = %v, want %v", r, !want, want)
+		if api.Visible(name) != want {
+			t.Errorf("Visible(%+q) = %v, want %v", name, !want, want)
+		}
+	}
+}
+
+// TestCheckText: a message may hold any space, not an override.
+func TestCheckText(t *testing.T) {
+	for text, ok := range map[string]bool{
+		"Update Windows before 1 December": true, "Mise à jour\u00a0: avant décembre": true, "👩‍💻 ask IT": true,
+		"install fix\u202eexe.pdf": false, "line\nbreak": false, "a\u2028b": false, "a\u200bb": false,
+	} {
+		if err := api.CheckText("message", text); (err == nil) != ok {
+			t.Errorf("CheckText(%+q) = %v, want ok %v", text, err, ok)
 		}
 	}
 }

@@ -232,7 +232,7 @@ func enforcement(in *enforcementIn, old *posture.Enforcement, now time.Time) (*p
 	// A message shows to the identities a check denies: a new one must read
 	// as it shows (no bidirectional overrides); an older one is kept.
 	if old == nil || old.Message != e.Message {
-		if err := api.CheckVisible("enforcement.message", e.Message); err != nil {
+		if err := api.CheckText("enforcement.message", e.Message); err != nil {
 			return nil, err
 		}
 	}
