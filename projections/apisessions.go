@@ -1,6 +1,9 @@
 package projections
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -33,7 +36,10 @@ func init() {
 		if err := putClientInfo(tx, e, s); err != nil {
 			return err
 		}
-		return tx.put(entityKey(KindAPISession, s.ID), s)
+		if err := tx.put(entityKey(KindAPISession, s.ID), s); err != nil {
+			return err
+		}
+		return evictAPISessions(tx, s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionTouched) error {
 		var s posture.APISession
@@ -51,6 +57,47 @@ func init() {
 		tx.history(p.IdentityID, p.ID, posture.HistoryAPISession, "API session ended ("+p.Reason+")", nil)
 		return deleteAPISession(tx, p.ID)
 	})
+}
+
+// MaxAPISessions bounds an identity's API sessions: past it, a new one ends
+// the least recently used others (the latest activity first, then the
+// earliest id), so that a client that logs in again and again without
+// logging out cannot grow what every node keeps in memory. It is part of
+// the projection's rules (every node and every replay must end the same
+// sessions), not a setting.
+const MaxAPISessions = 128
+
+// evictAPISessions ends the identity's API sessions beyond MaxAPISessions,
+// never the one just started.
+func evictAPISessions(tx *Tx, started posture.APISession) error {
+	ids := tx.graph.sessionsOf(started.IdentityID)
+	if len(ids) <= MaxAPISessions {
+		return nil
+	}
+	others := make([]posture.APISession, 0, len(ids))
+	for _, id := range ids {
+		var s posture.APISession
+		found, err := getJSON(tx.r(), entityKey(KindAPISession, id), &s)
+		if err != nil {
+			return err
+		}
+		if found && id != started.ID {
+			others = append(others, s)
+		}
+	}
+	slices.SortFunc(others, func(a, b posture.APISession) int {
+		if c := a.LastActivityAt.Compare(b.LastActivityAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, s := range others[:max(0, len(others)+1-MaxAPISessions)] {
+		tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, fmt.Sprintf("API session ended (the least recently used of more than %d)", MaxAPISessions), nil)
+		if err := deleteAPISession(tx, s.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func deleteAPISession(tx *Tx, id string) error {

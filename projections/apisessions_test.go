@@ -1,12 +1,14 @@
 package projections_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 // An identity keeps what its clients last reported at authenticate, after
@@ -104,5 +106,45 @@ func TestDisabledIdentitiesHaveNoSessions(t *testing.T) {
 	login("later")
 	if live("after") || !live("later") {
 		t.Fatalf("a timed disable: the session of before it %v (want ended), one after it ended %v (want live)", live("after"), live("later"))
+	}
+}
+
+// An identity keeps at most MaxAPISessions API sessions: a login past them
+// ends the least recently used (a touched old one stays), and the count
+// never grows past the bound.
+func TestAPISessionsPerIdentityAreBounded(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	id := posture.Identity{ID: "ident1", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}
+	a := &applier{s: s, at: at, step: time.Second}
+	apply := func(p posture.Payload) { t.Helper(); a.apply(t, p) }
+	login := func(i int) {
+		t.Helper()
+		sid := fmt.Sprintf("as%03d", i)
+		when := at.Add(time.Duration(i) * time.Second)
+		apply(posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
+			AuthMethod: "password", ConfigTypes: []string{}, CreatedAt: when, LastActivityAt: when}})
+	}
+	live := func(i int) bool {
+		_, err := s.APISessionByTokenHash(fmt.Sprintf("h-as%03d", i))
+		return err == nil
+	}
+	apply(posture.Created[posture.Identity]{Entity: id})
+	for i := range projections.MaxAPISessions {
+		login(i)
+	}
+	// The first is in use again; the next two logins end the second and
+	// the third, the least recently used.
+	apply(posture.APISessionTouched{ID: "as000", IdentityID: id.ID, At: at.Add(time.Hour)})
+	login(projections.MaxAPISessions)
+	login(projections.MaxAPISessions + 1)
+	if !live(0) || live(1) || live(2) || !live(3) || !live(projections.MaxAPISessions+1) {
+		t.Fatalf("live: as000 %v (want true), as001 %v, as002 %v (want false), as003 %v, the newest %v (want true)",
+			live(0), live(1), live(2), live(3), live(projections.MaxAPISessions+1))
+	}
+	all, err := s.APISessions()
+	if err != nil || len(all) != projections.MaxAPISessions {
+		t.Fatalf("%d API sessions (%v), want %d", len(all), err, projections.MaxAPISessions)
 	}
 }

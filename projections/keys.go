@@ -39,7 +39,8 @@ var (
 // layout 8 bounds them in bytes too (maxProcessBytes), ends an identity's API
 // sessions when it is disabled and starts none while it is;
 // layout 9 gives a PROCESS check's expected value the controller's shape
-// (one signerFingerprint).
+// (one signerFingerprint) and bounds an identity's API sessions
+// (MaxAPISessions).
 const layout = 9
 
 // KindAPISession is the kind of API sessions: not part of the model, but
