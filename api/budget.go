@@ -13,12 +13,13 @@ import (
 	"github.com/seed-0809debe/posture"
 )
 
-// Budget bounds the bytes each key (an identity) may have a node append of
-// one kind of fact, posture responses: a token bucket of bytes per key,
-// refilled at a steady rate up to a burst. Every request that passes is
-// kept in the log for good, so without a bound one identity could fill the
-// disk and stop every write of every user (the node refuses writes below
-// --disk-reserve-mib).
+// Budget bounds the bytes each key (an identity) may have a node keep for
+// the facts its own requests cause: posture responses, logins, session
+// requests (granted or refused) and session certificates. It is a token
+// bucket of bytes per key, refilled at a steady rate up to a burst. Every
+// such fact is kept in the log for good, so without a bound one identity
+// could fill the disk and stop every write of every user (the node refuses
+// writes below --disk-reserve-mib).
 //
 // The budget is in memory, per node. It remembers at most budgetKeys keys;
 // beyond them it forgets full buckets first, then others, which only gives
@@ -70,5 +71,24 @@ func (b *Budget) Take(c echo.Context, key string, n int) error {
 	b.mu.Unlock()
 	c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait))))
 	return &posture.Error{Code: posture.CodeTooManyRequests,
-		Message: fmt.Sprintf("this identity sent more posture responses than this node keeps (%d bytes a second, in bursts of up to %d); try again later", int(b.limit), b.burst)}
+		Message: fmt.Sprintf("this identity asked this node to keep more than its budget (%d bytes a second, in bursts of up to %d); try again later", int(b.limit), b.burst)}
+}
+
+// RequestCost is what a request costs a budget beyond the bytes of its
+// event: about what its history entry and the event's envelope add, so that
+// many small requests cost what they take.
+const RequestCost = 512
+
+// AppendBudgeted appends p for the identity once its budget has room for
+// the event's data and RequestCost more (429 otherwise, with nothing
+// appended).
+func (w *Writer) AppendBudgeted(c echo.Context, b *Budget, identityID string, p posture.Payload) (uint64, error) {
+	e, err := w.Event(StampOf(c), p)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.Take(c, identityID, len(e.Data)+RequestCost); err != nil {
+		return 0, err
+	}
+	return w.AppendEvent(c.Request().Context(), e)
 }

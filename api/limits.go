@@ -33,6 +33,12 @@ const (
 	// MaxSigners bounds the signer fingerprints of one process's posture
 	// response (a binary has one signer, or a few).
 	MaxSigners = 32
+	// MaxMAC bounds one address of a MAC posture response: 20 bytes
+	// (InfiniBand's) written with separators take 59 characters.
+	MaxMAC = 64
+	// MaxConfigTypes bounds the config types a client names at login (it
+	// needs a few); an API session keeps them while it lasts.
+	MaxConfigTypes = 64
 )
 
 // CheckMax fails when v has more than max characters. The error names the
@@ -46,12 +52,16 @@ func CheckMax(field, v string, max int) error {
 
 // CheckLabels bounds a list of labels: at most MaxList entries of at most
 // MaxLabel characters each.
-func CheckLabels(field string, l []string) error {
-	if len(l) > MaxList {
-		return posture.Invalid(fmt.Sprintf("%s[%d]", field, MaxList), fmt.Sprintf("at most %d entries", MaxList), fmt.Sprintf("(%d entries)", len(l)))
+func CheckLabels(field string, l []string) error { return CheckList(field, l, MaxList, MaxLabel) }
+
+// CheckList bounds a list of strings: at most entries of at most chars
+// characters each.
+func CheckList(field string, l []string, entries, chars int) error {
+	if len(l) > entries {
+		return posture.Invalid(fmt.Sprintf("%s[%d]", field, entries), fmt.Sprintf("at most %d entries", entries), fmt.Sprintf("(%d entries)", len(l)))
 	}
 	for i, s := range l {
-		if err := CheckMax(fmt.Sprintf("%s[%d]", field, i), s, MaxLabel); err != nil {
+		if err := CheckMax(fmt.Sprintf("%s[%d]", field, i), s, chars); err != nil {
 			return err
 		}
 	}

@@ -39,6 +39,9 @@ type Login struct {
 	Cert CertVerifier
 	// Limiter limits failed attempts (nil: no limit).
 	Limiter *Limiter
+	// Budget bounds the bytes each identity's logins may have this node
+	// keep (nil: no bound).
+	Budget *Budget
 }
 
 // Authentication methods of POST /authenticate.
@@ -69,7 +72,7 @@ func decodeAuthenticate(c echo.Context) (authenticateRequest, error) {
 	if err := CheckEnvInfo(req.EnvInfo); err != nil {
 		return req, err
 	}
-	return req, CheckLabels("configTypes", req.ConfigTypes)
+	return req, CheckList("configTypes", req.ConfigTypes, MaxConfigTypes, MaxLabel)
 }
 
 // Authenticate is POST /authenticate?method=...
@@ -249,7 +252,7 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, authenti
 		CreatedAt:       now,
 		LastActivityAt:  now,
 	}
-	if _, err := l.Writer.Append(c, posture.APISessionCreated{APISession: s}); err != nil {
+	if _, err := l.Writer.AppendBudgeted(c, l.Budget, identity.ID, posture.APISessionCreated{APISession: s}); err != nil {
 		return err
 	}
 	p := &Principal{Session: s, Identity: identity, Token: token}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -125,6 +126,9 @@ func TestLoginHandlers(t *testing.T) {
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
 		{Name: "Authenticate: configTypes that are not strings", Method: http.MethodPost, Path: "/authenticate?method=password",
 			Body: `{"username":"laptop-user","password":"laptop-password","configTypes":[1]}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "Authenticate: more configTypes than a client needs", Method: http.MethodPost, Path: "/authenticate?method=password",
+			Body:   `{"username":"laptop-user","password":"laptop-password","configTypes":[` + strings.TrimSuffix(strings.Repeat(`"c",`, api.MaxConfigTypes+1), ",") + `]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: fmt.Sprintf("configTypes[%d]", api.MaxConfigTypes)},
 	}
 	serve := func(who *api.Principal) func(t *testing.T, _ apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {
 		return func(t *testing.T, _ apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {

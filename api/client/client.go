@@ -32,9 +32,10 @@ type API struct {
 	ServiceAdmin ServiceAdmin
 	// MFAGrace is the wake/unlock grace reported to clients.
 	MFAGrace time.Duration
-	// PostureBudget bounds the bytes of posture responses each identity
-	// may send (nil: no bound).
-	PostureBudget *api.Budget
+	// Budget bounds the bytes each identity's posture responses, session
+	// requests and session certificates may have this node keep (nil: no
+	// bound).
+	Budget *api.Budget
 	// Started is when this node started: the earliest service-update time.
 	Started time.Time
 	// PKI issues certificates from CSRs (enrollment, extension, ephemeral

@@ -162,7 +162,7 @@ func bounded(field string, in postureResponseInput) error {
 			return err
 		}
 	}
-	if err := api.CheckLabels(field+"macAddresses", in.MACAddresses); err != nil {
+	if err := api.CheckList(field+"macAddresses", in.MACAddresses, api.MaxList, api.MaxMAC); err != nil {
 		return err
 	}
 	if len(in.SignerFingerprints) > api.MaxSigners {
@@ -196,7 +196,7 @@ type postureResponses struct {
 }
 
 func (a *API) postureResponses() postureResponses {
-	return postureResponses{store: a.Store, writer: a.Writer, grace: a.MFAGrace, budget: a.PostureBudget}
+	return postureResponses{store: a.Store, writer: a.Writer, grace: a.MFAGrace, budget: a.Budget}
 }
 
 func (a postureResponses) create(c echo.Context) error {
@@ -237,22 +237,17 @@ func (a postureResponses) createBulk(c echo.Context) error {
 
 // decode reads a posture-response body into v once the identity's budget
 // has room for it: a refused body is not even decoded. A request costs its
-// body and requestCost more, about what its event and history entry add to
-// what is kept beyond the body, so that many small bodies cost what they
-// take.
+// body (what its event keeps) and api.RequestCost more.
 func (a postureResponses) decode(c echo.Context, v any) error {
 	data, err := api.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if err := a.budget.Take(c, api.PrincipalOf(c).Identity.ID, len(data)+requestCost); err != nil {
+	if err := a.budget.Take(c, api.PrincipalOf(c).Identity.ID, len(data)+api.RequestCost); err != nil {
 		return err
 	}
 	return api.DecodeBytes(data, v)
 }
-
-// requestCost is what a posture response costs the budget beyond its body.
-const requestCost = 512
 
 // recordPosture appends the responses as one event, waits for the
 // projection, and answers the services whose MFA queries a wake or unlock

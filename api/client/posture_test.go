@@ -104,6 +104,8 @@ func TestPostureResponseHandlers(t *testing.T) {
 		{name: "empty bulk: nothing recorded, answered as the controller answers it", store: &fakePosture{}, path: clientPosturePath + "-bulk", body: `[]`, status: 201, services: `[]`, appended: 0},
 		{name: "bulk field names its index", store: &fakePosture{}, path: clientPosturePath + "-bulk",
 			body: `[{"id":"a","typeId":"OS","type":"Windows","version":"10"},{"typeId":"OS"}]`, status: 400, code: posture.CodeCouldNotValidate, field: "[1].id"},
+		{name: "a MAC address longer than any", store: &fakePosture{}, path: clientPosturePath,
+			body: `{"id":"m","typeId":"MAC","macAddresses":["aa:bb:cc:dd:ee:ff","` + strings.Repeat("a", api.MaxMAC+1) + `"]}`, status: 400, code: posture.CodeCouldNotValidate, field: "macAddresses[1]"},
 		{name: "too many signers for a process", store: &fakePosture{}, path: clientPosturePath,
 			body:   `{"id":"p","typeId":"PROCESS","path":"/bin/x","signerFingerprints":[` + strings.TrimSuffix(strings.Repeat(`"ab",`, api.MaxSigners+1), ",") + `]}`,
 			status: 400, code: posture.CodeCouldNotValidate, field: "signerFingerprints[32]"},
@@ -183,7 +185,7 @@ func TestPostureResponseHandlers(t *testing.T) {
 }
 
 // TestPostureBudgetCountsRequests: a posture response costs the budget its
-// body and requestCost more, so that a flood of tiny bodies runs out as the
+// body and api.RequestCost more, so that a flood of tiny bodies runs out as the
 // log grows, not at their size alone.
 func TestPostureBudgetCountsRequests(t *testing.T) {
 	budget := api.NewBudget(1, api.MaxBody, func() time.Time { return handlerNow })
@@ -207,7 +209,7 @@ func TestPostureBudgetCountsRequests(t *testing.T) {
 			break
 		}
 	}
-	if want := api.MaxBody / (len(body) + requestCost); passed != want {
+	if want := api.MaxBody / (len(body) + api.RequestCost); passed != want {
 		t.Fatalf("%d responses of %d bytes passed a budget of %d bytes, want %d", passed, len(body), api.MaxBody, want)
 	}
 }

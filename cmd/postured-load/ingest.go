@@ -64,7 +64,7 @@ func startNode(ctx context.Context, bin, dir string, extra, env []string) (*node
 	// endpoint does: the budget is the largest, so that it is still
 	// checked (an environment variable, which builds without the flag
 	// ignore).
-	procEnv := append([]string{"POSTURED_ADMIN_PASSWORD=" + adminPassword, "POSTURED_POSTURE_BUDGET_KIB=1048576"}, env...)
+	procEnv := append([]string{"POSTURED_ADMIN_PASSWORD=" + adminPassword, "POSTURED_WRITE_BUDGET_KIB=1048576"}, env...)
 	p, err := start(ctx, "postured", bin, args, procEnv, "postured listening on https://")
 	if err != nil {
 		return nil, 0, err

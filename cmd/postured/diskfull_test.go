@@ -242,7 +242,7 @@ func TestFullProjectionStopAndRestart(t *testing.T) {
 	mountTmpfs(t, mnt, 96<<20)
 	// No posture budget: one identity fills the disk with 200 KB bulks,
 	// more than the default budget lets through.
-	env := []string{"POSTURED_ADMIN_PASSWORD=" + testAdminPassword, "POSTURED_DISK_RESERVE_MIB=0", "POSTURED_POSTURE_BUDGET_KIB=0"}
+	env := []string{"POSTURED_ADMIN_PASSWORD=" + testAdminPassword, "POSTURED_DISK_RESERVE_MIB=0", "POSTURED_WRITE_BUDGET_KIB=0"}
 	p := startBinary(t, dir, env...)
 	tok, err := p.login("admin", testAdminPassword)
 	if err != nil {

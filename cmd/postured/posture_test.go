@@ -440,16 +440,33 @@ func TestSessionsFollowTheLogOrder(t *testing.T) {
 	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}), http.StatusConflict, posture.CodeInvalidPosture, "")
 }
 
-// TestPostureBudget: an identity that sends more posture responses than
-// --posture-budget-kib allows, past its 2 MiB burst, is answered 429 with
-// Retry-After and nothing is appended; other identities are not affected.
-func TestPostureBudget(t *testing.T) {
+// TestWriteBudget: an identity whose requests ask a node to keep more than
+// --write-budget-kib allows, past its 2 MiB burst, is answered 429 with
+// Retry-After and nothing is appended, whatever it asks: a posture
+// response, a session request that would be refused (its refusal, which
+// carries the identity's posture, is kept too), a login. Other identities
+// are not affected.
+func TestWriteBudget(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
-	cfg.PostureBudgetKiB = 1
+	cfg.WriteBudgetKiB = 1
 	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
+	mac := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MAC", "name": "nic", "roleAttributes": []string{"nic"},
+		"macAddresses": []string{"aa:bb:cc:dd:ee:ff"}})
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "crm-nic", "type": "Dial", "identityRoles": []string{"#all"},
+		"serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"#nic"}})
 	greedy, other := n.endpoint(t, admin, "greedy"), n.endpoint(t, admin, "other")
-	// 200 responses of 4,000-byte paths: about 800 KB.
+	// Many addresses, none the check's: a refusal of greedy's keeps them all.
+	var addrs []string
+	for i := range 400 {
+		addrs = append(addrs, fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256))
+	}
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", greedy.token, map[string]any{"id": mac, "typeId": "MAC", "macAddresses": addrs}); r.Status != http.StatusCreated {
+		t.Fatalf("MAC addresses: %d %s", r.Status, r.Body)
+	}
+	// Spend the burst: 200 responses of 4,000-byte paths (about 800 KB)
+	// twice, then smaller ones until the budget refuses them.
 	var bulk []map[string]any
 	for i := range 200 {
 		bulk = append(bulk, map[string]any{"id": "proc", "typeId": "PROCESS", "path": fmt.Sprintf("/%03d/%s", i, strings.Repeat("a", 3995)), "isRunning": true})
@@ -459,16 +476,38 @@ func TestPostureBudget(t *testing.T) {
 			t.Fatalf("within the burst: %d %s", r.Status, r.Body)
 		}
 	}
-	before := n.lastSeq(t)
-	r := n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", greedy.token, bulk)
-	if _, e := r.envelope(t); r.Status != http.StatusTooManyRequests || e.Code != posture.CodeTooManyRequests || r.Header.Get("Retry-After") == "" {
-		t.Fatalf("past the burst: %d %s, Retry-After %q; want 429 %s with Retry-After", r.Status, r.Body, r.Header.Get("Retry-After"), posture.CodeTooManyRequests)
+	refused := func(r response, what string) {
+		t.Helper()
+		if _, e := r.envelope(t); r.Status != http.StatusTooManyRequests || e.Code != posture.CodeTooManyRequests || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s past the budget: %d %s, Retry-After %q; want 429 %s with Retry-After", what, r.Status, r.Body, r.Header.Get("Retry-After"), posture.CodeTooManyRequests)
+		}
 	}
+	before := n.lastSeq(t)
+	refused(n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", greedy.token, bulk), "a posture response")
 	if after := n.lastSeq(t); after != before {
 		t.Fatalf("a refused posture response appended to the log: sequence %d, then %d", before, after)
+	}
+	for _, size := range []int{4000, 1000} {
+		for i := 0; ; i++ {
+			r := n.do(t, http.MethodPost, clientAPI+"/posture-response", greedy.token,
+				map[string]any{"id": "proc", "typeId": "PROCESS", "path": fmt.Sprintf("/%d/%d/%s", size, i, strings.Repeat("b", size)), "isRunning": true})
+			if r.Status == http.StatusTooManyRequests {
+				break
+			}
+			if r.Status != http.StatusCreated || i > 1000 {
+				t.Fatalf("spending the budget: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	before = n.lastSeq(t)
+	refused(n.do(t, http.MethodPost, clientAPI+"/sessions", greedy.token, map[string]any{"serviceId": svc}), "a refused session request")
+	refused(n.do(t, http.MethodPost, clientAPI+"/authenticate?method=password", "", map[string]any{"username": "greedy", "password": "greedy-password"}), "a login")
+	if after := n.lastSeq(t); after != before {
+		t.Fatalf("requests refused by the budget appended to the log: sequence %d, then %d", before, after)
 	}
 	small := map[string]any{"id": "os", "typeId": "OS", "type": "Linux", "version": "6.1.0"}
 	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", other.token, small); r.Status != http.StatusCreated {
 		t.Fatalf("another identity was refused: %d %s", r.Status, r.Body)
 	}
+	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", other.token, map[string]any{"serviceId": svc}), http.StatusConflict, posture.CodeInvalidPosture, "")
 }

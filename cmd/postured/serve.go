@@ -61,7 +61,7 @@ type serveCmd struct {
 	DiskReserveMiB    int64         `name:"disk-reserve-mib" default:"64" help:"Disk space (MiB) kept free under the data directory: the embedded log refuses writes (503) below it, the projection stops applying below half of it; both resume by themselves once space is freed. 0: only a full disk stops them."`
 	APISessionTimeout time.Duration `name:"api-session-timeout" default:"30m" help:"Idle timeout of API sessions."`
 	MFAGrace          time.Duration `name:"mfa-grace" default:"5m" help:"Grace period after a wake or unlock before an MFA check that prompts on it fails."`
-	PostureBudgetKiB  int           `name:"posture-budget-kib" default:"16" env:"POSTURED_POSTURE_BUDGET_KIB" help:"KiB of posture responses (request bodies) a second each identity may send to this node, in bursts of up to 2 MiB; more is answered 429 with Retry-After. Every response is kept in the log for good: the budget keeps one identity from filling the disk. 0: no limit."`
+	WriteBudgetKiB    int           `name:"write-budget-kib" aliases:"posture-budget-kib" default:"16" env:"POSTURED_WRITE_BUDGET_KIB,POSTURED_POSTURE_BUDGET_KIB" help:"KiB a second that each identity's own requests (posture responses, logins, session requests granted or refused, session certificates) may have this node keep, in bursts of up to 2 MiB; more is answered 429 with Retry-After. All of it is kept in the log for good: the budget keeps one identity from filling the disk. 0: no limit. (Formerly --posture-budget-kib.)"`
 	WebhookTimeout    time.Duration `name:"webhook-timeout" default:"10s" help:"Time a webhook receiver has to answer one delivery attempt."`
 	WebhookBackoff    time.Duration `name:"webhook-backoff" default:"5s" help:"Delay before the first retry of a failed webhook delivery; it doubles with each retry (with jitter) up to --webhook-max-backoff."`
 	WebhookMaxBackoff time.Duration `name:"webhook-max-backoff" default:"1h" help:"Longest delay between two attempts of a webhook delivery."`
@@ -92,16 +92,16 @@ type serveCmd struct {
 	stderr io.Writer // where the log goes: the command's stderr (os.Stderr when unset)
 }
 
-// maxPostureBudgetKiB is the largest --posture-budget-kib: 1 GiB a second.
-const maxPostureBudgetKiB = 1 << 20
+// maxWriteBudgetKiB is the largest --write-budget-kib: 1 GiB a second.
+const maxWriteBudgetKiB = 1 << 20
 
-// postureBudget is --posture-budget-kib's budget, with bursts of twice the
+// writeBudget is --write-budget-kib's budget, with bursts of twice the
 // largest body (nil: no limit).
-func (s *serveCmd) postureBudget(now api.Clock) *api.Budget {
-	if s.PostureBudgetKiB == 0 {
+func (s *serveCmd) writeBudget(now api.Clock) *api.Budget {
+	if s.WriteBudgetKiB == 0 {
 		return nil
 	}
-	return api.NewBudget(s.PostureBudgetKiB<<10, 2*api.MaxBody, now)
+	return api.NewBudget(s.WriteBudgetKiB<<10, 2*api.MaxBody, now)
 }
 
 func (s *serveCmd) logger() *slog.Logger {
@@ -222,8 +222,8 @@ func (s *serveCmd) validate() error {
 		return errors.New("--snapshot-every, --snapshots-keep and --past-moments must be at least 1")
 	case s.DiskReserveMiB < 0:
 		return errors.New("--disk-reserve-mib may not be negative (0: only a full disk stops writes)")
-	case s.PostureBudgetKiB < 0 || s.PostureBudgetKiB > maxPostureBudgetKiB:
-		return fmt.Errorf("--posture-budget-kib must be 0 (no limit) to %d, not %d", maxPostureBudgetKiB, s.PostureBudgetKiB)
+	case s.WriteBudgetKiB < 0 || s.WriteBudgetKiB > maxWriteBudgetKiB:
+		return fmt.Errorf("--write-budget-kib must be 0 (no limit) to %d, not %d", maxWriteBudgetKiB, s.WriteBudgetKiB)
 	}
 	if _, err := api.ParseCIDRs(s.TrustedProxies); err != nil {
 		return fmt.Errorf("--trusted-proxies: %w", err)
@@ -650,7 +650,8 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 			{ID: "edge-management", Name: "edge-management", Document: management.Spec},
 		},
 	}
-	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}),
+	budget := s.writeBudget(n.clock.Now) // one per node, shared by the client and management APIs' logins
+	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}), Budget: budget,
 		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: n.log}),
 		Cert:   &client.CertAuth{CA: n.ca, Store: n.store}}
 	n.handler = n.newEcho()
@@ -664,7 +665,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		Interval: min(s.APISessionTimeout/4, 30*time.Second), Forget: n.auth.Forget, Logger: n.log}
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
 		Tokens: signer, MFAGrace: s.MFAGrace, Started: n.clock.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
-		Secrets: n.secrets, PostureBudget: s.postureBudget(n.clock.Now)}
+		Secrets: n.secrets, Budget: budget}
 	deny, err := api.ParseCIDRs(s.WebhookDeny) // validated
 	if err != nil {
 		return err
