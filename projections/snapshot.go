@@ -167,26 +167,72 @@ func OpenSnapshots(opts SnapshotOptions) (*Snapshots, error) {
 		return nil, fmt.Errorf("projections: snapshots: %w", err)
 	}
 	for _, e := range entries {
-		path := filepath.Join(opts.Dir, e.Name())
-		switch {
-		case strings.HasPrefix(e.Name(), tmpPrefix), strings.HasPrefix(e.Name(), openPrefix):
+		if strings.HasPrefix(e.Name(), tmpPrefix) || strings.HasPrefix(e.Name(), openPrefix) {
+			path := filepath.Join(opts.Dir, e.Name())
 			if err := os.RemoveAll(path); err != nil {
 				return nil, fmt.Errorf("projections: snapshots: remove %s: %w", path, err)
 			}
-		case strings.HasPrefix(e.Name(), snapPrefix):
-			snap, err := loadSnapshot(path)
-			if err != nil {
-				opts.Logger.Warn("projections: removing a broken snapshot", "dir", path, "err", err)
-				if err := os.RemoveAll(path); err != nil {
-					return nil, fmt.Errorf("projections: snapshots: remove %s: %w", path, err)
-				}
-				continue
-			}
-			s.list = append(s.list, snap)
 		}
 	}
-	slices.SortFunc(s.list, func(a, b Snapshot) int { return cmpSeq(a.Seq, b.Seq) })
+	list, broken, err := InspectSnapshots(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range broken {
+		opts.Logger.Warn("projections: removing a broken snapshot", "dir", b.Dir, "err", b.Err)
+		if err := os.RemoveAll(b.Dir); err != nil {
+			return nil, fmt.Errorf("projections: snapshots: remove %s: %w", b.Dir, err)
+		}
+	}
+	s.list = list
 	return s, nil
+}
+
+// BrokenSnapshot is a snapshot directory that does not load, and why.
+type BrokenSnapshot struct {
+	Dir string
+	Err error
+}
+
+// InspectSnapshots lists the snapshots under dir, oldest first, and the
+// snapshot directories that are partial or broken, changing nothing (what
+// verifies them must not repair them).
+func InspectSnapshots(dir string) ([]Snapshot, []BrokenSnapshot, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("projections: snapshots: %w", err)
+	}
+	var list []Snapshot
+	var broken []BrokenSnapshot
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), snapPrefix) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		snap, err := loadSnapshot(path)
+		if err != nil {
+			broken = append(broken, BrokenSnapshot{Dir: path, Err: err})
+			continue
+		}
+		list = append(list, snap)
+	}
+	slices.SortFunc(list, func(a, b Snapshot) int { return cmpSeq(a.Seq, b.Seq) })
+	return list, broken, nil
+}
+
+// SnapshotDBDir is the directory of the checkpoint of the snapshot at seq
+// under dir.
+func SnapshotDBDir(dir string, seq uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%s%020d", snapPrefix, seq), dbDir)
+}
+
+// EventTimes are the times a snapshot of this store taken now would
+// record, for a store opened empty and applied from the log's start: the
+// time of the last event applied and the latest time of all of them.
+func (s *Store) EventTimes() (lastAt, maxAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appliedAt, s.maxAt
 }
 
 func cmpSeq(a, b uint64) int {
@@ -266,9 +312,6 @@ func (s *Snapshots) List() []Snapshot {
 
 // Dir is the directory of the snapshots.
 func (s *Snapshots) Dir() string { return s.opts.Dir }
-
-// DBDir is the directory of the checkpoint of the snapshot at seq.
-func (s *Snapshots) DBDir(seq uint64) string { return filepath.Join(s.snapDir(seq), dbDir) }
 
 func (s *Snapshots) snapDir(seq uint64) string {
 	return filepath.Join(s.opts.Dir, fmt.Sprintf("%s%020d", snapPrefix, seq))

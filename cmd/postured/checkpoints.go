@@ -126,9 +126,15 @@ func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s s
 	}
 	defer store.Close()
 	check := &projectionCheck{Seq: seq}
+	found := func(k string) {
+		if len(check.Keys) < a.MaxProblems {
+			check.Keys = append(check.Keys, k)
+		}
+		check.Differences++
+	}
 	// compare rebuilds up to at and compares with dir, named name; the
 	// findings of a snapshot carry its name.
-	compare := func(at uint64, dir, name string, named bool) error {
+	compare := func(at uint64, dir, name string, snap *projections.Snapshot) error {
 		bar := newProgress(s.err)
 		_, err := rebuild(ctx, l.Log, store, cutoff{toSeq: at}, bar.update)
 		bar.done()
@@ -136,6 +142,10 @@ func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s s
 			return fmt.Errorf("rebuild the projection from the log: %w", err)
 		}
 		if store.Cursor() != at {
+			if snap != nil {
+				found(fmt.Sprintf("%s: the log ends at sequence %d, before it", name, store.Cursor()))
+				return nil
+			}
 			return fmt.Errorf("the log ends at sequence %d, before %s (%d): nothing to compare with", store.Cursor(), name, at)
 		}
 		keys, n, err := store.Compare(dir, max(a.MaxProblems-len(check.Keys), 0))
@@ -143,41 +153,73 @@ func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s s
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		for _, k := range keys {
-			if named {
+			if snap != nil {
 				k = name + ": " + k
 			}
 			check.Keys = append(check.Keys, k)
 		}
 		check.Differences += n
-		return nil
-	}
-	if l.snapshots != nil {
-		for _, snap := range l.snapshots.List() { // oldest first
-			if snap.Seq > seq {
-				break
+		if snap != nil {
+			// The times decide which snapshot serves a past moment.
+			lastAt, maxAt := store.EventTimes()
+			if !snap.LastAt.Equal(lastAt) {
+				found(fmt.Sprintf("%s: lastEventAt %s, but the event at %d is of %s", name, snap.LastAt.Format(time.RFC3339Nano), at, lastAt.Format(time.RFC3339Nano)))
 			}
-			if err := compare(snap.Seq, l.snapshots.DBDir(snap.Seq), fmt.Sprintf("snapshot %d", snap.Seq), true); err != nil {
-				return nil, err
+			if !snap.MaxAt.Equal(maxAt) {
+				found(fmt.Sprintf("%s: maxEventAt %s, but the latest event up to %d is of %s", name, snap.MaxAt.Format(time.RFC3339Nano), at, maxAt.Format(time.RFC3339Nano)))
 			}
 			check.Snapshots++
 		}
+		return nil
 	}
-	if err := compare(seq, dir, "the node's projection", false); err != nil {
-		return nil, err
+	snapDir := filepath.Join(a.DataDir, "snapshots")
+	var snaps []projections.Snapshot
+	if dirExists(snapDir) {
+		var broken []projections.BrokenSnapshot
+		if snaps, broken, err = projections.InspectSnapshots(snapDir); err != nil {
+			return nil, err
+		}
+		for _, b := range broken {
+			found(fmt.Sprintf("snapshot %s: does not load: %v", filepath.Base(b.Dir), b.Err))
+		}
+	}
+	// In the order of the log: the snapshots up to the node's cursor, the
+	// node's projection, the snapshots after it (which the node never
+	// took).
+	done := false
+	for _, snap := range snaps { // oldest first
+		if snap.Seq > seq && !done {
+			if err := compare(seq, dir, "the node's projection", nil); err != nil {
+				return nil, err
+			}
+			done = true
+		}
+		if err := compare(snap.Seq, projections.SnapshotDBDir(snapDir, snap.Seq), fmt.Sprintf("snapshot %d", snap.Seq), &snap); err != nil {
+			return nil, err
+		}
+	}
+	if !done {
+		if err := compare(seq, dir, "the node's projection", nil); err != nil {
+			return nil, err
+		}
 	}
 	return check, nil
 }
 
 // appliedThrough is the last sequence the stopped node at the data
 // directory applied: its projection's cursor, or its newest snapshot's.
-func (a *auditVerifyCmd) appliedThrough(l *offlineLog) (uint64, error) {
+func (a *auditVerifyCmd) appliedThrough() (uint64, error) {
 	applied, err := projections.AppliedThrough(filepath.Join(a.DataDir, "projections"))
 	if err != nil {
 		return 0, fmt.Errorf("read how far this node's projection applied the log: %w", err)
 	}
-	if l.snapshots != nil {
-		if list := l.snapshots.List(); len(list) > 0 {
-			applied = max(applied, list[len(list)-1].Seq)
+	if dir := filepath.Join(a.DataDir, "snapshots"); dirExists(dir) {
+		snaps, _, err := projections.InspectSnapshots(dir)
+		if err != nil {
+			return 0, err
+		}
+		if len(snaps) > 0 {
+			applied = max(applied, snaps[len(snaps)-1].Seq)
 		}
 	}
 	return applied, nil
@@ -216,7 +258,7 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		// ends before it lost its end (cut back, or a damaged store
 		// repaired by dropping what it could not read), checkpoints and
 		// all, which the checkpoints alone cannot show.
-		applied, err := a.appliedThrough(l)
+		applied, err := a.appliedThrough()
 		if err != nil {
 			return err
 		}

@@ -405,6 +405,33 @@ func TestAuditVerifyProjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	snapSeq := strings.TrimLeft(strings.TrimPrefix(filepath.Base(filepath.Dir(snaps[0])), "snap-"), "0")
+	// The times that decide which snapshot serves a past moment, moved
+	// back; and another snapshot made unloadable (an older layout), which
+	// opening the snapshots would remove.
+	if len(snaps) < 2 {
+		t.Fatalf("%d snapshots, want two at least", len(snaps))
+	}
+	editMeta := func(db string, edit func(map[string]any)) {
+		t.Helper()
+		path := filepath.Join(filepath.Dir(db), "meta.json")
+		var meta map[string]any
+		data, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(data, &meta)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(meta)
+		if data, err = json.Marshal(meta); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	editMeta(snaps[0], func(m map[string]any) { m["maxEventAt"] = "2000-01-01T00:00:00Z" })
+	editMeta(snaps[1], func(m map[string]any) { m["layout"] = 7 })
 
 	db, err := pebble.Open(filepath.Join(dir, "projections"), &pebble.Options{Logger: quietPebble{}})
 	if err != nil {
@@ -443,10 +470,15 @@ func TestAuditVerifyProjection(t *testing.T) {
 		strconv.Quote(string(key)) + ": another value than the log's",
 		`"e/identities/planted": not derived from the log`,
 		strconv.Quote(string(forged)) + ": not derived from the log",
+		"snapshot " + snapSeq + ": maxEventAt 2000-01-01T00:00:00Z, but the latest event up to " + snapSeq + " is of ",
+		"snapshot " + filepath.Base(filepath.Dir(snaps[1])) + ": does not load: layout 7, want ",
 	} {
 		if !errors.Is(err, errProjectionDiffers) || !strings.Contains(out, want) {
 			t.Fatalf("edited projection: %v\n%s\nwant a line with %q", err, out, want)
 		}
+	}
+	if _, err := os.Stat(snaps[1]); err != nil {
+		t.Fatalf("verifying removed the snapshot it could not load: %v", err)
 	}
 }
 

@@ -87,8 +87,9 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 	}
 	ol := &offlineLog{Log: l, lock: lock, scratch: scratch}
 	// The node's snapshots, when it kept some, spare past moments a
-	// replay from the start.
-	if dir := filepath.Join(f.DataDir, "snapshots"); dirExists(dir) {
+	// replay from the start. Opening them removes broken ones: not when
+	// verifying, which reports them (InspectSnapshots) and changes nothing.
+	if dir := filepath.Join(f.DataDir, "snapshots"); dirExists(dir) && !copyStore {
 		if ol.snapshots, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: dir}); err != nil {
 			ol.Close()
 			return nil, err
