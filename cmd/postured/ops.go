@@ -105,9 +105,23 @@ func writeHistory(w io.Writer, entries []posture.HistoryEntry, asJSON bool) erro
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tSEQ\tKIND\tAPI SESSION\tWHAT\tCAUSE")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(api.TimeFormat), e.Seq, e.Kind, pr(orDash(e.APISessionID)), pr(e.Summary), e.Event)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(api.TimeFormat), e.Seq, e.Kind, cell(orDash(e.APISessionID)), cell(e.Summary), e.Event)
 	}
 	return tw.Flush()
+}
+
+// maxCell bounds a table cell: the table pads every row to its widest
+// cell, so one client's long report would widen every line. --json prints
+// everything.
+const maxCell = 160
+
+// cell is a printable table cell of at most maxCell characters.
+func cell(s string) string {
+	s = pr(s)
+	if r := []rune(s); len(r) > maxCell {
+		return string(r[:maxCell-1]) + "…"
+	}
+	return s
 }
 
 // pr is posture.Printable: what endpoints and admins wrote, for a terminal.

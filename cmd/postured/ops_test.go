@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -466,5 +467,17 @@ func TestExplanationTextNamesReportOnlyAndStale(t *testing.T) {
 	}
 	if s := check(posture.CheckExplanation{PostureCheckName: "os", Passing: true}); !strings.Contains(s, "os: passing\n") {
 		t.Errorf("a plain passing check has notes:\n%s", s)
+	}
+}
+
+// TestCell: a history table's cell is printable and at most maxCell
+// characters, so that one long report does not widen every line.
+func TestCell(t *testing.T) {
+	long := strings.Repeat("aa:bb:cc:dd:ee:ff ", 1000)
+	if c := cell(long); utf8.RuneCountInString(c) != maxCell || !strings.HasSuffix(c, "…") || !strings.HasPrefix(c, "aa:bb") {
+		t.Fatalf("a long cell: %d characters: %q", utf8.RuneCountInString(c), c)
+	}
+	if c := cell("MAC aa:bb\x1b[31m"); c != pr("MAC aa:bb\x1b[31m") || strings.ContainsRune(c, 0x1b) {
+		t.Fatalf("a short cell with an escape: %q", c)
 	}
 }
