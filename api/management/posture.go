@@ -156,15 +156,40 @@ func newFailedRequestView(f posture.FailedServiceRequest) failedRequestView {
 }
 
 // policyFailureViews shows policy failures with their checks as a list,
-// empty rather than null.
+// empty rather than null, and an MFA check's criteria with the wire's
+// timestamps.
 func policyFailureViews(list []posture.PolicyFailure) []policyFailureView {
 	out := make([]policyFailureView, 0, len(list))
 	for _, p := range list {
-		checks := p.Checks
-		if checks == nil {
-			checks = []posture.CheckFailure{}
+		checks := make([]posture.CheckFailure, len(p.Checks))
+		for i, c := range p.Checks {
+			if c.PostureCheckType == posture.CheckMFA {
+				c.Criteria = mfaCriteriaView(c.Criteria)
+			}
+			checks[i] = c
 		}
 		out = append(out, policyFailureView{p.PolicyID, p.PolicyName, checks})
+	}
+	return out
+}
+
+// mfaCriteriaView is an MFA check's criteria with its times in
+// milliseconds, as the controller writes every timestamp (the evaluation
+// keeps them whole); criteria it cannot read are shown as they are.
+func mfaCriteriaView(raw json.RawMessage) json.RawMessage {
+	var c struct {
+		PassedMFAAt             *api.Time `json:"passedMfaAt"`
+		WokenAt                 *api.Time `json:"wokenAt"`
+		UnlockedAt              *api.Time `json:"unlockedAt"`
+		TimeoutSeconds          int64     `json:"timeoutSeconds"`
+		TimeoutRemainingSeconds int64     `json:"timeoutRemainingSeconds"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &c) != nil {
+		return raw
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		return raw
 	}
 	return out
 }

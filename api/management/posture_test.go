@@ -232,3 +232,26 @@ func TestRelationHandlers(t *testing.T) {
 		return s, nil
 	})
 }
+
+// TestMFACriteriaView: a failed MFA check's criteria show their times in
+// milliseconds, as the controller writes timestamps; the other checks'
+// values and criteria that cannot be read are shown as they are.
+func TestMFACriteriaView(t *testing.T) {
+	failures := []posture.PolicyFailure{{PolicyID: "p1", PolicyName: "vpn", Checks: []posture.CheckFailure{
+		{PostureCheckID: "mfa", PostureCheckType: posture.CheckMFA,
+			Criteria: []byte(`{"passedMfaAt":"2026-05-01T10:00:00.199871724Z","wokenAt":null,"unlockedAt":"2026-05-01T10:01:00Z","timeoutSeconds":60,"timeoutRemainingSeconds":-1}`)},
+		{PostureCheckID: "odd", PostureCheckType: posture.CheckMFA, Criteria: []byte(`"not criteria"`)},
+		{PostureCheckID: "os", PostureCheckType: posture.CheckOS, ActualValue: []byte(`{"type":"Windows","version":"10.0.19045"}`)},
+	}}}
+	views := policyFailureViews(failures)
+	checks := views[0].Checks
+	if got, want := string(checks[0].Criteria), `{"passedMfaAt":"2026-05-01T10:00:00.199Z","wokenAt":null,"unlockedAt":"2026-05-01T10:01:00.000Z","timeoutSeconds":60,"timeoutRemainingSeconds":-1}`; got != want {
+		t.Errorf("MFA criteria:\n got %s\nwant %s", got, want)
+	}
+	if string(checks[1].Criteria) != `"not criteria"` || string(checks[2].ActualValue) != `{"type":"Windows","version":"10.0.19045"}` {
+		t.Errorf("other checks changed: %s %s", checks[1].Criteria, checks[2].ActualValue)
+	}
+	if string(failures[0].Checks[0].Criteria) == string(checks[0].Criteria) {
+		t.Error("the view changed the failure it was made from")
+	}
+}
