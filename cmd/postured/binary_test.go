@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 var (
@@ -219,11 +220,31 @@ func TestBinaryServesAndRestarts(t *testing.T) {
 
 // TestCrashLosesNoAcknowledgedWrite kills the binary with SIGKILL while
 // clients write (logins append API sessions) and checks, after a restart,
-// that every write answered 2xx is there.
+// that every write answered 2xx is there. Each client logs in as an
+// identity of its own, and fewer times than an identity keeps API sessions.
 func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 	dir := t.TempDir()
 	env := "POSTURED_ADMIN_PASSWORD=" + testAdminPassword
 	p := startBinary(t, dir, env)
+	admin, err := p.login("admin", testAdminPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients = 8
+	for i := range clients {
+		name := fmt.Sprintf("writer-%d", i)
+		status, _, body, err := p.request(http.MethodPost, api.ManagementBase+"/identities", admin, map[string]any{"name": name, "type": "Device"})
+		var created struct {
+			Data struct{ ID string } `json:"data"`
+		}
+		if err != nil || status != http.StatusCreated || json.Unmarshal(body, &created) != nil {
+			t.Fatalf("identity %s: %d %s %v", name, status, body, err)
+		}
+		if status, _, body, err := p.request(http.MethodPost, api.ManagementBase+"/authenticators", admin,
+			map[string]any{"method": "updb", "identityId": created.Data.ID, "username": name, "password": name + "-password"}); err != nil || status != http.StatusCreated {
+			t.Fatalf("authenticator %s: %d %s %v", name, status, body, err)
+		}
+	}
 
 	var (
 		mu     sync.Mutex
@@ -231,17 +252,18 @@ func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 		wg     sync.WaitGroup
 		stopCh = make(chan struct{})
 	)
-	for range 8 {
+	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			name := fmt.Sprintf("writer-%d", i)
+			for range projections.MaxAPISessions {
 				select {
 				case <-stopCh:
 					return
 				default:
 				}
-				tok, err := p.login("admin", testAdminPassword)
+				tok, err := p.login(name, name+"-password")
 				if err != nil {
 					return // the process is gone
 				}
