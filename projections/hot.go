@@ -127,7 +127,9 @@ func (h *hotCache) store(key []byte, e *hotEntry) {
 }
 
 // publishLocked makes staged entries visible; the caller holds the write
-// lock and has committed the batch they belong to.
+// lock and has committed the batch they belong to. A deleted key leaves
+// the cache (the store has the delete): the keys of ended API sessions
+// would otherwise stay in memory, one login after another.
 func (h *hotCache) publishLocked(staged map[string]*hotEntry) {
 	if len(staged) == 0 {
 		return
@@ -136,7 +138,11 @@ func (h *hotCache) publishLocked(staged map[string]*hotEntry) {
 		h.m = make(map[string]*hotEntry, len(staged))
 	}
 	for k, e := range staged {
-		h.m[k] = e
+		if e.raw == nil {
+			delete(h.m, k)
+		} else {
+			h.m[k] = e
+		}
 	}
 }
 
@@ -234,9 +240,10 @@ func (h hotReader) entry(key []byte) (*hotEntry, error) {
 	}
 	e := &hotEntry{raw: v}
 	switch {
+	case v == nil: // absent keys are not cached: anyone may ask for any
 	case h.populate:
 		h.hot.store(key, e)
-	case fill && v != nil:
+	case fill:
 		h.hot.fill(key, e, stamp)
 	}
 	return e, nil

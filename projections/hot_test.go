@@ -144,3 +144,44 @@ func TestFilledCacheNeverKeepsAReplacedValue(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedSessionsLeaveTheHotCache: logins and logouts one after another
+// leave the hot cache as it was: the keys of an ended API session (its
+// token's index entry, the session, its posture state) are not kept as
+// absent entries.
+func TestEndedSessionsLeaveTheHotCache(t *testing.T) {
+	s, err := Open(Options{Dir: "db", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	seq := uint64(0)
+	apply := func(p posture.Payload) {
+		t.Helper()
+		seq++
+		e := posture.MustEvent(p, at.Add(time.Duration(seq)*time.Second))
+		e.Seq = seq
+		if err := s.Apply([]posture.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := func() int {
+		s.hot.mu.RLock()
+		defer s.hot.mu.RUnlock()
+		return len(s.hot.m)
+	}
+	apply(posture.Created[posture.Identity]{Entity: posture.Identity{ID: "ident00001", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}})
+	var before int
+	for i := range 50 {
+		id := fmt.Sprintf("sess%06d", i)
+		apply(posture.APISessionCreated{APISession: posture.APISession{ID: id, TokenHash: "hash-" + id, IdentityID: "ident00001", CreatedAt: at, LastActivityAt: at}})
+		apply(posture.APISessionDeleted{ID: id, IdentityID: "ident00001", Reason: posture.EndLogout})
+		if i == 0 {
+			before = size()
+		}
+	}
+	if after := size(); after != before {
+		t.Fatalf("the hot cache held %d keys after one login and logout, %d after 50", before, after)
+	}
+}
