@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 
 // Budget bounds the bytes each key (an identity) may have a node keep for
 // the facts its own requests cause: posture responses, logins, session
-// requests (granted or refused) and session certificates. It is a token
+// requests (granted or refused), session certificates, MFA changes,
+// changes of its own authenticators and certificate extensions. It is a token
 // bucket of bytes per key, refilled at a steady rate up to a burst. Every
 // such fact is kept in the log for good, so without a bound one identity
 // could fill the disk and stop every write of every user (the node refuses
@@ -48,7 +50,13 @@ func NewBudget(perSecond, burst int, now Clock) *Budget {
 // Take takes n bytes from key's bucket, or answers 429
 // SERVER_TOO_MANY_REQUESTS with a Retry-After header (the seconds until the
 // bucket holds n bytes again) and takes nothing.
-func (b *Budget) Take(c echo.Context, key string, n int) error {
+func (b *Budget) Take(c echo.Context, key string, n int) error { return b.take(c, key, n, true) }
+
+// Check answers as Take would, and takes nothing: a request refuses early
+// what it could not keep, before the work that tells its exact cost.
+func (b *Budget) Check(c echo.Context, key string, n int) error { return b.take(c, key, n, false) }
+
+func (b *Budget) take(c echo.Context, key string, n int, take bool) error {
 	if b == nil {
 		return nil
 	}
@@ -63,7 +71,7 @@ func (b *Budget) Take(c echo.Context, key string, n int) error {
 		b.m[key] = lim
 	}
 	n = min(n, b.burst)
-	if lim.AllowN(now, n) { // takes nothing when it refuses
+	if take && lim.AllowN(now, n) || !take && lim.TokensAt(now) >= float64(n) { // AllowN takes nothing when it refuses
 		b.mu.Unlock()
 		return nil
 	}
@@ -78,6 +86,35 @@ func (b *Budget) Take(c echo.Context, key string, n int) error {
 // event: about what its history entry and the event's envelope add, so that
 // many small requests cost what they take.
 const RequestCost = 512
+
+// Budgeted wraps the decide of a change an identity's own request makes
+// (Writer.Change, Writer.Model): the events it decides cost their size and
+// RequestCost against the identity's budget before they are appended, and
+// past it the change is answered 429 and appends nothing. A change that
+// loses a race and decides again pays again.
+func Budgeted(c echo.Context, b *Budget, identityID string, decide func() ([]posture.Payload, error)) func() ([]posture.Payload, error) {
+	if b == nil {
+		return decide
+	}
+	return func() ([]posture.Payload, error) {
+		payloads, err := decide()
+		if err != nil || len(payloads) == 0 {
+			return payloads, err
+		}
+		n := RequestCost
+		for _, p := range payloads {
+			data, err := json.Marshal(p)
+			if err != nil {
+				return nil, err
+			}
+			n += len(data)
+		}
+		if err := b.Take(c, identityID, n); err != nil {
+			return nil, err
+		}
+		return payloads, nil
+	}
+}
 
 // AppendBudgeted appends p for the identity once its budget has room for
 // the event's data and RequestCost more (429 otherwise, with nothing

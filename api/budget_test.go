@@ -36,6 +36,13 @@ func TestBudgetPerKey(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != posture.CodeTooManyRequests || retry != "2" {
 		t.Fatalf("over the budget: %v, Retry-After %q; want %s and 2", err, retry, posture.CodeTooManyRequests)
 	}
+	// Check answers as Take and takes nothing.
+	check := func(n int) error {
+		return b.Check(echo.New().NewContext(httptest.NewRequest("POST", "/", nil), httptest.NewRecorder()), "a", n)
+	}
+	if check(2000) == nil || check(500) != nil || check(500) != nil {
+		t.Fatal("Check does not answer as Take, or took something")
+	}
 	// The refusal took nothing: the 500 bytes left still pass.
 	if _, err := take("a", 500); err != nil {
 		t.Fatalf("the bytes left after a refusal: %v", err)

@@ -32,9 +32,9 @@ type API struct {
 	ServiceAdmin ServiceAdmin
 	// MFAGrace is the wake/unlock grace reported to clients.
 	MFAGrace time.Duration
-	// Budget bounds the bytes each identity's posture responses, session
-	// requests and session certificates may have this node keep (nil: no
-	// bound).
+	// Budget bounds the bytes each identity's own requests (posture
+	// responses, sessions, certificates, MFA and authenticator changes) may
+	// have this node keep (nil: no bound).
 	Budget *api.Budget
 	// Started is when this node started: the earliest service-update time.
 	Started time.Time

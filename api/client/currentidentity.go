@@ -195,7 +195,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	if ch.password != nil {
 		newHash = api.HashPassword(*ch.password)
 	}
-	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+	err = a.Writer.Model(c, api.Budgeted(c, a.Budget, api.PrincipalOf(c).Identity.ID, func() ([]posture.Payload, error) {
 		cur, err := a.ownAuthenticator(c, id)
 		if err != nil {
 			return nil, err
@@ -227,7 +227,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		}
 		next.UpdatedAt = a.Writer.Now().UTC()
 		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: next}}, nil
-	})
+	}))
 	if err != nil {
 		return err
 	}

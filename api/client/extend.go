@@ -70,7 +70,7 @@ func (a *API) extendAuthenticator(c echo.Context) error {
 		AuthenticatorID: au.ID, IdentityID: au.IdentityID, CertPEM: string(certPEM),
 		Fingerprint: pki.Fingerprint(cert), CreatedAt: a.Writer.Now().UTC(),
 	}
-	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+	err = a.Writer.Model(c, api.Budgeted(c, a.Budget, au.IdentityID, func() ([]posture.Payload, error) {
 		cur, err := a.extendable(c, id)
 		if err != nil {
 			return nil, err
@@ -79,7 +79,7 @@ func (a *API) extendAuthenticator(c echo.Context) error {
 			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the authenticator's certificate changed meanwhile"}
 		}
 		return []posture.Payload{posture.CertExtended{Extension: x}}, nil
-	})
+	}))
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (a *API) extendVerifyAuthenticator(c echo.Context) error {
 		return posture.Invalid("clientCert", "must be a PEM certificate", nil)
 	}
 	fp := pki.Fingerprint(cert)
-	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+	err = a.Writer.Model(c, api.Budgeted(c, a.Budget, api.PrincipalOf(c).Identity.ID, func() ([]posture.Payload, error) {
 		x, err := a.Enroll.CertExtension(id)
 		if errors.Is(err, posture.ErrNotFound) {
 			return nil, posture.Invalid("id", "the authenticator has no extension to verify", id)
@@ -121,7 +121,7 @@ func (a *API) extendVerifyAuthenticator(c echo.Context) error {
 			return nil, posture.Invalid("clientCert", "is not the certificate the last extension issued", fp)
 		}
 		return []posture.Payload{posture.CertExtensionVerified{AuthenticatorID: id, Fingerprint: fp}}, nil
-	})
+	}))
 	if err != nil {
 		return err
 	}

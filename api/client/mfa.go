@@ -36,10 +36,11 @@ type mfaOps struct {
 	secrets api.Secrets
 	limiter *api.Limiter // nil: no limit
 	issuer  string       // of provisioning URLs
+	budget  *api.Budget  // the identity's writes (nil: no bound)
 }
 
 func (a *API) mfa() mfaOps {
-	return mfaOps{store: a.Identities, writer: a.Writer, secrets: a.Secrets, limiter: a.limiter(), issuer: a.totpIssuer()}
+	return mfaOps{store: a.Identities, writer: a.Writer, secrets: a.Secrets, limiter: a.limiter(), issuer: a.totpIssuer(), budget: a.Budget}
 }
 
 type mfaView struct {
@@ -441,13 +442,13 @@ func (a mfaOps) mfaChange(c echo.Context, identityID string, decide func(*postur
 			}
 			return last, a.writer.Barrier.WaitFor(ctx, last)
 		},
-		Decide: func() ([]posture.Payload, error) {
+		Decide: api.Budgeted(c, a.budget, identityID, func() ([]posture.Payload, error) {
 			m, err := a.of(identityID)
 			if err != nil {
 				return nil, err
 			}
 			return decide(m)
-		},
+		}),
 	})
 }
 

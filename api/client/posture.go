@@ -235,15 +235,16 @@ func (a postureResponses) createBulk(c echo.Context) error {
 	return a.record(c, out)
 }
 
-// decode reads a posture-response body into v once the identity's budget
-// has room for it: a refused body is not even decoded. A request costs its
-// body (what its event keeps) and api.RequestCost more.
+// decode reads a posture-response body into v if the identity's budget
+// has room for it: a body it could not keep is not even decoded. What the
+// request costs (its event, escapes and all, and api.RequestCost) is taken
+// once the event is built (record).
 func (a postureResponses) decode(c echo.Context, v any) error {
 	data, err := api.ReadBody(c)
 	if err != nil {
 		return err
 	}
-	if err := a.budget.Take(c, api.PrincipalOf(c).Identity.ID, len(data)+api.RequestCost); err != nil {
+	if err := a.budget.Check(c, api.PrincipalOf(c).Identity.ID, len(data)+api.RequestCost); err != nil {
 		return err
 	}
 	return api.DecodeBytes(data, v)
@@ -256,6 +257,9 @@ func (a postureResponses) record(c echo.Context, responses []posture.PostureResp
 	p := api.PrincipalOf(c)
 	e, err := a.writer.Event(api.StampOf(c), posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses})
 	if err != nil {
+		return err
+	}
+	if err := a.budget.Take(c, p.Identity.ID, len(e.Data)+api.RequestCost); err != nil {
 		return err
 	}
 	if _, err := a.writer.AppendEvent(c.Request().Context(), e); err != nil {

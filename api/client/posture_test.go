@@ -185,31 +185,42 @@ func TestPostureResponseHandlers(t *testing.T) {
 }
 
 // TestPostureBudgetCountsRequests: a posture response costs the budget its
-// body and api.RequestCost more, so that a flood of tiny bodies runs out as the
-// log grows, not at their size alone.
+// event as the log keeps it and api.RequestCost more, so that a flood of
+// tiny bodies runs out as the log grows, not at their size alone, and a
+// body of characters JSON escapes (< is kept as \u003c) costs what it
+// keeps, not its size.
 func TestPostureBudgetCountsRequests(t *testing.T) {
-	budget := api.NewBudget(1, api.MaxBody, func() time.Time { return handlerNow })
-	pr := postureResponses{store: &fakePosture{}, grace: 2 * time.Minute, writer: apitest.Writer(&apitest.Log{}, handlerNow), budget: budget}
-	e := echo.New()
-	e.HTTPErrorHandler = api.ErrorHandler(slog.New(slog.DiscardHandler))
-	e.POST(clientPosturePath, pr.create, func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			api.WithPrincipal(c, &api.Principal{Identity: posture.Identity{ID: "ident1"}, Session: posture.APISession{ID: "apis1", IdentityID: "ident1"}})
-			return next(c)
+	for _, body := range []string{
+		`{"id":"x","typeId":"MAC","macAddresses":[]}`,
+		`{"id":"x","typeId":"OS","type":"Linux","version":"` + strings.Repeat("<", 200) + `"}`,
+	} {
+		log := &apitest.Log{}
+		budget := api.NewBudget(1, api.MaxBody, func() time.Time { return handlerNow })
+		pr := postureResponses{store: &fakePosture{}, grace: 2 * time.Minute, writer: apitest.Writer(log, handlerNow), budget: budget}
+		e := echo.New()
+		e.HTTPErrorHandler = api.ErrorHandler(slog.New(slog.DiscardHandler))
+		e.POST(clientPosturePath, pr.create, func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error {
+				api.WithPrincipal(c, &api.Principal{Identity: posture.Identity{ID: "ident1"}, Session: posture.APISession{ID: "apis1", IdentityID: "ident1"}})
+				return next(c)
+			}
+		})
+		passed := 0
+		for ; passed < 100_000; passed++ {
+			req := httptest.NewRequest(http.MethodPost, clientPosturePath, strings.NewReader(body))
+			req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+			rec := httptest.NewRecorder()
+			e.ServeHTTP(rec, req)
+			if rec.Code == http.StatusTooManyRequests {
+				break
+			}
 		}
-	})
-	body := `{"id":"x","typeId":"MAC","macAddresses":[]}`
-	passed := 0
-	for ; passed < 100_000; passed++ {
-		req := httptest.NewRequest(http.MethodPost, clientPosturePath, strings.NewReader(body))
-		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		rec := httptest.NewRecorder()
-		e.ServeHTTP(rec, req)
-		if rec.Code == http.StatusTooManyRequests {
-			break
+		kept := len(log.Events[0].Data)
+		if want := api.MaxBody / (kept + api.RequestCost); passed != want || len(log.Events) != passed {
+			t.Fatalf("%d responses of %d bytes (%d kept) passed a budget of %d bytes, %d appended; want %d", passed, len(body), kept, api.MaxBody, len(log.Events), want)
 		}
-	}
-	if want := api.MaxBody / (len(body) + api.RequestCost); passed != want {
-		t.Fatalf("%d responses of %d bytes passed a budget of %d bytes, want %d", passed, len(body), api.MaxBody, want)
+		if strings.Contains(body, "<") && kept < 2*len(body) {
+			t.Fatalf("a body of %d bytes of < kept as %d bytes", len(body), kept)
+		}
 	}
 }

@@ -62,9 +62,9 @@ func startNode(ctx context.Context, bin, dir string, extra, env []string) (*node
 	begin := time.Now()
 	// Each of the 64 clients posts hundreds of responses a second, as no
 	// endpoint does: the budget is the largest, so that it is still
-	// checked (an environment variable, which builds without the flag
-	// ignore).
-	procEnv := append([]string{"POSTURED_ADMIN_PASSWORD=" + adminPassword, "POSTURED_WRITE_BUDGET_KIB=1048576"}, env...)
+	// checked (environment variables, which builds without the flag
+	// ignore: its name, and the one builds before it read).
+	procEnv := append([]string{"POSTURED_ADMIN_PASSWORD=" + adminPassword, "POSTURED_WRITE_BUDGET_KIB=1048576", "POSTURED_POSTURE_BUDGET_KIB=1048576"}, env...)
 	p, err := start(ctx, "postured", bin, args, procEnv, "postured listening on https://")
 	if err != nil {
 		return nil, 0, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -444,11 +445,14 @@ func TestSessionsFollowTheLogOrder(t *testing.T) {
 // --write-budget-kib allows, past its 2 MiB burst, is answered 429 with
 // Retry-After and nothing is appended, whatever it asks: a posture
 // response, a session request that would be refused (its refusal, which
-// carries the identity's posture, is kept too), a login. Other identities
-// are not affected.
+// carries the identity's posture, is kept too), a login, an MFA
+// enrollment, a change of its authenticator. A wrong password is still
+// answered 401. Other identities are not affected. The node's clock stands
+// still: the budget does not refill meanwhile.
 func TestWriteBudget(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.WriteBudgetKiB = 1
+	cfg.clock = clockwork.NewFakeClockAt(time.Now().UTC())
 	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
 	mac := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MAC", "name": "nic", "roleAttributes": []string{"nic"},
@@ -487,7 +491,7 @@ func TestWriteBudget(t *testing.T) {
 	if after := n.lastSeq(t); after != before {
 		t.Fatalf("a refused posture response appended to the log: sequence %d, then %d", before, after)
 	}
-	for _, size := range []int{4000, 1000} {
+	for _, size := range []int{4000, 1000, 100} {
 		for i := 0; ; i++ {
 			r := n.do(t, http.MethodPost, clientAPI+"/posture-response", greedy.token,
 				map[string]any{"id": "proc", "typeId": "PROCESS", "path": fmt.Sprintf("/%d/%d/%s", size, i, strings.Repeat("b", size)), "isRunning": true})
@@ -502,6 +506,13 @@ func TestWriteBudget(t *testing.T) {
 	before = n.lastSeq(t)
 	refused(n.do(t, http.MethodPost, clientAPI+"/sessions", greedy.token, map[string]any{"serviceId": svc}), "a refused session request")
 	refused(n.do(t, http.MethodPost, clientAPI+"/authenticate?method=password", "", map[string]any{"username": "greedy", "password": "greedy-password"}), "a login")
+	expectError(t, n.do(t, http.MethodPost, clientAPI+"/authenticate?method=password", "", map[string]any{"username": "greedy", "password": "wrong-password"}),
+		http.StatusUnauthorized, posture.CodeInvalidAuth, "")
+	refused(n.do(t, http.MethodPost, clientAPI+"/current-identity/mfa", greedy.token, nil), "an MFA enrollment")
+	var authenticators []struct{ ID string }
+	n.getJSON(t, clientAPI+"/current-identity/authenticators", greedy.token, &authenticators)
+	refused(n.do(t, http.MethodPatch, clientAPI+"/current-identity/authenticators/"+authenticators[0].ID, greedy.token,
+		map[string]any{"currentPassword": "greedy-password", "tags": map[string]any{"note": strings.Repeat("t", 4000)}}), "a change of its authenticator")
 	if after := n.lastSeq(t); after != before {
 		t.Fatalf("requests refused by the budget appended to the log: sequence %d, then %d", before, after)
 	}
