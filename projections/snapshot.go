@@ -262,6 +262,18 @@ func loadSnapshot(dir string) (Snapshot, error) {
 	if snap.Layout != layout {
 		return snap, fmt.Errorf("layout %d, want %d", snap.Layout, layout)
 	}
+	// Copies of a snapshot (OpenAt) take its regular files only: anything
+	// else (a directory or a link named as Pebble's manifest marker) would
+	// let this check and the copy read two different states.
+	entries, err := os.ReadDir(filepath.Join(dir, dbDir))
+	if err != nil {
+		return snap, err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return snap, fmt.Errorf("%s holds %s, which is not a regular file", dbDir, e.Name())
+		}
+	}
 	cursor, err := AppliedThrough(filepath.Join(dir, dbDir))
 	if err != nil {
 		return snap, fmt.Errorf("read the cursor: %w", err)

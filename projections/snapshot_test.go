@@ -134,10 +134,10 @@ func TestOpenAtEqualsFullReplay(t *testing.T) {
 
 func TestSnapshotsSurviveRestartAndDropBrokenOnes(t *testing.T) {
 	events := sliceLog(readEvents(t, "foundation.events.jsonl"))
-	store, snaps := liveWithSnapshots(t, events[:30], 5, projections.SnapshotOptions{})
+	store, snaps := liveWithSnapshots(t, events[:35], 5, projections.SnapshotOptions{})
 	list := snaps.List()
-	if len(list) != 6 {
-		t.Fatalf("%d snapshots, want 6", len(list))
+	if len(list) != 7 {
+		t.Fatalf("%d snapshots, want 7", len(list))
 	}
 	for i, s := range list {
 		if s.Seq != uint64(5*(i+1)) || !s.LastAt.Equal(events[s.Seq-1].At) || s.Layout == 0 {
@@ -163,6 +163,16 @@ func TestSnapshotsSurviveRestartAndDropBrokenOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.RemoveAll(filepath.Join(dir, "db20"))
+	// A directory named as Pebble's newest manifest marker, naming the
+	// snapshot's own manifest: Pebble would follow it, a copy of the
+	// snapshot would not.
+	manifests, err := filepath.Glob(filepath.Join(snapDir(30), "db", "MANIFEST-*"))
+	if err != nil || len(manifests) == 0 {
+		t.Fatalf("no manifest in snapshot 30: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(snapDir(30), "db", "marker.manifest.000099."+filepath.Base(manifests[0])), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range []string{"tmp-0123", "open-4567"} { // work in progress
 		if err := os.MkdirAll(filepath.Join(dir, d, "db"), 0o700); err != nil {
 			t.Fatal(err)
@@ -176,7 +186,7 @@ func TestSnapshotsSurviveRestartAndDropBrokenOnes(t *testing.T) {
 	for _, s := range reopened.List() {
 		seqs = append(seqs, s.Seq)
 	}
-	if diff := cmp.Diff([]uint64{5, 30}, seqs); diff != "" {
+	if diff := cmp.Diff([]uint64{5, 35}, seqs); diff != "" {
 		t.Fatalf("snapshots after restart (-want +got):\n%s", diff)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -198,12 +208,12 @@ func TestSnapshotsSurviveRestartAndDropBrokenOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	os.RemoveAll(snapDir(30))
+	os.RemoveAll(snapDir(35))
 	reopened, err = projections.OpenSnapshots(projections.SnapshotOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Apply(events[30:33]); err != nil {
+	if err := store.Apply(events[35:38]); err != nil {
 		t.Fatal(err)
 	}
 	snap, ok, err := reopened.Take(context.Background(), store, events)
@@ -211,15 +221,15 @@ func TestSnapshotsSurviveRestartAndDropBrokenOnes(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	latest := time.Time{}
-	for _, e := range events[:33] {
+	for _, e := range events[:38] {
 		if e.At.After(latest) {
 			latest = e.At
 		}
 	}
-	if snap.Seq != 33 || !snap.MaxAt.Equal(latest) {
-		t.Fatalf("snapshot after a restart: %+v, want seq 33 and latest event time %s", snap, latest)
+	if snap.Seq != 38 || !snap.MaxAt.Equal(latest) {
+		t.Fatalf("snapshot after a restart: %+v, want seq 38 and latest event time %s", snap, latest)
 	}
-	m := projections.Moment{At: events[31].At}
+	m := projections.Moment{At: events[36].At}
 	s, release, err := reopened.OpenAt(context.Background(), events, m)
 	if err != nil {
 		t.Fatal(err)
