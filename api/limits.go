@@ -2,8 +2,11 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -96,17 +99,22 @@ func checkFields(prefix string, fields map[string]string) error {
 }
 
 // Visible reports whether a name shows as it reads, so that two names that
-// look alike are alike: it holds no control character, line or paragraph
-// separator, space other than U+0020, blank (U+2800), formatting character
-// or other default-ignorable code point (a Hangul filler, a combining
-// grapheme joiner, a variation selector), which make "payroll" and
-// "payroll\u034f" look alike. What scripts and emoji need is kept where
-// they need it: the emoji variation selectors (U+FE0E, U+FE0F) after a
-// symbol, or after a digit, '#' or '*' of a keycap; the zero-width joiner
-// between emoji, or after a letter or mark of a script other than Latin,
-// Greek and Cyrillic (as after a virama); the zero-width non-joiner there
-// too.
+// look alike are alike. It holds letters, marks, numbers, punctuation,
+// symbols and single spaces between them, in Unicode's composed form (NFC:
+// "renée" is one way only), and none of what shows as nothing or as
+// something else: control characters, line separators, other spaces,
+// formatting characters (a bidirectional override), default-ignorable code
+// points (a Hangul filler, a combining grapheme joiner, a variation
+// selector), blanks (U+2800), private-use, unassigned and noncharacter code
+// points. What scripts and emoji need is kept where they need it: the emoji
+// variation selectors (U+FE0E, U+FE0F) after an emoji, or after the digit,
+// '#' or '*' of a keycap; the zero-width joiner inside an emoji sequence;
+// both joiners after a virama, and between letters of a joining script
+// (Arabic, Syriac, N'Ko, Mongolian).
 func Visible(name string) bool {
+	if strings.HasPrefix(name, " ") || strings.HasSuffix(name, " ") || strings.Contains(name, "  ") || !norm.NFC.IsNormalString(name) {
+		return false
+	}
 	rs := []rune(name)
 	for i, r := range rs {
 		prev, next := rune(-1), rune(-1)
@@ -128,17 +136,55 @@ func shows(r, prev, next rune) bool {
 	switch {
 	case r == '\uFE0E' || r == '\uFE0F':
 		keycap := prev == '#' || prev == '*' || '0' <= prev && prev <= '9'
-		return unicode.Is(unicode.So, prev) || keycap && next == '\u20E3'
+		return unicode.Is(emoji, prev) || keycap && next == '\u20E3'
 	case r == '\u200D':
-		emoji := unicode.In(prev, unicode.So, unicode.Sk) || prev == '\uFE0F'
-		return emoji && unicode.Is(unicode.So, next) || otherScript(prev) && unicode.IsLetter(next)
+		inEmoji := (prev == '\uFE0F' || unicode.Is(emoji, prev) && prev >= 0x1F000) && unicode.Is(emoji, next)
+		return inEmoji || virama(prev) || joining(prev) && joining(next)
 	case r == '\u200C':
-		return otherScript(prev) && unicode.IsLetter(next)
+		return virama(prev) || joining(prev) && joining(next)
 	case r == ' ':
 		return true
+	case unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector, blank):
+		return false
 	}
-	return !(unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2800' ||
-		unicode.In(r, unicode.Zl, unicode.Zp, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector))
+	return unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S)
+}
+
+// blank are symbols and marks that show as nothing.
+var blank = &unicode.RangeTable{R16: []unicode.Range16{{Lo: 0x2800, Hi: 0x2800, Stride: 1}}, R32: []unicode.Range32{
+	{Lo: 0x16FE4, Hi: 0x16FE4, Stride: 1}, // Khitan small script filler
+	{Lo: 0x1D159, Hi: 0x1D159, Stride: 1}, // musical symbol null notehead
+}}
+
+// emoji are the code points emoji sequences are made of: the emoji blocks
+// (U+1F000 on), the older symbols with an emoji form, and those that
+// follow a zero-width joiner in a sequence (♀, ♂, ⚕, ❤...).
+var emoji = &unicode.RangeTable{R16: []unicode.Range16{
+	{Lo: 0x00A9, Hi: 0x00AE, Stride: 5}, {Lo: 0x203C, Hi: 0x203C, Stride: 1}, {Lo: 0x2049, Hi: 0x2049, Stride: 1},
+	{Lo: 0x2122, Hi: 0x2122, Stride: 1}, {Lo: 0x2139, Hi: 0x2139, Stride: 1}, {Lo: 0x2194, Hi: 0x2199, Stride: 1},
+	{Lo: 0x21A9, Hi: 0x21AA, Stride: 1}, {Lo: 0x231A, Hi: 0x231B, Stride: 1}, {Lo: 0x2328, Hi: 0x2328, Stride: 1},
+	{Lo: 0x23CF, Hi: 0x23CF, Stride: 1}, {Lo: 0x23E9, Hi: 0x23F3, Stride: 1}, {Lo: 0x23F8, Hi: 0x23FA, Stride: 1},
+	{Lo: 0x24C2, Hi: 0x24C2, Stride: 1}, {Lo: 0x25AA, Hi: 0x25AB, Stride: 1}, {Lo: 0x25B6, Hi: 0x25B6, Stride: 1},
+	{Lo: 0x25C0, Hi: 0x25C0, Stride: 1}, {Lo: 0x25FB, Hi: 0x25FE, Stride: 1}, {Lo: 0x2600, Hi: 0x27BF, Stride: 1},
+	{Lo: 0x2934, Hi: 0x2935, Stride: 1}, {Lo: 0x2B05, Hi: 0x2B07, Stride: 1}, {Lo: 0x2B1B, Hi: 0x2B1C, Stride: 1},
+	{Lo: 0x2B50, Hi: 0x2B50, Stride: 1}, {Lo: 0x2B55, Hi: 0x2B55, Stride: 1}, {Lo: 0x3030, Hi: 0x3030, Stride: 1},
+	{Lo: 0x303D, Hi: 0x303D, Stride: 1}, {Lo: 0x3297, Hi: 0x3299, Stride: 2},
+}, R32: []unicode.Range32{{Lo: 0x1F000, Hi: 0x1FAFF, Stride: 1}}}
+
+// virama reports whether r is a virama (or a script's equivalent), after
+// which the joiners choose a conjunct's form.
+func virama(r rune) bool {
+	switch r {
+	case 0x094D, 0x09CD, 0x0A4D, 0x0ACD, 0x0B4D, 0x0BCD, 0x0C4D, 0x0CCD, 0x0D4D, 0x0DCA, 0x1039, 0x103A, 0x17D2, 0x1B44, 0xA8C4, 0xA9C0, 0x11046, 0x110B9:
+		return true
+	}
+	return false
+}
+
+// joining reports whether r is a letter or mark of a script whose letters
+// join, where the joiners choose a letter's form.
+func joining(r rune) bool {
+	return (unicode.IsLetter(r) || unicode.IsMark(r)) && unicode.In(r, unicode.Arabic, unicode.Syriac, unicode.Nko, unicode.Mongolian)
 }
 
 // CheckText refuses a new text shown to users (a message) that holds a
@@ -154,13 +200,6 @@ func CheckText(field, s string) error {
 	return nil
 }
 
-// otherScript reports whether a rune is a letter or mark of a script other
-// than Latin, Greek and Cyrillic (the scripts whose letters spoof one
-// another), where joiners shape the text.
-func otherScript(r rune) bool {
-	return (unicode.IsLetter(r) || unicode.IsMark(r)) &&
-		!unicode.In(r, unicode.Latin, unicode.Greek, unicode.Cyrillic, unicode.Common, unicode.Inherited)
-}
 
 // CheckVisible refuses a new username (or name) that does not show as it
 // reads (see Visible).

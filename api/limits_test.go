@@ -20,6 +20,11 @@ func TestVisible(t *testing.T) {
 		"crm\ufe0f": false, "crm1\ufe0f": false, "\ufe0fcrm": false,
 		"svc\u200d": false, "s\u200dvc": false, "\u200dsvc": false, "s\u200cvc": false, "👩\u200d": false,
 		"my\u00a0service": false, "my\u3000service": false, "my\u2003service": false, "a\tb": false,
+
+		"renée": true, "ℹ️": true, "↔️": true, "‼️": true, "❤️‍🔥": true, "🐈‍⬛": true, "a b": true,
+		"carol ": false, " carol": false, "ca  rol": false, "rene\u0301e": false,
+		"用户\u200d名": false, "用户\u200c名": false, "acme°\u200d°": false, "★\u200d★": false, "carol°\ufe0e": false,
+		"a\U00016FE4": false, "a\U0001D159": false, "a\ue000": false, "a\u0378": false, "a\uffff": false, "a\U000F0000": false,
 	} {
 		if api.Visible(name) != want {
 			t.Errorf("Visible(%+q) = %v, want %v", name, !want, want)
