@@ -200,7 +200,6 @@ func CheckText(field, s string) error {
 	return nil
 }
 
-
 // CheckVisible refuses a new username (or name) that does not show as it
 // reads (see Visible).
 func CheckVisible(field, s string) error {
