@@ -128,14 +128,17 @@ func (l *Login) password(c echo.Context) error {
 		l.Limiter.Failed(c, subject)
 		return &posture.Error{Code: posture.CodeInvalidAuth}
 	}
-	l.Limiter.Succeeded(c, subject)
 	identity, err := l.Store.Identity(auth.IdentityID)
-	if errors.Is(err, posture.ErrNotFound) {
-		return &posture.Error{Code: posture.CodeInvalidAuth}
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, posture.ErrNotFound) {
 		return err
 	}
+	// A disabled identity's right password is answered as a wrong one, and
+	// counts as one: the answer must not tell which it was.
+	if err != nil || identity.IsDisabled(l.Writer.Now()) {
+		l.Limiter.Failed(c, subject)
+		return &posture.Error{Code: posture.CodeInvalidAuth}
+	}
+	l.Limiter.Succeeded(c, subject)
 	return l.startSession(c, identity, auth.ID, AuthPassword, req)
 }
 
@@ -226,7 +229,7 @@ func (l *Login) MFAEnabled(identityID string) (bool, error) {
 // /authenticate/mfa.
 func (l *Login) startSession(c echo.Context, identity posture.Identity, authenticatorID, method string, req authenticateRequest) error {
 	if identity.IsDisabled(l.Writer.Now()) {
-		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "the identity is disabled"}
+		return &posture.Error{Code: posture.CodeInvalidAuth} // as the password check answers it
 	}
 	mfa, err := l.MFAEnabled(identity.ID)
 	if err != nil {

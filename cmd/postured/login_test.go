@@ -108,7 +108,9 @@ func TestIdleAPISessionExpires(t *testing.T) {
 }
 
 // TestDisabledIdentityCannotLogIn: a disabled identity is refused with its
-// password and with its certificate; enabled again, both work.
+// password, answered as a wrong password is (the answer does not tell that
+// the password was right), and with its certificate; enabled again, both
+// work.
 func TestDisabledIdentityCannotLogIn(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	admin := n.adminToken(t)
@@ -125,8 +127,13 @@ func TestDisabledIdentityCannotLogIn(t *testing.T) {
 		}
 	}
 	disable(true)
-	expectAuthFailure(t, password(), "the identity is disabled")
-	expectAuthFailure(t, n.certLogin(t, cert), "the identity is disabled")
+	right, wrong := password(), n.do(t, http.MethodPost, clientAPI+"/authenticate?method=password", "", map[string]string{"username": "laptop", "password": "wrong-password"})
+	_, re := right.envelope(t)
+	_, we := wrong.envelope(t)
+	if right.Status != http.StatusUnauthorized || right.Status != wrong.Status || re.Code != we.Code || re.Message != we.Message {
+		t.Fatalf("a disabled identity's right password: %d %s; a wrong one: %d %s", right.Status, right.Body, wrong.Status, wrong.Body)
+	}
+	expectAuthFailure(t, n.certLogin(t, cert), "")
 	disable(false)
 	if r := password(); r.Status != http.StatusOK {
 		t.Fatalf("password login once enabled: %d %s", r.Status, r.Body)
