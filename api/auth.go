@@ -242,10 +242,14 @@ func (a *Auth) queue() chan posture.Event {
 // dropped: activity is best effort.
 func (a *Auth) Run(ctx context.Context) error {
 	q := a.queue()
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-prune.C:
+			a.pruneTouched(a.Now())
 		case e := <-q:
 			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			if _, err := a.Log.Append(actx, e); err != nil && ctx.Err() == nil {
@@ -258,3 +262,16 @@ func (a *Auth) Run(ctx context.Context) error {
 
 // Forget drops the activity record of an ended API session.
 func (a *Auth) Forget(apiSessionID string) { a.touched.Delete(apiSessionID) }
+
+// pruneTouched drops the activity records older than the idle timeout:
+// their sessions expired, unless a later touch replaced the record, or
+// ended where Forget does not hear of it (on another node, or as the
+// least recently used of an identity's sessions).
+func (a *Auth) pruneTouched(now time.Time) {
+	a.touched.Range(func(id, t any) bool {
+		if now.Sub(t.(time.Time)) > a.Timeout {
+			a.touched.CompareAndDelete(id, t)
+		}
+		return true
+	})
+}

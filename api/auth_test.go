@@ -72,3 +72,25 @@ func TestUnknownTokenWaitsForTheLog(t *testing.T) {
 		t.Fatalf("an unknown token, the log unreachable: %v", err)
 	}
 }
+
+// An activity record outlives its session only for the idle timeout: a
+// session that ended where this node's Forget did not hear of it (another
+// node's logout, the cap on an identity's sessions) does not leave it in
+// memory for good.
+func TestActivityRecordsArePruned(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	token := posture.NewToken()
+	s := &sessions{known: map[string]posture.APISession{api.TokenHash(token): {ID: "as1", IdentityID: "id1", LastActivityAt: now.Add(-5 * time.Minute)}}}
+	auth := &api.Auth{Sessions: s, Now: func() time.Time { return now }, Timeout: 30 * time.Minute}
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set(api.HeaderSession, token)
+	if _, err := auth.Authenticate(echo.New().NewContext(req, httptest.NewRecorder())); err != nil || auth.Touched() != 1 {
+		t.Fatalf("a request after 5 idle minutes: %v, %d activity records", err, auth.Touched())
+	}
+	if auth.PruneTouched(now.Add(29 * time.Minute)); auth.Touched() != 1 {
+		t.Fatal("a record within the idle timeout was pruned")
+	}
+	if auth.PruneTouched(now.Add(31 * time.Minute)); auth.Touched() != 0 {
+		t.Fatal("a record older than the idle timeout was kept")
+	}
+}

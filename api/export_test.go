@@ -9,3 +9,13 @@ func SetTurnWait(d time.Duration) (restore func()) {
 	turnWait = d
 	return func() { turnWait = old }
 }
+
+// Touched counts the API sessions with an activity record.
+func (a *Auth) Touched() int {
+	n := 0
+	a.touched.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// PruneTouched is pruneTouched.
+func (a *Auth) PruneTouched(now time.Time) { a.pruneTouched(now) }
