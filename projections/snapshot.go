@@ -245,6 +245,12 @@ func cmpSeq(a, b uint64) int {
 	return 0
 }
 
+// LayoutError is why a snapshot of another projection layout does not
+// load: one a node of an earlier build took, or one edited.
+type LayoutError struct{ Have, Want uint64 }
+
+func (e *LayoutError) Error() string { return fmt.Sprintf("layout %d, want %d", e.Have, e.Want) }
+
 // loadSnapshot reads a snapshot's meta.json and checks that its checkpoint
 // opens at the recorded cursor, with the current layout.
 func loadSnapshot(dir string) (Snapshot, error) {
@@ -260,7 +266,7 @@ func loadSnapshot(dir string) (Snapshot, error) {
 		return snap, fmt.Errorf("the directory's name does not match sequence %d", snap.Seq)
 	}
 	if snap.Layout != layout {
-		return snap, fmt.Errorf("layout %d, want %d", snap.Layout, layout)
+		return snap, &LayoutError{Have: snap.Layout, Want: layout}
 	}
 	// Copies of a snapshot (OpenAt) take its regular files only: anything
 	// else (a directory or a link named as Pebble's manifest marker) would
