@@ -404,7 +404,9 @@ func TestAuditVerifyProjection(t *testing.T) {
 	if err := snap.Close(); err != nil {
 		t.Fatal(err)
 	}
-	seqOf := func(db string) string { return strings.TrimLeft(strings.TrimPrefix(filepath.Base(filepath.Dir(db)), "snap-"), "0") }
+	seqOf := func(db string) string {
+		return strings.TrimLeft(strings.TrimPrefix(filepath.Base(filepath.Dir(db)), "snap-"), "0")
+	}
 	snapSeq := seqOf(snaps[0])
 	// The times that decide which snapshot serves a past moment, moved
 	// back; and another snapshot made unloadable (a layout no build
