@@ -57,7 +57,7 @@ func ListOf[T any](c echo.Context, items []T, known Fields) error {
 	}
 	filterable := filterableFields[T](known)
 	if !q.HasPredicate() && len(by) == 0 {
-		return paginate(c, params, items, filterable)
+		return PaginateFields(c, params, items, filterable)
 	}
 	// Match on the JSON form; carry each record's position in a key no
 	// field can have, so that the sorted records lead back to the items.
@@ -78,14 +78,14 @@ func ListOf[T any](c echo.Context, items []T, known Fields) error {
 	for i, m := range recs {
 		out[i] = items[m[pos].(int)]
 	}
-	return paginate(c, params, out, filterable)
+	return PaginateFields(c, params, out, filterable)
 }
 
 // filterableFields are the fields a list names in meta.filterableFields,
 // as the OpenZiti controller does: those of its items' type (for views held
 // as interfaces, of the known entity's), sorted, without the patterns that
-// stand for anything below a map. A filter may also name a view's own
-// keys (listFields).
+// stand for anything below a map and without links. A filter may also
+// name a view's own keys (listFields).
 func filterableFields[T any](known Fields) []string {
 	t := reflect.TypeFor[T]()
 	if t.Kind() == reflect.Interface {
@@ -98,7 +98,7 @@ func filterableFields[T any](known Fields) []string {
 	}
 	var out []string
 	for _, n := range fieldsOf(t) {
-		if !strings.HasSuffix(n, ".*") {
+		if !strings.HasSuffix(n, ".*") && !slices.Contains(strings.Split(n, "."), "_links") {
 			out = append(out, n)
 		}
 	}

@@ -59,11 +59,12 @@ func normalizeLimit(n int64) int64 {
 
 // Paginate answers one page of items with meta.pagination.
 func Paginate[T any](c echo.Context, p ListParams, items []T) error {
-	return paginate(c, p, items, nil)
+	return PaginateFields(c, p, items, nil)
 }
 
-// paginate is Paginate with meta.filterableFields.
-func paginate[T any](c echo.Context, p ListParams, items []T, filterable []string) error {
+// PaginateFields is Paginate with meta.filterableFields: the fields the
+// list's filter and sort take.
+func PaginateFields[T any](c echo.Context, p ListParams, items []T, filterable []string) error {
 	total := int64(len(items))
 	start := min(p.Offset, total)
 	end := min(start+normalizeLimit(p.Limit), total)

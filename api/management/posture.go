@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/evaluator"
 )
 
 // PostureStore is what the posture read models read (projections.Store
@@ -177,17 +178,18 @@ func policyFailureViews(list []posture.PolicyFailure) []policyFailureView {
 // milliseconds, as the controller writes every timestamp (the evaluation
 // keeps them whole); criteria it cannot read are shown as they are.
 func mfaCriteriaView(raw json.RawMessage) json.RawMessage {
-	var c struct {
-		PassedMFAAt             *api.Time `json:"passedMfaAt"`
-		WokenAt                 *api.Time `json:"wokenAt"`
-		UnlockedAt              *api.Time `json:"unlockedAt"`
-		TimeoutSeconds          int64     `json:"timeoutSeconds"`
-		TimeoutRemainingSeconds int64     `json:"timeoutRemainingSeconds"`
-	}
+	var c evaluator.MFACriteria
 	if len(raw) == 0 || json.Unmarshal(raw, &c) != nil {
 		return raw
 	}
-	out, err := json.Marshal(c)
+	// The times in front, as the evaluation writes them, in place of
+	// those of the criteria they shadow.
+	out, err := json.Marshal(struct {
+		PassedMFAAt *api.Time `json:"passedMfaAt"`
+		WokenAt     *api.Time `json:"wokenAt"`
+		UnlockedAt  *api.Time `json:"unlockedAt"`
+		evaluator.MFACriteria
+	}{api.TimePtr(c.PassedMFAAt), api.TimePtr(c.WokenAt), api.TimePtr(c.UnlockedAt), c})
 	if err != nil {
 		return raw
 	}

@@ -168,6 +168,6 @@ func (a *API) attributeRoute(path string, kind posture.Kind) api.Route {
 		if len(by) > 0 && by[0].Desc {
 			slices.Reverse(out)
 		}
-		return api.Paginate(c, params, out)
+		return api.PaginateFields(c, params, out, opts.Fields)
 	}}
 }

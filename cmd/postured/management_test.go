@@ -474,6 +474,7 @@ func TestListsNameTheirFields(t *testing.T) {
 		{mgmt + "/posture-checks", admin, []string{"id", "name", "typeId"}},
 		{mgmt + "/failed-service-requests", admin, []string{"identityId", "serviceName", "sessionType", "when"}},
 		{clientAPI + "/sessions", ep.token, []string{"id", "serviceId", "type"}},
+		{mgmt + "/identity-role-attributes", admin, []string{"id", "name"}},
 	} {
 		r := n.do(t, http.MethodGet, l.path, l.token, nil)
 		var env struct {
@@ -483,6 +484,11 @@ func TestListsNameTheirFields(t *testing.T) {
 		}
 		if err := json.Unmarshal(r.Body, &env); err != nil || r.Status != http.StatusOK {
 			t.Fatalf("%s: %d %s", l.path, r.Status, r.Body)
+		}
+		for _, f := range env.Meta.FilterableFields {
+			if strings.Contains(f, "_links") {
+				t.Errorf("%s: filterableFields name a link: %q", l.path, f)
+			}
 		}
 		for _, f := range l.want {
 			if !slices.Contains(env.Meta.FilterableFields, f) {
