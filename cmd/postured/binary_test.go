@@ -221,7 +221,8 @@ func TestBinaryServesAndRestarts(t *testing.T) {
 // TestCrashLosesNoAcknowledgedWrite kills the binary with SIGKILL while
 // clients write (logins append API sessions) and checks, after a restart,
 // that every write answered 2xx is there. Each client logs in as an
-// identity of its own, and fewer times than an identity keeps API sessions.
+// identity of its own, at most as many times as an identity keeps API
+// sessions.
 func TestCrashLosesNoAcknowledgedWrite(t *testing.T) {
 	dir := t.TempDir()
 	env := "POSTURED_ADMIN_PASSWORD=" + testAdminPassword
