@@ -11,7 +11,7 @@ import (
 func TestVisible(t *testing.T) {
 	for name, want := range map[string]bool{
 		"payroll": true, "café": true, "my service": true, "👩": true, "❤️": true, "❤︎": true, "1️⃣": true, "#️⃣": true,
-		"👩‍💻": true, "🏳️‍🌈": true, "👍🏽": true, "می‌خواهم": true, "क्‍ष": true, "東京": true, "Ελλάδα": true,
+		"👩\u200d💻": true, "🏳️\u200d🌈": true, "👍🏽": true, "می\u200cخواهم": true, "क्\u200dष": true, "東京": true, "Ελλάδα": true,
 
 		"a\x00": false, "a\n": false, "a\x1b": false, "a\u0085": false, "a\u2028": false, "a\u2029": false,
 		"a\u202eb": false, "a\u2066": false, "a\u200bb": false, "\ufeffa": false,
@@ -21,7 +21,7 @@ func TestVisible(t *testing.T) {
 		"svc\u200d": false, "s\u200dvc": false, "\u200dsvc": false, "s\u200cvc": false, "👩\u200d": false,
 		"my\u00a0service": false, "my\u3000service": false, "my\u2003service": false, "a\tb": false,
 
-		"renée": true, "ℹ️": true, "↔️": true, "‼️": true, "❤️‍🔥": true, "🐈‍⬛": true, "a b": true,
+		"renée": true, "ℹ️": true, "↔️": true, "‼️": true, "❤️\u200d🔥": true, "🐈\u200d⬛": true, "a b": true,
 		"carol ": false, " carol": false, "ca  rol": false, "rene\u0301e": false,
 		"用户\u200d名": false, "用户\u200c名": false, "acme°\u200d°": false, "★\u200d★": false, "carol°\ufe0e": false,
 		"a\U00016FE4": false, "a\U0001D159": false, "a\ue000": false, "a\u0378": false, "a\uffff": false, "a\U000F0000": false,
@@ -35,7 +35,7 @@ func TestVisible(t *testing.T) {
 // TestCheckText: a message may hold any space, not an override.
 func TestCheckText(t *testing.T) {
 	for text, ok := range map[string]bool{
-		"Update Windows before 1 December": true, "Mise à jour\u00a0: avant décembre": true, "👩‍💻 ask IT": true,
+		"Update Windows before 1 December": true, "Mise à jour\u00a0: avant décembre": true, "👩\u200d💻 ask IT": true,
 		"install fix\u202eexe.pdf": false, "line\nbreak": false, "a\u2028b": false, "a\u200bb": false,
 	} {
 		if err := api.CheckText("message", text); (err == nil) != ok {
