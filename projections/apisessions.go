@@ -68,7 +68,7 @@ func init() {
 const MaxAPISessions = 128
 
 // evictAPISessions ends the identity's API sessions beyond MaxAPISessions,
-// never the one just started.
+// never the one just started, and counts them (Evicted).
 func evictAPISessions(tx *Tx, started posture.APISession) error {
 	ids := tx.graph.sessionsOf(started.IdentityID)
 	if len(ids) <= MaxAPISessions {
@@ -96,9 +96,16 @@ func evictAPISessions(tx *Tx, started posture.APISession) error {
 		if err := deleteAPISession(tx, s.ID); err != nil {
 			return err
 		}
+		if tx.derived == nil { // not an overlay's
+			tx.evicted.Add(1)
+		}
 	}
 	return nil
 }
+
+// Evicted counts the API sessions this store ended since it was opened
+// because their identity had more than MaxAPISessions.
+func (s *Store) Evicted() uint64 { return s.evicted.Load() }
 
 func deleteAPISession(tx *Tx, id string) error {
 	var s posture.APISession

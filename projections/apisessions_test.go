@@ -144,7 +144,7 @@ func TestAPISessionsPerIdentityAreBounded(t *testing.T) {
 			live(0), live(1), live(2), live(3), live(projections.MaxAPISessions+1))
 	}
 	all, err := s.APISessions()
-	if err != nil || len(all) != projections.MaxAPISessions {
-		t.Fatalf("%d API sessions (%v), want %d", len(all), err, projections.MaxAPISessions)
+	if err != nil || len(all) != projections.MaxAPISessions || s.Evicted() != 2 {
+		t.Fatalf("%d API sessions (%v), want %d; %d evicted, want 2", len(all), err, projections.MaxAPISessions, s.Evicted())
 	}
 }

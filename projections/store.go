@@ -116,6 +116,7 @@ type Store struct {
 	closeOnce  sync.Once
 	heldWrites atomic.Bool   // the file system holds Pebble's writes for lack of space
 	dueWrites  atomic.Uint64 // writes to the deadline index (DueWrites)
+	evicted    atomic.Uint64 // API sessions ended by MaxAPISessions (Evicted)
 	broken     atomic.Bool   // Pebble failed a write: the database must not be used again
 
 	// beforeCommit, when set (tests), runs just before a batch is

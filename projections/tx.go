@@ -25,9 +25,10 @@ type Tx struct {
 	reader reader // the batch through the hot cache
 	graph  *graph
 	lean   bool // Options.Lean: no history, no fleet summary
-	// dueWrites is the store's count of writes to the deadline index.
-	dueWrites *atomic.Uint64
-	hot       *hotCache
+	// dueWrites is the store's count of writes to the deadline index;
+	// evicted its count of API sessions ended by MaxAPISessions.
+	dueWrites, evicted *atomic.Uint64
+	hot                *hotCache
 	// staged holds the hot keys the batch wrote, published to the cache
 	// only once the batch is committed.
 	staged map[string]*hotEntry
@@ -52,7 +53,7 @@ type Tx struct {
 }
 
 func newTx(b *pebble.Batch, s *Store) *Tx {
-	tx := &Tx{b: b, graph: s.graph, lean: s.lean, dueWrites: &s.dueWrites, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
+	tx := &Tx{b: b, graph: s.graph, lean: s.lean, dueWrites: &s.dueWrites, evicted: &s.evicted, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
 	tx.reader = hotReader{hot: s.hot, r: b, staged: tx.staged, populate: true}
 	tx.encoder = gojson.NewEncoder(&tx.enc)
 	tx.encoder.SetEscapeHTML(false)

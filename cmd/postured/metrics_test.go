@@ -69,12 +69,13 @@ func TestMetricsOnANode(t *testing.T) {
 		`postured_http_requests_total{method="POST",route="/edge/management/v1/posture-checks",status="201"}`: 1,
 		`postured_http_requests_total{method="GET",route="unmatched",status="404"}`:                           1,
 		`postured_failed_service_requests_total{check_type="OS"}`:                                             1,
-		`postured_consumer_position`:      float64(cursor),
-		`postured_log_last_sequence`:      float64(cursor),
-		`postured_projection_lag_events`:  0,
-		`postured_projection_lag_seconds`: 0,
-		`postured_deadline_queue_length`:  0,
-		`postured_log_up`:                 1,
+		`postured_consumer_position`:          float64(cursor),
+		`postured_log_last_sequence`:          float64(cursor),
+		`postured_projection_lag_events`:      0,
+		`postured_projection_lag_seconds`:     0,
+		`postured_deadline_queue_length`:      0,
+		`postured_log_up`:                     1,
+		`postured_api_sessions_evicted_total`: 0,
 	} {
 		if got := metricValue(t, body, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
@@ -588,6 +589,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 
 	n.metrics = n.newMetrics()
 	n.checkpointMetrics()
+	n.evictionMetrics()
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
 	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt, Disk: n.disk,
@@ -839,4 +841,13 @@ func uniq(vals ...string) []string {
 		}
 	}
 	return out
+}
+
+// evictionMetrics registers the count of API sessions the projection
+// ended because their identity had too many.
+func (n *node) evictionMetrics() {
+	n.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "postured_api_sessions_evicted_total",
+		Help: fmt.Sprintf("API sessions this node's projection ended since it started because their identity had more than %d (the least recently used).", projections.MaxAPISessions),
+	}, func() float64 { return float64(n.store.Evicted()) }))
 }
