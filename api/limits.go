@@ -99,55 +99,79 @@ func checkFields(prefix string, fields map[string]string) error {
 }
 
 // Visible reports whether a name shows as it reads, so that two names that
-// look alike are alike. It holds letters, marks, numbers, punctuation,
-// symbols and single spaces between them, in Unicode's composed form (NFC:
-// "renée" is one way only), and none of what shows as nothing or as
-// something else: control characters, line separators, other spaces,
-// formatting characters (a bidirectional override), default-ignorable code
-// points (a Hangul filler, a combining grapheme joiner, a variation
-// selector), blanks (U+2800), private-use, unassigned and noncharacter code
-// points. What scripts and emoji need is kept where they need it: the emoji
-// variation selectors (U+FE0E, U+FE0F) after an emoji, or after the digit,
-// '#' or '*' of a keycap; the zero-width joiner inside an emoji sequence;
-// both joiners after a virama, and between letters of a joining script
-// (Arabic, Syriac, N'Ko, Mongolian).
-func Visible(name string) bool {
-	if strings.HasPrefix(name, " ") || strings.HasSuffix(name, " ") || strings.Contains(name, "  ") || !norm.NFC.IsNormalString(name) {
-		return false
+// look alike are alike (see invisible).
+func Visible(name string) bool { return invisible(name) == "" }
+
+// invisible says why a name does not show as it reads ("": it does). A
+// name holds letters, marks, numbers, punctuation, symbols and single
+// spaces between them, in Unicode's composed form (NFC: "renée" is one way
+// only), and none of what shows as nothing or as something else: control
+// characters, line separators, other spaces, formatting characters (a
+// bidirectional override), default-ignorable code points (a Hangul filler,
+// a combining grapheme joiner, a variation selector), blanks (U+2800),
+// private-use, unassigned and noncharacter code points, a mark above a
+// dotted i or j (which fonts draw as the dot). What scripts and emoji need
+// is kept where they need it: the emoji variation selectors (U+FE0E,
+// U+FE0F) after an emoji, or after the digit, '#' or '*' of a keycap; the
+// zero-width joiner inside an emoji sequence, and around a virama; the
+// zero-width non-joiner after a virama, and after a letter of a joining
+// script (Arabic, Syriac, N'Ko, Mongolian) that joins the next; the tags of
+// a subdivision flag.
+func invisible(name string) string {
+	if strings.HasPrefix(name, " ") || strings.HasSuffix(name, " ") || strings.Contains(name, "  ") {
+		return "must not begin or end with a space, or hold two in a row"
+	}
+	if !norm.NFC.IsNormalString(name) {
+		return "must be in Unicode's composed form (NFC)"
 	}
 	rs := []rune(name)
-	for i, r := range rs {
-		prev, next := rune(-1), rune(-1)
-		if i > 0 {
-			prev = rs[i-1]
-		}
-		if i+1 < len(rs) {
-			next = rs[i+1]
-		}
-		if !shows(r, prev, next) {
-			return false
+	for i := range rs {
+		if !shows(rs, i) {
+			return "must not contain control characters, line separators, spaces other than U+0020, invisible formatting or blank characters"
 		}
 	}
-	return true
+	return ""
 }
 
-// shows is Visible's rule for one rune between its neighbours (-1: none).
-func shows(r, prev, next rune) bool {
+// shows is Visible's rule for the rune at i among its neighbours.
+func shows(rs []rune, i int) bool {
+	r, prev, next := rs[i], rune(-1), rune(-1)
+	if i > 0 {
+		prev = rs[i-1]
+	}
+	if i+1 < len(rs) {
+		next = rs[i+1]
+	}
 	switch {
 	case r == '\uFE0E' || r == '\uFE0F':
 		keycap := prev == '#' || prev == '*' || '0' <= prev && prev <= '9'
 		return unicode.Is(emoji, prev) || keycap && next == '\u20E3'
 	case r == '\u200D':
 		inEmoji := (prev == '\uFE0F' || unicode.Is(emoji, prev) && prev >= 0x1F000) && unicode.Is(emoji, next)
-		return inEmoji || virama(prev) || joining(prev) && joining(next)
+		return inEmoji || virama(prev) && unicode.IsLetter(next) || brahmic(prev) && virama(next)
 	case r == '\u200C':
-		return virama(prev) || joining(prev) && joining(next)
+		return virama(prev) && unicode.IsLetter(next) || joinsNext(base(rs, i)) && joining(next)
+	case 0xE0020 <= r && r <= 0xE007F: // a subdivision flag's tags, after its black flag
+		return prev == 0x1F3F4 || 0xE0020 <= prev && prev <= 0xE007E
 	case r == ' ':
 		return true
 	case unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector, blank):
 		return false
+	case 0x0300 <= r && r <= 0x0314 && strings.ContainsRune("ijıȷ", prev):
+		return false
 	}
 	return unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S)
+}
+
+// base is the last rune before i that is not a mark: the letter the marks
+// before i sit on (-1: none).
+func base(rs []rune, i int) rune {
+	for j := i - 1; j >= 0; j-- {
+		if !unicode.IsMark(rs[j]) {
+			return rs[j]
+		}
+	}
+	return -1
 }
 
 // blank are symbols and marks that show as nothing.
@@ -187,6 +211,31 @@ func joining(r rune) bool {
 	return (unicode.IsLetter(r) || unicode.IsMark(r)) && unicode.In(r, unicode.Arabic, unicode.Syriac, unicode.Nko, unicode.Mongolian)
 }
 
+// joinsNext reports whether r is a letter of a joining script that joins
+// the letter after it, so that a non-joiner after it changes how it is
+// drawn: not the Arabic letters that join only the letter before them
+// (alef, dal, reh, waw...) nor hamza.
+func joinsNext(r rune) bool {
+	return unicode.IsLetter(r) && joining(r) && !unicode.Is(rightJoining, r)
+}
+
+// rightJoining are the Arabic letters that never join the letter after
+// them.
+var rightJoining = &unicode.RangeTable{R16: []unicode.Range16{
+	{Lo: 0x0621, Hi: 0x0625, Stride: 1}, {Lo: 0x0627, Hi: 0x0627, Stride: 1}, {Lo: 0x0629, Hi: 0x0629, Stride: 1},
+	{Lo: 0x062F, Hi: 0x0632, Stride: 1}, {Lo: 0x0648, Hi: 0x0648, Stride: 1}, {Lo: 0x0671, Hi: 0x0673, Stride: 1},
+	{Lo: 0x0675, Hi: 0x0677, Stride: 1}, {Lo: 0x0688, Hi: 0x0699, Stride: 1}, {Lo: 0x06C0, Hi: 0x06C0, Stride: 1},
+	{Lo: 0x06C3, Hi: 0x06CB, Stride: 1}, {Lo: 0x06CD, Hi: 0x06CD, Stride: 1}, {Lo: 0x06CF, Hi: 0x06CF, Stride: 1},
+	{Lo: 0x06D2, Hi: 0x06D3, Stride: 1}, {Lo: 0x06D5, Hi: 0x06D5, Stride: 1}, {Lo: 0x06EE, Hi: 0x06EF, Stride: 1},
+}}
+
+// brahmic reports whether r is a letter of a script whose consonants
+// combine through a virama.
+func brahmic(r rune) bool {
+	return unicode.IsLetter(r) && unicode.In(r, unicode.Devanagari, unicode.Bengali, unicode.Gurmukhi, unicode.Gujarati,
+		unicode.Oriya, unicode.Tamil, unicode.Telugu, unicode.Kannada, unicode.Malayalam, unicode.Sinhala)
+}
+
 // CheckText refuses a new text shown to users (a message) that holds a
 // control character, a line or paragraph separator or a formatting
 // character other than the joiners, such as a bidirectional override that
@@ -203,8 +252,8 @@ func CheckText(field, s string) error {
 // CheckVisible refuses a new username (or name) that does not show as it
 // reads (see Visible).
 func CheckVisible(field, s string) error {
-	if !Visible(s) {
-		return posture.Invalid(field, "must not contain control characters, line separators, spaces other than U+0020 or invisible formatting characters", s)
+	if why := invisible(s); why != "" {
+		return posture.Invalid(field, why, s)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 )
 
@@ -24,6 +27,11 @@ func TestVisible(t *testing.T) {
 		"renée": true, "ℹ️": true, "↔️": true, "‼️": true, "❤️\u200d🔥": true, "🐈\u200d⬛": true, "a b": true,
 		"carol ": false, " carol": false, "ca  rol": false, "rene\u0301e": false,
 		"用户\u200d名": false, "用户\u200c名": false, "acme°\u200d°": false, "★\u200d★": false, "carol°\ufe0e": false,
+		"\u09B0\u200d\u09CD\u09AF\u09BE\u09AC": true, "\u0645\u0650\u200c\u06CC": true,
+		"\U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F": true,
+		"admi\u0307n": false, "adm\u0131\u0307n": false, "\u0645\u200d\u062D\u0645\u062F": false,
+		"\u062F\u0627\u200c\u0648\u062F": false, "\u0621\u200c\u0628": false, "\u0930\u093E\u092E\u094D\u200c": false,
+		"a\U000E0067": false, "\U0001F3F4\u200d\U000E0067": false,
 		"a\U00016FE4": false, "a\U0001D159": false, "a\ue000": false, "a\u0378": false, "a\uffff": false, "a\U000F0000": false,
 	} {
 		if api.Visible(name) != want {
@@ -40,6 +48,19 @@ func TestCheckText(t *testing.T) {
 	} {
 		if err := api.CheckText("message", text); (err == nil) != ok {
 			t.Errorf("CheckText(%+q) = %v, want ok %v", text, err, ok)
+		}
+	}
+}
+
+// TestCheckVisibleSaysWhy: the refusal names the rule a name broke.
+func TestCheckVisibleSaysWhy(t *testing.T) {
+	for name, why := range map[string]string{
+		"rene\u0301e": "composed form (NFC)", "carol ": "begin or end with a space", "ca  rol": "two in a row", "a\u200bb": "invisible formatting",
+	} {
+		err := api.CheckVisible("name", name)
+		var pe *posture.Error
+		if !errors.As(err, &pe) || pe.Code != posture.CodeCouldNotValidate || !strings.Contains(pe.Reason, why) {
+			t.Errorf("CheckVisible(%+q) = %v, want a refusal saying %q", name, err, why)
 		}
 	}
 }
