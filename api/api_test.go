@@ -6,9 +6,11 @@ import (
 	"flag"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +237,47 @@ func TestClientRequestIDs(t *testing.T) {
 		got := rec.Header().Get(echo.HeaderXRequestID)
 		if (got == id) != kept || got == "" {
 			t.Errorf("X-Request-Id %.20q answered as %.40q; kept: %v", id, got, kept)
+		}
+	}
+}
+
+// TestListViews: without a filter or sort only the page's items are shown
+// (their views may be costly); with one, every item is, and filtered.
+func TestListViews(t *testing.T) {
+	type view struct {
+		N int `json:"n"`
+	}
+	items := []int{1, 2, 3, 4, 5}
+	for _, c := range []struct {
+		query string
+		want  []int
+		total int64
+		views int
+	}{
+		{"limit=2&offset=1", []int{2, 3}, 5, 2},
+		{"offset=9", []int{}, 5, 0},
+		{"filter=" + url.QueryEscape("n > 3"), []int{4, 5}, 2, 5},
+		{"sort=" + url.QueryEscape("n desc") + "&limit=2", []int{5, 4}, 5, 5},
+	} {
+		shown := 0
+		rec := httptest.NewRecorder()
+		ctx := echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/x?"+c.query, nil), rec)
+		if err := api.ListViews(ctx, items, func(n int) (view, error) { shown++; return view{n}, nil }); err != nil {
+			t.Fatalf("%s: %v", c.query, err)
+		}
+		var env struct {
+			Data []view
+			Meta api.Meta
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
+			t.Fatal(err)
+		}
+		got := []int{}
+		for _, v := range env.Data {
+			got = append(got, v.N)
+		}
+		if !cmp.Equal(got, c.want) || env.Meta.Pagination.TotalCount != c.total || shown != c.views || !slices.Contains(env.Meta.FilterableFields, "n") {
+			t.Errorf("%s: %v of %d, %d views, fields %v; want %v of %d, %d views", c.query, got, env.Meta.Pagination.TotalCount, shown, env.Meta.FilterableFields, c.want, c.total, c.views)
 		}
 	}
 }

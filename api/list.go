@@ -21,6 +21,33 @@ import (
 // INVALID_SORT_IDENTIFIER), not read as "no match".
 func List[T any](c echo.Context, items []T) error { return ListOf(c, items, Fields{}) }
 
+// ListViews is List for items shown through view, which may be costly (a
+// session's view unseals its token): without a filter or a sort, only the
+// items of the page asked for are shown.
+func ListViews[S, V any](c echo.Context, items []S, view func(S) (V, error)) error {
+	params, err := ParseList(c)
+	if err != nil {
+		return err
+	}
+	all := params.Filter != "" || params.Sort != ""
+	start, end := 0, len(items)
+	if !all {
+		start, end = pageBounds(params, len(items))
+	}
+	views := make([]V, 0, end-start)
+	for _, it := range items[start:end] {
+		v, err := view(it)
+		if err != nil {
+			return err
+		}
+		views = append(views, v)
+	}
+	if all {
+		return List(c, views)
+	}
+	return answerPage(c, params, len(items), views, filterableFields[V](Fields{}))
+}
+
 // Fields tells List the fields of views whose keys vary (maps): the
 // entity's own fields (Of, its type) and, for an empty list, a view of a
 // zero entity (Sample).

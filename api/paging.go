@@ -65,15 +65,23 @@ func Paginate[T any](c echo.Context, p ListParams, items []T) error {
 // PaginateFields is Paginate with meta.filterableFields: the fields the
 // list's filter and sort take.
 func PaginateFields[T any](c echo.Context, p ListParams, items []T, filterable []string) error {
-	total := int64(len(items))
-	start := min(p.Offset, total)
-	end := min(start+normalizeLimit(p.Limit), total)
-	page := items[start:end]
+	start, end := pageBounds(p, len(items))
+	return answerPage(c, p, len(items), items[start:end], filterable)
+}
+
+// pageBounds are the bounds of p's page in a list of total items.
+func pageBounds(p ListParams, total int) (start, end int) {
+	start = int(min(p.Offset, int64(total)))
+	return start, int(min(int64(start)+normalizeLimit(p.Limit), int64(total)))
+}
+
+// answerPage answers a page of a list of total items.
+func answerPage[T any](c echo.Context, p ListParams, total int, page []T, filterable []string) error {
 	if page == nil {
 		page = []T{}
 	}
 	return c.JSON(http.StatusOK, Envelope{
 		Data: page,
-		Meta: Meta{Pagination: &Pagination{Limit: normalizeLimit(p.Limit), Offset: p.Offset, TotalCount: total}, FilterableFields: filterable},
+		Meta: Meta{Pagination: &Pagination{Limit: normalizeLimit(p.Limit), Offset: p.Offset, TotalCount: int64(total)}, FilterableFields: filterable},
 	})
 }

@@ -256,13 +256,9 @@ func (a *API) listSessions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	views := make([]sessionView, len(sessions))
-	for i, s := range sessions {
-		if views[i], err = a.sessionView(c.Request().Context(), s); err != nil {
-			return err
-		}
-	}
-	return api.List(c, views)
+	return api.ListViews(c, sessions, func(s posture.Session) (sessionView, error) {
+		return a.sessionView(c.Request().Context(), s)
+	})
 }
 
 // ownSession reads one of the caller's sessions (others' are not found).
