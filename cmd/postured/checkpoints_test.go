@@ -42,36 +42,44 @@ func checkpointedNode(t *testing.T, cfg serveCmd) (n *testNode, postureSeq uint6
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	last, err := n.elog.LastSeq(ctx)
+	var seqs []uint64
+	last := lastEvent(ctx, t, n.elog, func(e posture.Event) {
+		if e.Type == posture.TypePostureRecorded {
+			seqs = append(seqs, e.Seq)
+		}
+	})
+	if err := n.checkpointer.WaitFor(ctx, last); err != nil {
+		t.Fatalf("no checkpoint covers %d: %v", last, err)
+	}
+	if len(seqs) < 10 {
+		t.Fatalf("%d posture responses in the log", len(seqs))
+	}
+	return n, seqs[len(seqs)/2]
+}
+
+// lastEvent reads the log up to its end and returns the sequence of its
+// last event that is not itself a checkpoint, calling visit with each
+// event: the one to wait for a checkpoint over (a checkpoint that landed
+// last is covered by none until another event comes).
+func lastEvent(ctx context.Context, t *testing.T, l *eventlog.Log, visit func(posture.Event)) uint64 {
+	t.Helper()
+	end, err := l.LastSeq(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wait for a checkpoint over the last event that is not itself a
-	// checkpoint: one that landed after the responses (100 ms on, or
-	// sooner on a loaded machine) is covered by none until another event
-	// comes.
-	var seqs []uint64
-	lastEvent := uint64(0)
-	if err := n.elog.Read(ctx, 1, last, func(b []posture.Event) error {
+	last := uint64(0)
+	if err := l.Read(ctx, 1, end, func(b []posture.Event) error {
 		for _, e := range b {
-			if e.Type == posture.TypePostureRecorded {
-				seqs = append(seqs, e.Seq)
-			}
+			visit(e)
 			if e.Type != posture.TypeLogCheckpointed {
-				lastEvent = e.Seq
+				last = e.Seq
 			}
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.checkpointer.WaitFor(ctx, lastEvent); err != nil {
-		t.Fatalf("no checkpoint covers %d: %v", lastEvent, err)
-	}
-	if len(seqs) < 10 {
-		t.Fatalf("%d posture responses in the log", len(seqs))
-	}
-	return n, seqs[len(seqs)/2]
+	return last
 }
 
 // `audit verify` passes on an untouched log (a running node's, over its
@@ -257,10 +265,7 @@ func TestClusterCheckpoints(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	last, err := a.elog.LastSeq(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	last := lastEvent(ctx, t, a.elog, func(posture.Event) {})
 	for _, n := range []*clusterNode{a, b} {
 		if err := n.checkpointer.WaitFor(ctx, last); err != nil {
 			t.Fatalf("%s: no checkpoint covers %d: %v", n.cfg.Name, last, err)
