@@ -118,14 +118,15 @@ func Budgeted(c echo.Context, b *Budget, identityID string, decide func() ([]pos
 
 // AppendBudgeted appends p for the identity once its budget has room for
 // the event's data and RequestCost more (429 otherwise, with nothing
-// appended).
-func (w *Writer) AppendBudgeted(c echo.Context, b *Budget, identityID string, p posture.Payload) (uint64, error) {
+// appended), and returns the event appended.
+func (w *Writer) AppendBudgeted(c echo.Context, b *Budget, identityID string, p posture.Payload) (posture.Event, error) {
 	e, err := w.Event(StampOf(c), p)
 	if err != nil {
-		return 0, err
+		return e, err
 	}
 	if err := b.Take(c, identityID, len(e.Data)+RequestCost); err != nil {
-		return 0, err
+		return e, err
 	}
-	return w.AppendEvent(c.Request().Context(), e)
+	_, err = w.AppendEvent(c.Request().Context(), e)
+	return e, err
 }

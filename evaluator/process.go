@@ -65,7 +65,7 @@ func evalProcess(c posture.Check, reported []posture.ProcessPosture) Verdict {
 	if c.Process == nil {
 		return Verdict{
 			Actual:   ProcessValue{SignerFingerprints: []string{}},
-			Expected: ProcessExpected{Hashes: []string{}},
+			Expected: processExpected(posture.Process{}),
 			Reason:   "check lists no process",
 		}
 	}

@@ -255,14 +255,8 @@ func (a postureResponses) decode(c echo.Context, v any) error {
 // now affects.
 func (a postureResponses) record(c echo.Context, responses []posture.PostureResponse) error {
 	p := api.PrincipalOf(c)
-	e, err := a.writer.Event(api.StampOf(c), posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses})
+	e, err := a.writer.AppendBudgeted(c, a.budget, p.Identity.ID, posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses})
 	if err != nil {
-		return err
-	}
-	if err := a.budget.Take(c, p.Identity.ID, len(e.Data)+api.RequestCost); err != nil {
-		return err
-	}
-	if _, err := a.writer.AppendEvent(c.Request().Context(), e); err != nil {
 		return err
 	}
 	woken, unlocked := false, false
