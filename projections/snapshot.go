@@ -191,6 +191,7 @@ func OpenSnapshots(opts SnapshotOptions) (*Snapshots, error) {
 // BrokenSnapshot is a snapshot directory that does not load, and why.
 type BrokenSnapshot struct {
 	Dir string
+	Seq uint64 // the sequence its name gives (0: none)
 	Err error
 }
 
@@ -211,7 +212,8 @@ func InspectSnapshots(dir string) ([]Snapshot, []BrokenSnapshot, error) {
 		path := filepath.Join(dir, e.Name())
 		snap, err := loadSnapshot(path)
 		if err != nil {
-			broken = append(broken, BrokenSnapshot{Dir: path, Err: err})
+			seq, _ := seqOfDir(path)
+			broken = append(broken, BrokenSnapshot{Dir: path, Seq: seq, Err: err})
 			continue
 		}
 		list = append(list, snap)
@@ -222,8 +224,17 @@ func InspectSnapshots(dir string) ([]Snapshot, []BrokenSnapshot, error) {
 
 // SnapshotDBDir is the directory of the checkpoint of the snapshot at seq
 // under dir.
-func SnapshotDBDir(dir string, seq uint64) string {
-	return filepath.Join(dir, fmt.Sprintf("%s%020d", snapPrefix, seq), dbDir)
+func SnapshotDBDir(dir string, seq uint64) string { return filepath.Join(snapshotDir(dir, seq), dbDir) }
+
+// snapshotDir is the directory of the snapshot at seq under dir; seqOfDir
+// reads the sequence back from its name.
+func snapshotDir(dir string, seq uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%s%020d", snapPrefix, seq))
+}
+
+func seqOfDir(path string) (uint64, bool) {
+	seq, err := strconv.ParseUint(strings.TrimPrefix(filepath.Base(path), snapPrefix), 10, 64)
+	return seq, err == nil
 }
 
 // EventTimes are the times a snapshot of this store taken now would
@@ -262,7 +273,7 @@ func loadSnapshot(dir string) (Snapshot, error) {
 	if err := json.Unmarshal(data, &snap); err != nil {
 		return snap, fmt.Errorf("%s: %w", metaFile, err)
 	}
-	if seq, err := strconv.ParseUint(strings.TrimPrefix(filepath.Base(dir), snapPrefix), 10, 64); err != nil || seq != snap.Seq {
+	if seq, ok := seqOfDir(dir); !ok || seq != snap.Seq {
 		return snap, fmt.Errorf("the directory's name does not match sequence %d", snap.Seq)
 	}
 	if snap.Layout != layout {
@@ -332,7 +343,7 @@ func (s *Snapshots) List() []Snapshot {
 func (s *Snapshots) Dir() string { return s.opts.Dir }
 
 func (s *Snapshots) snapDir(seq uint64) string {
-	return filepath.Join(s.opts.Dir, fmt.Sprintf("%s%020d", snapPrefix, seq))
+	return snapshotDir(s.opts.Dir, seq)
 }
 
 // Take checkpoints store at its cursor, unless a snapshot at or beyond it

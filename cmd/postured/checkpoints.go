@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,8 +184,8 @@ func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s s
 		}
 		for _, b := range broken {
 			name := filepath.Base(b.Dir)
-			if seq, err := strconv.ParseUint(strings.TrimPrefix(name, "snap-"), 10, 64); err == nil {
-				name = strconv.FormatUint(seq, 10)
+			if b.Seq != 0 {
+				name = strconv.FormatUint(b.Seq, 10)
 			}
 			// One of an earlier layout is a node's of an earlier build: no
 			// node or command uses it, and the node removes it when it next
