@@ -378,6 +378,9 @@ func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition
 	if last.Seq == 0 && !overlay || len(events) == 0 {
 		return nil
 	}
+	if err := tx.writeStaged(); err != nil {
+		return s.fail(err)
+	}
 	if err := putSeq(b, cursorKey, cursor); err != nil {
 		return s.fail(err)
 	}

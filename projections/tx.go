@@ -74,26 +74,54 @@ func (tx *Tx) put(key []byte, v any) error {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
 	// data is ours (the batch keeps a copy): the cache holds it.
-	tx.stage(key, data, v)
+	if tx.stage(key, data, v) {
+		return nil
+	}
 	return tx.b.Set(key, data, nil)
 }
 
 func (tx *Tx) putRaw(key, value []byte) error {
-	tx.stage(key, bytes.Clone(value), nil)
+	if tx.stage(key, bytes.Clone(value), nil) {
+		return nil
+	}
 	return tx.b.Set(key, value, nil)
 }
 
 func (tx *Tx) del(key []byte) error {
-	tx.stage(key, nil, nil)
+	if tx.stage(key, nil, nil) {
+		return nil
+	}
 	return tx.b.Delete(key, nil)
 }
 
-// stage records a hot key's new value (nil: deleted) for the cache; readers
-// see it once the batch is committed.
-func (tx *Tx) stage(key, raw []byte, v any) {
-	if isHot(key) {
-		tx.staged[string(key)] = newHotEntry(raw, v)
+// stage records a hot key's new value (nil: deleted) and reports whether
+// the key is hot. A hot key is written to the batch once, with its last
+// value, when the batch is complete (writeStaged): the apply reads it from
+// staged meanwhile, and many events of a batch rewrite the same few keys
+// (an identity's posture, the fleet's counts). Readers see it once the
+// batch is committed.
+func (tx *Tx) stage(key, raw []byte, v any) bool {
+	if !isHot(key) {
+		return false
 	}
+	tx.staged[string(key)] = newHotEntry(raw, v)
+	return true
+}
+
+// writeStaged writes the staged hot keys into the batch, before its commit.
+func (tx *Tx) writeStaged() error {
+	for k, e := range tx.staged {
+		var err error
+		if e.raw == nil {
+			err = tx.b.Delete([]byte(k), nil)
+		} else {
+			err = tx.b.Set([]byte(k), e.raw, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // delPrefix removes every key with the prefix (never a hot key).
