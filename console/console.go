@@ -25,10 +25,13 @@ type Store interface {
 	IdentityPage(after string, limit int) ([]posture.Identity, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
 	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
+	WouldDenies(identityID string) ([]posture.WouldDeny, error)
 	// FleetFailedRequests reads the newest failed service requests of the
 	// whole fleet, newest first, from an index (no scan of the identities).
 	FleetFailedRequests(limit int) ([]posture.FleetFailedRequest, error)
-	History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error)
+	// HistoryTail reads the newest limit entries of an identity's history
+	// in a window, and whether there are more.
+	HistoryTail(identityID string, since, until time.Time, limit int) ([]posture.HistoryEntry, bool, error)
 	ServicesFor(identityID, typ string) []posture.Grant
 	Service(id string) (posture.Service, error)
 	Checks() ([]posture.Check, error)

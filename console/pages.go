@@ -274,6 +274,11 @@ func parseTime(v string) (time.Time, error) {
 	return time.Time{}, errors.New("not a time")
 }
 
+// maxTimelineEntries bounds the history entries an identity's page shows:
+// the newest of its window. An identity's own requests make its history,
+// and the page must cost the same however much of it there is.
+const maxTimelineEntries = 2000
+
 // identity is GET /console/identities/{id}: posture with ages, sessions,
 // failed requests and the timeline of the time window.
 func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
@@ -287,12 +292,17 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	history, err := c.opts.Store.History(id.ID, from, to)
+	history, more, err := c.opts.Store.HistoryTail(id.ID, from, to, maxTimelineEntries)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	failed, err := c.opts.Store.FailedRequests(id.ID)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	wouldDeny, err := c.opts.Store.WouldDenies(id.ID)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -319,10 +329,21 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		events[i] = eventRow{h, i == 0 || history[i-1].Seq != h.Seq}
 	}
 	now := c.opts.Now()
-	tl := buildTimeline(id.ID, history, failed, from, to)
+	names := map[string]string{}
+	serviceName := func(id, recorded string) string {
+		if n, ok := names[id]; ok {
+			return n
+		}
+		names[id] = recorded
+		if svc, err := c.opts.Store.Service(id); err == nil {
+			names[id] = svc.Name
+		}
+		return names[id]
+	}
+	tl := buildTimeline(id.ID, history, failed, wouldDeny, serviceName, from, to)
 	c.render(w, r, http.StatusOK, "identity", map[string]any{
 		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip), "Sessions": sessions,
-		"Failed": failed, "Timeline": tl, "History": events,
+		"Failed": failed, "Timeline": tl, "History": events, "More": more, "Shown": maxTimelineEntries,
 		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
 		"Services": c.services(id.ID),
 	})

@@ -68,7 +68,11 @@ const (
 )
 
 // buildTimeline lays out the entries of the window [from, to].
-func buildTimeline(identityID string, history []posture.HistoryEntry, failed []posture.FailedServiceRequest, from, to time.Time) Timeline {
+// A service's lane is named by serviceName (the service's name now, or
+// the one its entries recorded when it is gone). Its cost follows the
+// entries: the page holds at most maxTimelineEntries of them.
+func buildTimeline(identityID string, history []posture.HistoryEntry, failed []posture.FailedServiceRequest, wouldDeny []posture.WouldDeny,
+	serviceName func(id, recorded string) string, from, to time.Time) Timeline {
 	tl := Timeline{From: from, To: to, Width: tlWidth}
 	span := to.Sub(from)
 	x := func(t time.Time) int {
@@ -133,7 +137,7 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 				ServiceID string `json:"serviceId"`
 			}
 			if json.Unmarshal(h.Detail, &d) == nil && d.ServiceID != "" {
-				name := serviceOf(h.Summary)
+				name := serviceName(d.ServiceID, serviceOf(h.Summary))
 				m.Class = "granted"
 				if strings.HasSuffix(h.Summary, "deleted by the client") || strings.Contains(h.Summary, " removed") {
 					m.Class = "ended"
@@ -145,44 +149,57 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 	}
 	// Denials come from the failed requests (they name the service); each
 	// links to its event (the session.denied entry at the same moment) and
-	// to explain at that moment.
-	for _, f := range failed {
-		if f.When.Before(from) || f.When.After(to) {
-			continue
+	// to explain at that moment. Would-denies come from their ring too.
+	sessionSeq := map[int64]uint64{} // a session entry's time: its event
+	for _, h := range history {
+		if h.Kind == posture.HistorySession || h.Kind == posture.HistoryWouldDeny {
+			sessionSeq[h.At.UnixNano()] = h.Seq
 		}
-		var seq uint64
-		for _, h := range history {
-			if h.Kind == posture.HistorySession && h.At.Equal(f.When) {
-				seq = h.Seq
-			}
+	}
+	denial := func(class, serviceID, recorded, sessionType string, when time.Time, title string) {
+		if when.Before(from) || when.After(to) {
+			return
 		}
-		q := url.Values{"identity": {identityID}, "service": {f.ServiceID}, "type": {f.SessionType}, "at": {f.When.UTC().Format(time.RFC3339Nano)}}
-		l := lane("Service " + f.ServiceName)
-		l.Marks = append(l.Marks, Mark{X: x(f.When), Class: "denied", At: f.When, Seq: seq,
-			Title: stamp(f.When) + " " + f.SessionType + " session for " + f.ServiceName + " denied",
+		q := url.Values{"identity": {identityID}, "service": {serviceID}, "type": {sessionType}, "at": {when.UTC().Format(time.RFC3339Nano)}}
+		name := serviceName(serviceID, recorded)
+		l := lane("Service " + name)
+		l.Marks = append(l.Marks, Mark{X: x(when), Class: class, At: when, Seq: sessionSeq[when.UnixNano()],
+			Title: stamp(when) + " " + sessionType + " session for " + name + " " + title,
 			Href:  "/console/explain?" + q.Encode()})
 	}
+	for _, f := range failed {
+		denial("denied", f.ServiceID, f.ServiceName, f.SessionType, f.When, "denied")
+	}
+	for _, w := range wouldDeny {
+		denial("would-deny", w.ServiceID, w.ServiceName, w.SessionType, w.When, "granted; report-only checks would deny it")
+	}
 	// Grace: from a wake or unlock to what ended it for that API session,
-	// an MFA pass or a deadline reached (none yet: nothing is drawn).
-	for i, h := range history {
-		if h.Kind != posture.HistoryEndpoint {
+	// an MFA pass or a deadline reached (none yet: nothing is drawn). Read
+	// from the newest entry back, each API session's next end is at hand.
+	next := map[string]posture.HistoryEntry{}
+	for i := len(history) - 1; i >= 0; i-- {
+		h := history[i]
+		switch h.Kind {
+		case posture.HistoryMFA, posture.HistoryDeadline:
+			next[h.APISessionID] = h
+			continue
+		case posture.HistoryEndpoint:
+		default:
 			continue
 		}
-		for _, e := range history[i+1:] {
-			if e.APISessionID != h.APISessionID || (e.Kind != posture.HistoryMFA && e.Kind != posture.HistoryDeadline) {
-				continue
-			}
-			what := "until MFA passed at " + stamp(e.At)
-			class := "grace"
-			if e.Kind == posture.HistoryDeadline {
-				what, class = "grace ended, "+e.Summary, "grace expired"
-			}
-			x0, x1 := x(h.At), x(e.At)
-			l := lane("Wake / unlock")
-			l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(e.Seq),
-				Title: stamp(h.At) + " " + h.Summary + ": " + what})
-			break
+		e, ok := next[h.APISessionID]
+		if !ok {
+			continue
 		}
+		what := "until MFA passed at " + stamp(e.At)
+		class := "grace"
+		if e.Kind == posture.HistoryDeadline {
+			what, class = "grace ended, "+e.Summary, "grace expired"
+		}
+		x0, x1 := x(h.At), x(e.At)
+		l := lane("Wake / unlock")
+		l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(e.Seq),
+			Title: stamp(h.At) + " " + h.Summary + ": " + what})
 	}
 	for _, name := range policyOrder {
 		l := lane("Policy " + name)

@@ -23,11 +23,21 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 		{Seq: 8, At: at(38), Kind: posture.HistoryDeadline, Event: "deadline.reached", APISessionID: "a1", Summary: "deadline reached"},
 		{Seq: 5, At: at(40), Kind: posture.HistoryAccess, Event: "posture.recorded", Summary: "policy p: failing -> passing",
 			Detail: detail(map[string]string{"policyName": "p", "from": "failing", "to": "passing"})},
-		{Seq: 6, At: at(50), Kind: posture.HistorySession, Event: "session.created", Summary: "Dial session s1 for service crm created by policies p",
+		{Seq: 6, At: at(50), Kind: posture.HistorySession, Event: "session.created", Summary: "Dial session s1 for service crm eu created by policies p",
 			Detail: detail(map[string]string{"sessionId": "s1", "serviceId": "svc", "type": "Dial"})},
+		{Seq: 9, At: at(60), Kind: posture.HistoryWouldDeny, Event: "session.created", Summary: "Dial session for service crm eu would be denied when enforced: report-only checks failing os"},
 	}
-	failed := []posture.FailedServiceRequest{{ServiceID: "svc", ServiceName: "crm", SessionType: "Dial", When: at(20)}}
-	tl := buildTimeline("id1", history, failed, at(0), at(100))
+	failed := []posture.FailedServiceRequest{{ServiceID: "svc", ServiceName: "crm eu", SessionType: "Dial", When: at(20)}}
+	wouldDeny := []posture.WouldDeny{{ServiceID: "svc", ServiceName: "crm eu", SessionType: "Dial", When: at(60)}}
+	// The service is named as it is now; a service that is gone, as its
+	// entries recorded it.
+	names := func(id, recorded string) string {
+		if id == "svc" {
+			return "crm eu"
+		}
+		return recorded
+	}
+	tl := buildTimeline("id1", history, failed, wouldDeny, names, at(0), at(100))
 
 	lanes := map[string]Lane{}
 	var labels []string
@@ -35,16 +45,19 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 		lanes[l.Label] = l
 		labels = append(labels, l.Label)
 	}
-	want := "OS,Processes,MAC / domain,MFA,Wake / unlock,Service crm,Policy p"
+	want := "OS,Processes,MAC / domain,MFA,Wake / unlock,Service crm eu,Policy p"
 	if got := strings.Join(labels, ","); got != want {
 		t.Fatalf("lanes %s, want %s", got, want)
 	}
 	x := func(s int) int { return tlLabel + s*(tlWidth-tlLabel-tlMargin)/100 }
-	svc := lanes["Service crm"].Marks
-	if len(svc) != 2 || svc[0].Class != "granted" || svc[1].Class != "denied" {
+	svc := lanes["Service crm eu"].Marks
+	if len(svc) != 3 || svc[0].Class != "granted" || svc[1].Class != "would-deny" || svc[2].Class != "denied" {
 		t.Fatalf("service marks (denials last): %+v", svc)
 	}
-	d := svc[1]
+	if w := svc[1]; w.X != x(60) || w.Seq != 9 || !strings.Contains(w.Href, "/console/explain?") {
+		t.Fatalf("would-deny mark: %+v", w)
+	}
+	d := svc[2]
 	if d.X != x(20) || d.Seq != 3 || !strings.Contains(d.Href, "/console/explain?") || !strings.Contains(d.Href, "at=2026-11-23T10%3A00%3A20Z") || !strings.Contains(d.Href, "service=svc") {
 		t.Fatalf("denial mark: %+v (x want %d)", d, x(20))
 	}
@@ -66,7 +79,7 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 	}
 
 	// A window that ends before the denial leaves it out.
-	tl = buildTimeline("id1", history[:2], failed, at(0), at(15))
+	tl = buildTimeline("id1", history[:2], failed, wouldDeny, names, at(0), at(15))
 	for _, l := range tl.Lanes {
 		for _, m := range l.Marks {
 			if m.Class == "denied" {

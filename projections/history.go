@@ -3,10 +3,12 @@ package projections
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	gojson "github.com/goccy/go-json"
 
 	"github.com/seed-0809debe/posture"
@@ -194,4 +196,49 @@ func (s *Store) History(identityID string, since, until time.Time) ([]posture.Hi
 		return true
 	})
 	return out, err
+}
+
+// historySkew is how far out of time order the entries of two nodes may
+// be (their clocks): HistoryTail reads this far past since.
+const historySkew = time.Minute
+
+// HistoryTail is History's newest limit entries of the window, oldest
+// first, and whether the window holds more (older ones). It reads the
+// identity's history from its newest entry back, stopping once it has
+// limit entries or has passed since by historySkew, so that its cost
+// follows limit, not how many entries the identity has.
+func (s *Store) HistoryTail(identityID string, since, until time.Time, limit int) ([]posture.HistoryEntry, bool, error) {
+	prefix := historyPrefix(identityID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, false, err
+	}
+	defer it.Close()
+	var out []posture.HistoryEntry // newest first
+	more := false
+scan:
+	for ok := it.Last(); ok; ok = it.Prev() {
+		var entries []posture.HistoryEntry
+		if err := unmarshal(it.Value(), &entries); err != nil {
+			return nil, false, fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		for i := len(entries) - 1; i >= 0; i-- {
+			e := entries[i]
+			switch {
+			case !since.IsZero() && e.At.Before(since.Add(-historySkew)):
+				break scan
+			case !since.IsZero() && e.At.Before(since), !until.IsZero() && e.At.After(until):
+				continue
+			case len(out) == limit:
+				more = true
+				break scan
+			}
+			out = append(out, e)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, false, err
+	}
+	slices.Reverse(out)
+	return out, more, nil
 }

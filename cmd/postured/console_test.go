@@ -347,6 +347,38 @@ func TestConsolePages(t *testing.T) {
 	}
 }
 
+// TestConsoleIdentityPageIsBounded: an identity's own requests make its
+// history, and its page shows only the newest entries of the window, with
+// a note that there are more.
+func TestConsoleIdentityPageIsBounded(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ep := n.endpoint(t, admin, "chatty")
+	wakes := make([]map[string]any, 1000)
+	for i := range wakes {
+		wakes[i] = map[string]any{"id": "x", "typeId": "ENDPOINT_STATE", "woken": true, "unlocked": true}
+	}
+	for range 3 {
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", ep.token, wakes); r.Status != http.StatusCreated {
+			t.Fatalf("bulk posture: %d %s", r.Status, r.Body)
+		}
+	}
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	b.signIn("admin", testAdminPassword)
+	p := b.get("/console/identities/" + ep.id)
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, `id="more"`) {
+		t.Fatalf("identity page: %d, no note of more events", p.Status)
+	}
+	rows := strings.Count(p.Body[strings.Index(p.Body, `<table id="events">`):], "<tr")
+	if rows != 1+2000 { // the header and the newest entries
+		t.Fatalf("%d rows in the events table, want 2000 and the header", rows-1)
+	}
+	// A window with fewer entries has no note.
+	if p := b.get("/console/identities/" + ep.id + "?to=" + url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))); p.Status != http.StatusOK || strings.Contains(p.Body, `id="more"`) {
+		t.Fatalf("a window before the wakes: %d, note: %v", p.Status, strings.Contains(p.Body, `id="more"`))
+	}
+}
+
 // TestConsoleRefusesNonAdmins: a user's right password gets no console
 // session, and the API session the attempt opened is ended.
 func TestConsoleRefusesNonAdmins(t *testing.T) {
