@@ -47,25 +47,32 @@ func CheckCA(pem string) error {
 	return nil
 }
 
-// newClient is the HTTP client of a webhook: TLS verified against the
-// system roots or the webhook's CA, redirects not followed, each attempt
-// bounded by timeout, no connection to an address in deny. Through a proxy
-// (HTTPS_PROXY, HTTP_PROXY), it is the receiver's addresses that are
-// checked, as its name resolves before each attempt, not the proxy's; the
-// proxy is then asked for the address checked (guarded).
+// newClient is the HTTP client of a webhook: NewClient for its URL, with
+// its CA when it has one.
 func newClient(w posture.Webhook, timeout time.Duration, deny []*net.IPNet) (*http.Client, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	var roots *x509.CertPool
 	if w.CAPEM != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(w.CAPEM)) {
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM([]byte(w.CAPEM)) {
 			return nil, errors.New("webhooks: the webhook's CA holds no PEM certificate")
 		}
-		tc.RootCAs = pool
 	}
+	return NewClient(w.URL, roots, timeout, deny)
+}
+
+// NewClient is the HTTP client of postured's requests to a URL an admin
+// gave (webhook deliveries, the key sets of external JWT signers): TLS
+// verified against roots (nil: the system's), redirects not followed, each
+// request bounded by timeout, no connection to an address in deny. Through
+// a proxy (HTTPS_PROXY, HTTP_PROXY), it is the target's addresses that are
+// checked, as its name resolves before each request, not the proxy's; the
+// proxy is then asked for the address checked (guarded).
+func NewClient(rawURL string, roots *x509.CertPool, timeout time.Duration, deny []*net.IPNet) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
 	dialer := &net.Dialer{Timeout: timeout}
 	var transport http.RoundTripper = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment,
 		MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DialContext: dialer.DialContext}
-	u, err := url.Parse(w.URL)
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: url: %w", err)
 	}

@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"crypto"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/pki"
+	"github.com/seed-0809debe/posture/webhooks"
 )
 
 // signerView is an external JWT signer as clients see it: enough to start
@@ -77,13 +80,19 @@ type ExtJWTOptions struct {
 	Store ExtJWTStore
 	// Now is the clock tokens are checked against (default time.Now).
 	Now api.Clock
-	// HTTP fetches key sets (default: a client with a 5 s timeout).
-	HTTP *http.Client
+	// Deny are the networks a key set may not be fetched from (serve's
+	// --webhook-deny); Roots verify the key sets' servers (nil: the
+	// system's roots).
+	Deny  []*net.IPNet
+	Roots *x509.CertPool
 	// KeysTTL is how long a fetched key set is used (default 5 minutes).
 	KeysTTL time.Duration
 	// RefreshAfter is how soon a key set may be fetched again for a token
 	// whose key id it lacks (a rotated key; default 10 s).
 	RefreshAfter time.Duration
+	// RetryAfter is how long a failed fetch is not tried again (default
+	// 10 s): a token names its signer, and anyone may send one.
+	RetryAfter time.Duration
 	// Leeway is the clock skew allowed on exp, nbf and iat (default 0).
 	Leeway time.Duration
 	Logger *slog.Logger
@@ -108,6 +117,9 @@ type keySet struct {
 	byKid   map[string]crypto.PublicKey
 	all     []crypto.PublicKey
 	fetched time.Time
+	// failed is when the last fetch failed, and err why.
+	failed time.Time
+	err    error
 }
 
 // NewExtJWT returns a verifier.
@@ -115,14 +127,14 @@ func NewExtJWT(opts ExtJWTOptions) *ExtJWT {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.HTTP == nil {
-		opts.HTTP = &http.Client{Timeout: 5 * time.Second}
-	}
 	if opts.KeysTTL <= 0 {
 		opts.KeysTTL = 5 * time.Minute
 	}
 	if opts.RefreshAfter <= 0 {
 		opts.RefreshAfter = 10 * time.Second
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = 10 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -252,7 +264,12 @@ func (x *ExtJWT) key(ctx context.Context, s posture.ExternalJWTSigner, t *jwt.To
 	set, err := x.keys(ctx, s, kid)
 	if err != nil {
 		x.opts.Logger.Warn("fetching the key set of an external JWT signer failed", "signer", s.ID, "endpoint", s.JWKSEndpoint, "err", err)
-		return nil, invalidAuth("the key set of the external JWT signer %q could not be fetched", s.Name)
+		// The caller learns no more than that no key was found: what the
+		// endpoint answered is for the logs.
+		if kid == "" {
+			return nil, invalidAuth("the key set of the external JWT signer %q has no usable key", s.Name)
+		}
+		return nil, invalidAuth("the key set of the external JWT signer %q has no key %q", s.Name, kid)
 	}
 	if kid != "" {
 		k, ok := set.byKid[kid]
@@ -291,14 +308,22 @@ func (x *ExtJWT) keys(ctx context.Context, s posture.ExternalJWTSigner, kid stri
 	if !stale {
 		return set.snapshot(), nil
 	}
+	keep := !set.fetched.IsZero() && age < x.opts.KeysTTL // the keys we have are still good
+	if !set.failed.IsZero() && now.Sub(set.failed) < x.opts.RetryAfter {
+		if keep {
+			return set.snapshot(), nil
+		}
+		return nil, set.err
+	}
 	byKid, all, err := x.fetch(ctx, s.JWKSEndpoint)
 	if err != nil {
-		if !set.fetched.IsZero() && age < x.opts.KeysTTL {
-			return set.snapshot(), nil // keep the keys we have
+		set.failed, set.err = now, err
+		if keep {
+			return set.snapshot(), nil
 		}
 		return nil, err
 	}
-	set.byKid, set.all, set.fetched = byKid, all, now
+	set.byKid, set.all, set.fetched, set.failed, set.err = byKid, all, now, time.Time{}, nil
 	return set.snapshot(), nil
 }
 
@@ -315,7 +340,14 @@ func (x *ExtJWT) fetch(ctx context.Context, endpoint string) (map[string]crypto.
 		return nil, nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := x.opts.HTTP.Do(req)
+	if req.URL.Scheme != "https" {
+		return nil, nil, fmt.Errorf("GET %s: key sets are fetched over https only", endpoint)
+	}
+	client, err := webhooks.NewClient(endpoint, x.opts.Roots, 5*time.Second, x.opts.Deny)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, nil, err
 	}

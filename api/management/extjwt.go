@@ -126,6 +126,10 @@ func (a *API) buildExtJWTSigner(in extJWTInput, old *posture.ExternalJWTSigner, 
 	if s.JWKSEndpoint, err = httpURL("jwksEndpoint", in.JWKSEndpoint); err != nil {
 		return s, err
 	}
+	if strings.HasPrefix(strings.ToLower(s.JWKSEndpoint), "http:") {
+		return s, posture.Invalid("jwksEndpoint", "must be an https URL: a key set fetched over plain HTTP can be replaced on its way, "+
+			"and with it the key that signs any identity's login", posture.RedactedURL(s.JWKSEndpoint))
+	}
 	switch {
 	case certPEM != "" && s.JWKSEndpoint != "":
 		return s, posture.Invalid("certPem", "certPem and jwksEndpoint are exclusive: give one", nil)

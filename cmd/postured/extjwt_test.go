@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,7 +93,26 @@ func expectAuthFailure(t testing.TB, r response, reason string) {
 // another audience, one from an unknown issuer or a disabled signer are 401
 // INVALID_AUTH with a message that says which.
 func TestExtJWTSigners(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	// The identity provider of the JWKS signer (below), over TLS.
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int32
+	idp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
+			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
+			"n": base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()),
+			"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(rsaKey.E)).Bytes()),
+		}}})
+	}))
+	defer idp.Close()
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.jwksRoots = x509.NewCertPool()
+	cfg.jwksRoots.AddCert(idp.Certificate())
+	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -123,6 +143,7 @@ func TestExtJWTSigners(t *testing.T) {
 		"bad tag":            {with("tags", map[string]any{"x": 1.5}), "tags.x"},
 		"jwks not http":      {func() map[string]any { m := without("certPem"); m["jwksEndpoint"] = "ftp://idp.test/jwks"; return m }(), "jwksEndpoint"},
 		"jwks relative path": {func() map[string]any { m := without("certPem"); m["jwksEndpoint"] = "/jwks"; return m }(), "jwksEndpoint"},
+		"jwks plain http":    {func() map[string]any { m := without("certPem"); m["jwksEndpoint"] = "http://idp.test/jwks"; return m }(), "jwksEndpoint"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			expectError(t, n.do(t, http.MethodPost, mgmt+"/external-jwt-signers", admin, c.body), 400, posture.CodeCouldNotValidate, c.field)
@@ -204,21 +225,6 @@ func TestExtJWTSigners(t *testing.T) {
 	// A JWKS signer: an RSA key served by an identity provider; the
 	// identity is named by its id in the "uid" claim. The key set is
 	// fetched once and cached.
-	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fetches atomic.Int32
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fetches.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
-			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
-			"n": base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()),
-			"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(rsaKey.E)).Bytes()),
-		}}})
-	}))
-	defer idp.Close()
 	byID := n.create(t, admin, "identities", map[string]any{"name": "jwks-user", "type": "User", "isAdmin": false})
 	n.create(t, admin, "external-jwt-signers", map[string]any{"name": "idp-jwks", "issuer": "https://idp2.test", "audience": "aud-2",
 		"jwksEndpoint": idp.URL + "/jwks", "claimsProperty": "uid", "enabled": true})
@@ -244,4 +250,71 @@ func TestExtJWTSigners(t *testing.T) {
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Second).Unix() }))), "expired")
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k9", jwksClaims(nil))), `no key "k9"`)
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { delete(c, "uid") }))), `"uid"`)
+}
+
+// TestExtJWTKeySetFetchIsGuarded: a token names its signer and anyone may
+// send one, so the key set's fetch is held to what webhook deliveries are:
+// no address of --webhook-deny, no redirect followed, and a failed fetch
+// not tried again at once. The caller learns only that no key was found.
+func TestExtJWTKeySetFetchIsGuarded(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	hits := map[string]int{}
+	idp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "/jwks", http.StatusFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
+			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
+			"n": base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()),
+			"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(rsaKey.E)).Bytes()),
+		}}})
+	}))
+	defer idp.Close()
+	hitsOf := func(path string) int { mu.Lock(); defer mu.Unlock(); return hits[path] }
+	roots := x509.NewCertPool()
+	roots.AddCert(idp.Certificate())
+	login := func(n *testNode, issuer string) response {
+		claims := jwt.MapClaims{"iss": issuer, "aud": "postured", "sub": "someone", "exp": time.Now().Add(time.Minute).Unix()}
+		return n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", claims))
+	}
+	signer := func(n *testNode, name, endpoint string) string {
+		issuer := "https://" + name + ".test"
+		n.create(t, n.adminToken(t), "external-jwt-signers", map[string]any{"name": name, "issuer": issuer, "audience": "postured",
+			"jwksEndpoint": endpoint, "enabled": true})
+		return issuer
+	}
+
+	// The loopback is in the default --webhook-deny: nothing is fetched.
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.jwksRoots, cfg.WebhookDeny = roots, []string{"127.0.0.0/8", "::1/128"}
+	n := startTestNode(t, cfg)
+	iss := signer(n, "denied", idp.URL+"/jwks")
+	for range 2 {
+		expectAuthFailure(t, login(n, iss), `has no key "k1"`)
+	}
+	if got := hitsOf("/jwks"); got != 0 {
+		t.Fatalf("a key set in a denied network was fetched %d times", got)
+	}
+
+	// Without the deny list: a redirect is not followed, and the failed
+	// fetch is not made again for the next token.
+	cfg = defaultTestConfig(t.TempDir())
+	cfg.jwksRoots = roots
+	n = startTestNode(t, cfg)
+	iss = signer(n, "moved", idp.URL+"/moved")
+	for range 3 {
+		expectAuthFailure(t, login(n, iss), `has no key "k1"`)
+	}
+	if moved, jwks := hitsOf("/moved"), hitsOf("/jwks"); moved != 1 || jwks != 0 {
+		t.Fatalf("fetches: %d of the redirect (want 1), %d of its target (want 0)", moved, jwks)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +68,7 @@ type serveCmd struct {
 	WebhookBackoff    time.Duration `name:"webhook-backoff" default:"5s" help:"Delay before the first retry of a failed webhook delivery; it doubles with each retry (with jitter) up to --webhook-max-backoff."`
 	WebhookMaxBackoff time.Duration `name:"webhook-max-backoff" default:"1h" help:"Longest delay between two attempts of a webhook delivery."`
 	WebhookGiveUp     time.Duration `name:"webhook-give-up" default:"24h" help:"Age of a transition after which its webhook delivery is given up."`
-	WebhookDeny       []string      `name:"webhook-deny" sep:"," default:"127.0.0.0/8,::1/128,169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128,fd00:ec2::/64,100.100.100.200/32" help:"Networks (CIDR, comma-separated) webhook deliveries may not connect to, checked on every address of a receiver: by default the loopback, link-local and unspecified networks and the cloud metadata addresses. A value replaces the whole list (repeat the defaults to add to them); an empty one allows every address."`
+	WebhookDeny       []string      `name:"webhook-deny" sep:"," default:"127.0.0.0/8,::1/128,169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128,fd00:ec2::/64,100.100.100.200/32" help:"Networks (CIDR, comma-separated) webhook deliveries and the key sets of external JWT signers may not be fetched from, checked on every address of a receiver: by default the loopback, link-local and unspecified networks and the cloud metadata addresses. A value replaces the whole list (repeat the defaults to add to them); an empty one allows every address."`
 	MetricsListen     string        `name:"metrics-listen" help:"Also serve GET /metrics over plain HTTP on this host:port (for a scraper on the host; /metrics on the HTTPS port stays)."`
 	Pprof             bool          `help:"Also serve Go's profiles (/debug/pprof/) on --metrics-listen, for profiling a node under load."`
 	LogFormat         string        `default:"text" enum:"text,json" help:"Log format: text or json."`
@@ -89,6 +90,9 @@ type serveCmd struct {
 	// expiry and the timer loops' tickers (default: the real clock; tests
 	// set a fake one).
 	clock clockwork.Clock
+	// jwksRoots verify the servers of external JWT signers' key sets
+	// (default: the system's roots; tests set their own).
+	jwksRoots *x509.CertPool
 
 	stderr io.Writer // where the log goes: the command's stderr (os.Stderr when unset)
 }
@@ -652,9 +656,13 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 			{ID: "edge-management", Name: "edge-management", Document: management.Spec},
 		},
 	}
-	budget := s.writeBudget(n.clock.Now) // one per node, shared by the client and management APIs' logins
+	budget := s.writeBudget(n.clock.Now)       // one per node, shared by the client and management APIs' logins
+	deny, err := api.ParseCIDRs(s.WebhookDeny) // validated
+	if err != nil {
+		return err
+	}
 	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}), Budget: budget,
-		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: n.log}),
+		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: n.log, Deny: deny, Roots: s.jwksRoots}),
 		Cert:   &client.CertAuth{CA: n.ca, Store: n.store}}
 	n.handler = n.newEcho()
 	signer, err := n.ca.NewSigner(n.serverCert)
@@ -668,10 +676,6 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	n.client = &client.API{Info: info, Login: login, Auth: n.auth, Writer: w, Store: n.store, Identities: n.store,
 		Tokens: signer, MFAGrace: s.MFAGrace, Started: n.clock.Now(), PKI: n.ca, Signer: signer, Enroll: n.store,
 		Secrets: n.secrets, Budget: budget}
-	deny, err := api.ParseCIDRs(s.WebhookDeny) // validated
-	if err != nil {
-		return err
-	}
 	n.hooks = webhooks.New(webhooks.Options{Stream: n.trans.Stream(), Subjects: n.trans.Subjects(),
 		Store: n.store, Secrets: n.secrets, Log: w.Log, Logger: n.log, Timeout: s.WebhookTimeout,
 		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp, Deny: deny})
