@@ -103,6 +103,9 @@ type Explanation struct {
 	At          time.Time            `json:"at"`
 	Decision    string               `json:"decision"` // granted, denied, no-permission, no-api-session
 	APISessions []SessionExplanation `json:"apiSessions"`
+	// Warning, when set, says why the answer may be wrong: messages are
+	// missing from the log it was rebuilt from.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Decisions of an Explanation.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -25,6 +26,9 @@ type Progress interface {
 type LogState struct {
 	LastSeq             uint64
 	FirstTime, LastTime time.Time // when the oldest and newest events were stored
+	// Missing counts the messages missing within the log: deleted, or
+	// dropped as damaged by the NATS server.
+	Missing int
 }
 
 // LogStater reads the log's position (cmd adapts eventlog.Log.State).
@@ -106,6 +110,12 @@ type ReadyView struct {
 	// HaltedAt is the sequence of the message that is not an event the
 	// projection is stopped at, if any.
 	HaltedAt uint64 `json:"haltedAtSequence,omitempty"`
+	// MissingMessages counts the messages missing within the log, and
+	// Warning says what that means. The node stays ready: what it applied
+	// before stands, but answers about the past rebuilt from the log may be
+	// wrong.
+	MissingMessages int    `json:"missingMessages,omitempty"`
+	Warning         string `json:"warning,omitempty"`
 }
 
 // Check reports readiness.
@@ -144,6 +154,9 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 	cancel()
 	l := lag(h.Progress, st)
 	v := ReadyView{Ready: err == nil, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
+	if st.Missing > 0 {
+		v.MissingMessages, v.Warning = st.Missing, MissingWarning(st.Missing)
+	}
 	switch {
 	case err != nil:
 		v.Reason = "the projection is catching up with the log"
@@ -173,4 +186,15 @@ func RegisterSystem(e *echo.Echo, m *Metrics, h *Health) {
 	e.GET("/metrics", m.Handler)
 	e.GET("/livez", h.Live)
 	e.GET("/readyz", h.Ready)
+}
+
+// MissingWarning says what messages missing within the log mean, and what
+// to do.
+func MissingWarning(n int) string {
+	what := fmt.Sprintf("%d messages are", n)
+	if n == 1 {
+		what = "1 message is"
+	}
+	return what + " missing within the log (deleted, or damaged on disk and dropped by the NATS server): " +
+		"answers about the past rebuilt from the log may be wrong; run postured audit verify"
 }

@@ -249,8 +249,8 @@ func (m *Metrics) countWouldDeny(e posture.Event) {
 // progressCollector reads the projection's progress and the log's position
 // at scrape time.
 type progressCollector struct {
-	opts                                                   MetricsOptions
-	up, last, position, lagEvents, lagSeconds, deadlineLen *prometheus.Desc
+	opts                                                            MetricsOptions
+	up, last, position, lagEvents, lagSeconds, deadlineLen, missing *prometheus.Desc
 }
 
 func newProgressCollector(opts MetricsOptions) *progressCollector {
@@ -263,11 +263,12 @@ func newProgressCollector(opts MetricsOptions) *progressCollector {
 		lagEvents:   d("postured_projection_lag_events", "Events in the log that this node's projection has not applied yet."),
 		lagSeconds:  d("postured_projection_lag_seconds", "Log time between the newest event stored and the newest event applied (0 when caught up)."),
 		deadlineLen: d("postured_deadline_queue_length", "Posture deadlines indexed by the projection and not reached yet."),
+		missing:     d("postured_log_missing_messages", "Messages missing within the log: deleted, or damaged on disk and dropped by the NATS server (0 unless something is wrong: run postured audit verify)."),
 	}
 }
 
 func (p *progressCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.up, p.last, p.position, p.lagEvents, p.lagSeconds, p.deadlineLen} {
+	for _, d := range []*prometheus.Desc{p.up, p.last, p.position, p.lagEvents, p.lagSeconds, p.deadlineLen, p.missing} {
 		ch <- d
 	}
 }
@@ -290,6 +291,7 @@ func (p *progressCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(p.up, 1)
 	l := lag(p.opts.Progress, st)
 	gauge(p.last, float64(st.LastSeq))
+	gauge(p.missing, float64(st.Missing))
 	gauge(p.lagEvents, float64(l.Events))
 	gauge(p.lagSeconds, l.Seconds)
 }

@@ -154,10 +154,10 @@ func TestCheckpointsVerify(t *testing.T) {
 	v = verify(t, l, key)
 	p := wantProblem(t, v, eventlog.Deleted, 7)
 	t.Log(v.Summary(), v.Problems)
-	if want := "sequence 7 deleted (checkpoint at seq"; !strings.HasPrefix(p.String(), want) {
+	if want := "sequence 7 deleted or damaged (checkpoint at seq"; !strings.HasPrefix(p.String(), want) {
 		t.Errorf("problem %q, want it to start with %q", p, want)
 	}
-	if !strings.HasPrefix(v.Summary(), "FAIL: sequence 7 deleted") {
+	if !strings.HasPrefix(v.Summary(), "FAIL: sequence 7 deleted or damaged") {
 		t.Errorf("summary %q", v.Summary())
 	}
 }

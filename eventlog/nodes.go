@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -174,6 +175,8 @@ type State struct {
 	Replicas int
 	Leader   string
 	Current  int
+	// Missing counts the messages missing within the log (Log.Missing).
+	Missing int
 }
 
 // State reads the stream's position and placement.
@@ -186,7 +189,7 @@ func (l *Log) State(ctx context.Context) (State, error) {
 		}
 		st = State{
 			LastSeq: info.State.LastSeq, FirstTime: info.State.FirstTime, LastTime: info.State.LastTime,
-			Replicas: info.Config.Replicas, Current: 1,
+			Replicas: info.Config.Replicas, Current: 1, Missing: info.State.NumDeleted,
 		}
 		if info.Cluster != nil {
 			st.Leader = info.Cluster.Leader
@@ -202,4 +205,28 @@ func (l *Log) State(ctx context.Context) (State, error) {
 		return nil
 	})
 	return st, err
+}
+
+// Missing lists the sequences missing within the log, the first max of
+// them, and how many there are. postured never deletes a message of its
+// stream: JetStream leaves such a gap where a message was deleted by
+// someone else, or dropped by its server because the stored bytes no
+// longer matched their checksum (a damaged disk, or an edit).
+func (l *Log) Missing(ctx context.Context, max int) ([]uint64, int, error) {
+	var seqs []uint64
+	total := 0
+	err := retry(ctx, func(ctx context.Context) error {
+		info, err := l.stream.Info(ctx, jetstream.WithDeletedDetails(true))
+		if err != nil {
+			return err
+		}
+		total = info.State.NumDeleted
+		seqs = info.State.Deleted
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("eventlog: read the missing sequences: %w", err)
+	}
+	slices.Sort(seqs)
+	return seqs[:min(len(seqs), max)], total, nil
 }

@@ -75,7 +75,11 @@ func (p Problem) String() string {
 		proof = fmt.Sprintf(" (checkpoint at seq %d covering %d..%d)", p.Checkpoint, p.From, p.To)
 	}
 	switch p.Kind {
-	case Deleted, Altered, Inserted:
+	case Deleted:
+		// The NATS server drops a message whose stored bytes no longer
+		// match their checksum: it shows as deleted.
+		return fmt.Sprintf("%s deleted or damaged%s", what, proof)
+	case Altered, Inserted:
 		return fmt.Sprintf("%s %s%s", what, p.Kind, proof)
 	case Missing:
 		if p.Checkpoint != 0 {

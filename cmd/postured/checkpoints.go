@@ -116,7 +116,8 @@ func (a *auditVerifyCmd) checkProjection(ctx context.Context, l *offlineLog, s s
 		return nil, fmt.Errorf("read how far the node's projection applied the log: %w", err)
 	}
 	if seq == 0 {
-		return nil, fmt.Errorf("no projection to compare at %s", dir)
+		return nil, fmt.Errorf("no projection to compare at %s: --projection compares a node's projection with the log, "+
+			"so give the --data-dir of that node, stopped", dir)
 	}
 	scratch, err := os.MkdirTemp(a.DataDir, "verify-projection-")
 	if err != nil {
@@ -250,7 +251,11 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		caFile = filepath.Join(a.DataDir, "pki", "ca.pem")
 	}
 	data, err := os.ReadFile(caFile)
-	if err != nil {
+	switch {
+	case err != nil && a.CA == "" && len(a.NatsURL) > 0:
+		return fmt.Errorf("the CA certificate that signs the checkpoints: give --ca, the nodes' <pki-dir>/ca.pem "+
+			"(with --nats-url, the default %s is usually not there): %w", caFile, err)
+	case err != nil:
 		return fmt.Errorf("the CA certificate that signs the checkpoints (--ca): %w", err)
 	}
 	cert, err := pki.ParseCertificatePEM(data)

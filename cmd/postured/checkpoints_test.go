@@ -117,7 +117,7 @@ func TestAuditVerifyDeleted(t *testing.T) {
 	l.Close()
 	out, err := command(t, "audit", "verify", "--data-dir", dir)
 	t.Log(strings.TrimSpace(out))
-	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted or damaged (checkpoint at seq "
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
 		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
 	}
@@ -234,7 +234,7 @@ func TestAuditVerifyRepublished(t *testing.T) {
 
 	out, err = command(t, "audit", "verify", "--data-dir", dir)
 	t.Log(strings.TrimSpace(out))
-	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted or damaged (checkpoint at seq "
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
 		t.Fatalf("after republishing %d altered: %v\n%s\nwant a line starting %q", seq, err, out, want)
 	}
@@ -320,7 +320,7 @@ func TestClusterCheckpoints(t *testing.T) {
 	}
 	out, err = command(t, "audit", "verify", "--nats-url", strings.Join(nc.URLs, ","), "--ca", filepath.Join(pkiDir, "ca.pem"))
 	t.Log(strings.TrimSpace(out))
-	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted (checkpoint at seq "
+	want := "FAIL: sequence " + strconv.FormatUint(seq, 10) + " deleted or damaged (checkpoint at seq "
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
 		t.Fatalf("after deleting %d: %v\n%s\nwant a line starting %q", seq, err, out, want)
 	}

@@ -77,7 +77,7 @@ func (n *node) disk() []api.DiskState {
 
 func (n *node) logState(ctx context.Context) (api.LogState, error) {
 	st, err := n.elog.State(ctx)
-	return api.LogState{LastSeq: st.LastSeq, FirstTime: st.FirstTime, LastTime: st.LastTime}, err
+	return api.LogState{LastSeq: st.LastSeq, FirstTime: st.FirstTime, LastTime: st.LastTime, Missing: st.Missing}, err
 }
 
 // openCluster gives the APIs GET /controllers and announces the node in

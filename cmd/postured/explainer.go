@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
 )
@@ -35,7 +37,33 @@ func explainAt(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshot
 		return posture.Explanation{}, err
 	}
 	defer release()
-	return store.Explain(identityID, serviceID, typ, at)
+	x, err := store.Explain(identityID, serviceID, typ, at)
+	x.Warning = missingWarning(ctx, l, store.Cursor())
+	return x, err
+}
+
+// missingWarning says, when the log misses messages at or before seq, that
+// an answer rebuilt from it up to there may be wrong ("" when it misses
+// none there, or when the log's state cannot be read: the answer stands).
+func missingWarning(ctx context.Context, l *eventlog.Log, seq uint64) string {
+	const listed = 1000
+	seqs, total, err := l.Missing(ctx, listed)
+	if err != nil || total == 0 {
+		return ""
+	}
+	n := 0
+	for _, s := range seqs {
+		if s <= seq {
+			n++
+		}
+	}
+	if n == 0 && total <= len(seqs) {
+		return ""
+	}
+	if n == 0 {
+		n = total // more than listed: some may be before seq
+	}
+	return fmt.Sprintf("%s (the first: sequence %d)", api.MissingWarning(n), seqs[0])
 }
 
 // pastMoment is the projection as it stood at the cutoff, for questions

@@ -76,6 +76,9 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer release()
+	if w := missingWarning(ctx, l.Log, store.Cursor()); w != "" {
+		fmt.Fprintln(s.err, "postured: warning:", w)
+	}
 	entries, err := store.History(a.ID, since, until)
 	if err != nil {
 		return err
@@ -171,6 +174,9 @@ func (x *explainCmd) Run(ctx context.Context, s streams) error {
 
 // writeExplanation prints a decision for people.
 func writeExplanation(w io.Writer, e posture.Explanation) error {
+	if e.Warning != "" {
+		fmt.Fprintf(w, "WARNING: %s\n", e.Warning)
+	}
 	fmt.Fprintf(w, "%s of service %s (%s) by identity %s at %s: %s\n", e.Type, pr(e.ServiceName), pr(e.ServiceID), pr(e.IdentityID),
 		e.At.UTC().Format(api.TimeFormat), strings.ToUpper(e.Decision))
 	for _, s := range e.APISessions {

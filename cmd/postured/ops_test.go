@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -479,5 +480,48 @@ func TestCell(t *testing.T) {
 	}
 	if c := cell("MAC aa:bb\x1b[31m"); c != pr("MAC aa:bb\x1b[31m") || strings.ContainsRune(c, 0x1b) {
 		t.Fatalf("a short cell with an escape: %q", c)
+	}
+}
+
+// TestMissingMessagesAreReported: a message missing within the log (deleted,
+// or dropped as damaged by the NATS server) leaves the node ready, and
+// /readyz, the metrics and every answer rebuilt from the log past it say so.
+func TestMissingMessagesAreReported(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	st := newStory(t, n)
+	admin := n.adminToken(t)
+	if _, v := n.readyz(t); v.MissingMessages != 0 || v.Warning != "" {
+		t.Fatalf("readyz of a whole log: %+v", v)
+	}
+	first, err := n.elog.LastSeq(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := st.play(t)
+	stream, err := n.elog.JetStream().Stream(t.Context(), "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(t.Context(), first+1); err != nil { // the old OS's report
+		t.Fatal(err)
+	}
+
+	status, v := n.readyz(t)
+	if status != http.StatusOK || v.MissingMessages != 1 || !strings.Contains(v.Warning, "run postured audit verify") {
+		t.Fatalf("readyz: %d %+v", status, v)
+	}
+	if r := n.do(t, http.MethodGet, "/metrics", "", nil); !strings.Contains(string(r.Body), "\npostured_log_missing_messages 1\n") {
+		t.Fatal("the metrics do not count the missing message")
+	}
+	var then posture.Explanation
+	n.getJSON(t, mgmt+"/identities/"+st.ep.id+"/policy-advice/"+st.svc+"?at="+denied.Format(time.RFC3339Nano), admin, &then)
+	want := "(the first: sequence " + strconv.FormatUint(first+1, 10) + ")"
+	if !strings.Contains(then.Warning, "1 message is missing within the log") || !strings.Contains(then.Warning, want) {
+		t.Fatalf("an answer rebuilt past the missing message: %s", asJSON(t, then))
+	}
+	var now posture.Explanation
+	n.getJSON(t, mgmt+"/identities/"+st.ep.id+"/policy-advice/"+st.svc, admin, &now)
+	if now.Warning != "" {
+		t.Fatalf("the live projection's answer: %s", asJSON(t, now))
 	}
 }

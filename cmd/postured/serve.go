@@ -312,6 +312,9 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 		if err := n.ready(gctx, s); err != nil {
 			return err
 		}
+		if seqs, total, err := n.elog.Missing(gctx, 10); err == nil && total > 0 {
+			log.Error(api.MissingWarning(total), "sequences", seqs)
+		}
 		log.Info("ready")
 		return n.Run(gctx)
 	})
