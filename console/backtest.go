@@ -124,9 +124,9 @@ func (c *Console) startBacktest(w http.ResponseWriter, r *http.Request) {
 		if t.v == "" {
 			continue
 		}
-		at, err := parseTime(t.v)
+		at, err := parseTime(t.v, c.opts.Now())
 		if err != nil {
-			again(http.StatusBadRequest, t.field, t.field+" must be a time (2006-01-02T15:04:05Z)")
+			again(http.StatusBadRequest, t.field, t.field+" "+timeHint)
 			return
 		}
 		doc[t.field] = at.Format(time.RFC3339Nano)

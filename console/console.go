@@ -191,18 +191,29 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 }
 
-// fail renders the error page: a posture.Error's message as it is, any
-// other error as an internal error (logged, not shown).
+// fail renders the error page with pageError's status and message.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status, msg := http.StatusInternalServerError, "Something went wrong; the error was logged."
-	var pe *posture.Error
-	switch {
-	case errors.Is(err, posture.ErrNotFound), asPostureError(err, &pe) && pe.Code == posture.CodeNotFound:
-		status, msg = http.StatusNotFound, "Not found."
-	case asPostureError(err, &pe):
-		status, msg = http.StatusBadRequest, pe.Error()
-	default:
+	status, msg := pageError(err)
+	if status == http.StatusInternalServerError {
 		c.opts.Logger.Error("console", "path", r.URL.Path, "err", err)
 	}
 	c.render(w, r, status, "error", map[string]any{"Title": "Error", "Message": msg})
+}
+
+// pageError is what a page says of an error: a posture.Error's message as it
+// is (what was not found, or which field is wrong and why), any other error
+// as an internal error (logged, not shown).
+func pageError(err error) (int, string) {
+	var pe *posture.Error
+	switch {
+	case asPostureError(err, &pe) && pe.Code == posture.CodeNotFound && pe.Message != "":
+		return http.StatusNotFound, pe.Message
+	case errors.Is(err, posture.ErrNotFound), asPostureError(err, &pe) && pe.Code == posture.CodeNotFound:
+		return http.StatusNotFound, "Not found."
+	case asPostureError(err, &pe) && pe.Field != "":
+		return http.StatusBadRequest, pe.Field + " " + pe.Reason
+	case asPostureError(err, &pe):
+		return http.StatusBadRequest, pe.Error()
+	}
+	return http.StatusInternalServerError, "Something went wrong; the error was logged."
 }

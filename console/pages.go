@@ -239,6 +239,9 @@ func (c *Console) counts(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(counts)
 }
 
+// timeHint says what a moment may be.
+const timeHint = "must be a time (2006-01-02T15:04:05Z, or before now: -2h)"
+
 // timeWindow reads from and to (RFC 3339 or the datetime-local form, UTC);
 // by default the last 24 hours, narrowed to the identity's entries.
 func (c *Console) timeWindow(r *http.Request) (from, to time.Time, explicit bool, err error) {
@@ -246,26 +249,31 @@ func (c *Console) timeWindow(r *http.Request) (from, to time.Time, explicit bool
 	to = c.opts.Now().UTC()
 	from = to.Add(-24 * time.Hour)
 	if v := q.Get("to"); v != "" {
-		if to, err = parseTime(v); err != nil {
-			return from, to, false, posture.Invalid("to", "to must be a time (2006-01-02T15:04:05Z)", v)
+		if to, err = parseTime(v, c.opts.Now()); err != nil {
+			return from, to, false, posture.Invalid("to", timeHint, v)
 		}
 		explicit = true
 	}
 	if v := q.Get("from"); v != "" {
-		if from, err = parseTime(v); err != nil {
-			return from, to, false, posture.Invalid("from", "from must be a time (2006-01-02T15:04:05Z)", v)
+		if from, err = parseTime(v, c.opts.Now()); err != nil {
+			return from, to, false, posture.Invalid("from", timeHint, v)
 		}
 		explicit = true
 	} else if q.Get("to") != "" {
 		from = to.Add(-24 * time.Hour)
 	}
 	if !from.Before(to) {
-		return from, to, false, posture.Invalid("from", "from must be before to", q.Get("from"))
+		return from, to, false, posture.Invalid("from", "must be before to", q.Get("from"))
 	}
 	return from, to, explicit, nil
 }
 
-func parseTime(v string) (time.Time, error) {
+// parseTime reads a moment: RFC 3339, the datetime-local form (UTC), or a
+// duration before now such as -2h, as the command line takes it.
+func parseTime(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil && strings.HasPrefix(v, "-") {
+		return now.Add(d).UTC(), nil
+	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
 		if t, err := time.Parse(layout, v); err == nil {
 			return t.UTC(), nil
@@ -394,13 +402,24 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := map[string]any{"Title": "Explain", "IdentityID": identityID, "ServiceID": serviceID, "Type": typ, "At": q.Get("at")}
+	// A question that cannot be answered is said on the form, which keeps
+	// what was asked.
+	again := func(err error) {
+		status, msg := pageError(err)
+		if status == http.StatusInternalServerError {
+			c.fail(w, r, err)
+			return
+		}
+		data["Error"] = msg
+		c.render(w, r, status, "explain", data)
+	}
 	if identityID == "" {
 		c.render(w, r, http.StatusOK, "explain", data)
 		return
 	}
 	id, err := c.opts.Store.Identity(identityID)
 	if err != nil {
-		c.fail(w, r, err)
+		again(err)
 		return
 	}
 	data["Identity"] = id
@@ -411,14 +430,14 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	}
 	var at time.Time
 	if v := q.Get("at"); v != "" {
-		if at, err = parseTime(v); err != nil {
-			c.fail(w, r, posture.Invalid("at", "at must be a time (2006-01-02T15:04:05Z)", v))
+		if at, err = parseTime(v, c.opts.Now()); err != nil {
+			again(posture.Invalid("at", timeHint, v))
 			return
 		}
 	}
 	x, err := c.opts.Explainer.Explain(r.Context(), id.ID, serviceID, typ, at)
 	if err != nil {
-		c.fail(w, r, err)
+		again(err)
 		return
 	}
 	data["Explanation"] = x

@@ -15,7 +15,10 @@ func missingAt(err error, kind, id string, at time.Time) error {
 	if !errors.Is(err, posture.ErrNotFound) {
 		return err
 	}
-	return &posture.Error{Code: posture.CodeNotFound, Message: fmt.Sprintf("%s %q did not exist at %s", kind, id, at.UTC().Format(time.RFC3339Nano))}
+	// The moment is shown to the millisecond, as the APIs show times (a
+	// moment given to the second stands for its whole last digit).
+	return &posture.Error{Code: posture.CodeNotFound, Message: fmt.Sprintf("no %s had the id %q at %s (ids, not names, name what to explain)",
+		kind, id, at.UTC().Format("2006-01-02T15:04:05.000Z07:00"))}
 }
 
 // Explain rebuilds an access decision at a moment from the projection (for

@@ -298,6 +298,19 @@ func TestConsolePages(t *testing.T) {
 	if p := b.get("/console/explain?identity=" + st.identity + "&service=" + st.service + "&type=Bogus"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "Dial or Bind") {
 		t.Fatalf("explain of type Bogus: %d %s", p.Status, p.Body)
 	}
+	// A question that cannot be answered is said on the form, which keeps
+	// what was asked; a moment may be a duration before now.
+	p = b.get("/console/explain?identity=" + st.identity + "&service=" + st.service + "&at=" + url.QueryEscape("2026-11-27 16:01:54"))
+	if p.Status != http.StatusBadRequest || !strings.Contains(p.Body, `id="explain-error"`) || !strings.Contains(p.Body, "at must be a time") ||
+		!strings.Contains(p.Body, `value="2026-11-27 16:01:54"`) || strings.Contains(p.Body, "Sign in</a>") {
+		t.Fatalf("explain at a time it cannot read: %d %s", p.Status, p.Body)
+	}
+	if p := b.get("/console/explain?identity=" + st.identity + "&service=" + st.service + "&at=-1ms"); p.Status != http.StatusOK || !strings.Contains(p.Body, `id="decision"`) {
+		t.Fatalf("explain a millisecond ago: %d %s", p.Status, p.Body)
+	}
+	if p := b.get("/console/explain?identity=nope&service=" + st.service); p.Status != http.StatusNotFound || !strings.Contains(p.Body, "nope") {
+		t.Fatalf("explain of an unknown identity: %d %s", p.Status, p.Body)
+	}
 	if p := b.get("/console/explain?identity=" + st.identity + "&service=" + st.service); !strings.Contains(p.Body, "Decision: <strong>granted</strong>") {
 		t.Fatalf("explain now: %s", p.Body)
 	}
