@@ -350,7 +350,7 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 	}
 	tl := buildTimeline(id.ID, history, failed, wouldDeny, serviceName, from, to)
 	c.render(w, r, http.StatusOK, "identity", map[string]any{
-		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip), "Sessions": sessions,
+		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip, c.checkName), "Sessions": sessions,
 		"Failed": failed, "Timeline": tl, "History": events, "More": more, "Shown": maxTimelineEntries,
 		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
 		"Services": c.services(id.ID),
@@ -362,27 +362,37 @@ type postureRow struct {
 	Fact, Value, Check, Age string
 }
 
-func postureRows(now time.Time, ip posture.IdentityPosture) []postureRow {
+// checkName is a check's name, or its id when it has none now (deleted, or
+// a client's id for a check that never was).
+func (c *Console) checkName(id string) string {
+	var ch struct{ Name string }
+	if raw, err := c.opts.Store.RawEntity(posture.KindCheck, id); err == nil && json.Unmarshal(raw, &ch) == nil && ch.Name != "" {
+		return ch.Name
+	}
+	return id
+}
+
+func postureRows(now time.Time, ip posture.IdentityPosture, checkName func(string) string) []postureRow {
 	var out []postureRow
 	if ip.OS != nil {
 		v := ip.OS.Type + " " + ip.OS.Version
 		if ip.OS.Build != "" {
 			v += " build " + ip.OS.Build
 		}
-		out = append(out, postureRow{"OS", v, ip.OS.CheckID, age(now, ip.OS.At)})
+		out = append(out, postureRow{"OS", v, checkName(ip.OS.CheckID), age(now, ip.OS.At)})
 	}
 	if ip.MAC != nil {
-		out = append(out, postureRow{"MAC", joinComma(ip.MAC.Addresses), ip.MAC.CheckID, age(now, ip.MAC.At)})
+		out = append(out, postureRow{"MAC", joinComma(ip.MAC.Addresses), checkName(ip.MAC.CheckID), age(now, ip.MAC.At)})
 	}
 	if ip.Domain != nil {
-		out = append(out, postureRow{"Domain", ip.Domain.Domain, ip.Domain.CheckID, age(now, ip.Domain.At)})
+		out = append(out, postureRow{"Domain", ip.Domain.Domain, checkName(ip.Domain.CheckID), age(now, ip.Domain.At)})
 	}
 	for _, p := range ip.Processes {
 		state := "not running"
 		if p.IsRunning {
 			state = "running"
 		}
-		out = append(out, postureRow{"Process", p.Path + " (" + state + ")", p.CheckID, age(now, p.At)})
+		out = append(out, postureRow{"Process", p.Path + " (" + state + ")", checkName(p.CheckID), age(now, p.At)})
 	}
 	return out
 }

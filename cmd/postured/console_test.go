@@ -275,7 +275,7 @@ func TestConsolePages(t *testing.T) {
 	if at, err := time.Parse(time.RFC3339Nano, denied[2]); err != nil || at.Truncate(time.Millisecond) != st.deniedAt.Truncate(time.Millisecond) {
 		t.Fatalf("denial mark at %s, want %s", denied[2], st.deniedAt)
 	}
-	for _, want := range []string{"<svg id=\"timeline\"", ">OS</text>", ">Service crm</text>", ">Policy laptops-dial-crm</text>", "class=\"mark granted\"", "Windows 10.0.19045"} {
+	for _, want := range []string{"<svg id=\"timeline\"", ">OS</text>", ">Service crm</text>", ">Policy laptops-dial-crm</text>", "class=\"mark granted\"", "Windows 10.0.19045", "<td>modern-windows</td>"} {
 		if !strings.Contains(p.Body, want) {
 			t.Errorf("identity page lacks %q", want)
 		}
