@@ -315,6 +315,10 @@ func (d *Dispatcher) record(ctx context.Context, rec posture.WebhookAttempted, a
 
 // Test sends a test event to a webhook at once, records the attempt and
 // returns it. It does not go through the stream and is not retried.
+// Reachable says whether the webhook's URL, when its host is an address,
+// is outside --webhook-deny.
+func (d *Dispatcher) Reachable(rawURL string) error { return Reachable(rawURL, d.opts.Deny) }
+
 func (d *Dispatcher) Test(ctx context.Context, h posture.Webhook) (posture.WebhookAttempted, error) {
 	secret, err := d.opts.Secrets.OpenString(ctx, h.ID, posture.FieldWebhookSecret, h.SecretSealed)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -144,6 +145,21 @@ func refuse(deny []*net.IPNet) func(network, address string, _ syscall.RawConn) 
 		}
 		return denied(ip, deny)
 	}
+}
+
+// Reachable says whether a URL whose host is an address (not a name) may
+// be reached through deny: a receiver written as a denied address would only
+// ever fail. A name is checked at each attempt, as it resolves then.
+func Reachable(rawURL string, deny []*net.IPNet) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]"))
+	if err != nil {
+		return nil // a name
+	}
+	return denied(ip, deny)
 }
 
 // denied says which network of deny holds ip, if one does.

@@ -19,6 +19,8 @@ import (
 // implements it).
 type WebhookSender interface {
 	Test(ctx context.Context, w posture.Webhook) (posture.WebhookAttempted, error)
+	// Reachable refuses a URL whose host is an address in --webhook-deny.
+	Reachable(url string) error
 }
 
 // WebhookStore reads a webhook's recent delivery attempts
@@ -96,6 +98,11 @@ func (a *API) buildWebhook(in webhookInput, old *posture.Webhook, now time.Time)
 	}
 	if err := posture.CheckWebhookURL(w.URL, w.AllowInsecureHTTP); err != nil {
 		return w, posture.Invalid("url", err.Error(), posture.RedactedURL(w.URL))
+	}
+	if a.Webhooks != nil {
+		if err := a.Webhooks.Reachable(w.URL); err != nil {
+			return w, posture.Invalid("url", err.Error(), posture.RedactedURL(w.URL))
+		}
 	}
 	w.Kinds = []string{}
 	for i, k := range in.Kinds {

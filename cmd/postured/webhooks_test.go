@@ -328,19 +328,32 @@ func TestWebhooksTwoNodes(t *testing.T) {
 }
 
 // TestWebhookDeny: a webhook whose receiver is in a --webhook-deny network
-// is never connected to; its test delivery fails, saying why. The same
+// is never connected to. Written as an address, it is refused when it is
+// created; written as a name, its test delivery fails, saying why. The same
 // receiver is reached once the network is no longer denied.
 func TestWebhookDeny(t *testing.T) {
 	rcv := newReceiver(t)
+	port := rcv.srv.URL[strings.LastIndex(rcv.srv.URL, ":")+1:]
 	for _, c := range []struct {
 		deny      []string
+		url       string
 		delivered bool
-	}{{[]string{"10.0.0.0/8", "127.0.0.0/8"}, false}, {[]string{"10.0.0.0/8"}, true}} {
+	}{
+		{[]string{"10.0.0.0/8", "127.0.0.0/8", "::1/128"}, "https://localhost:" + port + "/hook", false},
+		{[]string{"10.0.0.0/8"}, rcv.srv.URL + "/hook", true},
+	} {
 		cfg := webhookConfig(t.TempDir())
 		cfg.WebhookDeny = c.deny
 		n := startTestNode(t, cfg)
 		admin := n.adminToken(t)
-		r := n.do(t, http.MethodPost, mgmt+"/webhooks", admin, map[string]any{"name": "local", "url": rcv.srv.URL + "/hook", "caPem": rcv.caPEM()})
+		if !c.delivered {
+			r := n.do(t, http.MethodPost, mgmt+"/webhooks", admin, map[string]any{"name": "literal", "url": rcv.srv.URL + "/hook", "caPem": rcv.caPEM()})
+			expectError(t, r, http.StatusBadRequest, posture.CodeCouldNotValidate, "url")
+			if !strings.Contains(string(r.Body), "127.0.0.1 is in 127.0.0.0/8, a network webhooks may not reach (--webhook-deny)") {
+				t.Fatalf("a denied address at creation: %s", r.Body)
+			}
+		}
+		r := n.do(t, http.MethodPost, mgmt+"/webhooks", admin, map[string]any{"name": "local", "url": c.url, "caPem": rcv.caPEM()})
 		data, _ := r.envelope(t)
 		var created struct{ ID, Secret string }
 		if err := json.Unmarshal(data, &created); err != nil || r.Status != http.StatusCreated {
@@ -354,7 +367,7 @@ func TestWebhookDeny(t *testing.T) {
 		if delivered := att.Outcome == posture.DeliveryDelivered; delivered != c.delivered {
 			t.Fatalf("--webhook-deny %v: %+v, want delivered %v", c.deny, att, c.delivered)
 		}
-		if !c.delivered && !strings.Contains(att.Error, "127.0.0.1 is in 127.0.0.0/8, a network webhooks may not reach (--webhook-deny)") {
+		if !c.delivered && !strings.Contains(att.Error, "a network webhooks may not reach (--webhook-deny)") {
 			t.Fatalf("a denied delivery's error: %q", att.Error)
 		}
 		rcv.mu.Lock()
