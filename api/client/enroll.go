@@ -427,6 +427,22 @@ func (a *API) enrollCA(c echo.Context) error {
 	}
 	leaf := chain[0]
 	fp := pki.Fingerprint(leaf)
+	// The client may ask for a name ({"name": ...}, as the OpenZiti SDKs
+	// send it): the CA's format's [requestedName]; by default the
+	// certificate's common name.
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := api.Decode(c, &req); err != nil {
+		return err
+	}
+	requested := leaf.Subject.CommonName
+	if req.Name != "" {
+		if err := api.CheckVisible("name", req.Name); err != nil {
+			return err
+		}
+		requested = req.Name
+	}
 	issuer := func() (posture.CA, error) {
 		cas, err := a.Enroll.CAs()
 		if err != nil {
@@ -448,7 +464,7 @@ func (a *API) enrollCA(c echo.Context) error {
 		if err := a.freeFingerprint(fp); err != nil {
 			return nil, err
 		}
-		name, err := a.autoName(ca, leaf, identityID)
+		name, err := a.autoName(ca, leaf, requested, identityID)
 		if err != nil {
 			return nil, err
 		}
@@ -468,14 +484,14 @@ func (a *API) enrollCA(c echo.Context) error {
 // autoName names an identity made by CA auto enrollment: the CA's format
 // with its placeholders filled, and a counter appended while the name is
 // taken.
-func (a *API) autoName(ca posture.CA, leaf *x509.Certificate, identityID string) (string, error) {
+func (a *API) autoName(ca posture.CA, leaf *x509.Certificate, requested, identityID string) (string, error) {
 	format := ca.IdentityNameFormat
 	if format == "" {
 		format = posture.DefaultIdentityNameFormat
 	}
 	base := strings.NewReplacer(
 		"[caName]", ca.Name, "[caId]", ca.ID, "[commonName]", leaf.Subject.CommonName,
-		"[identityId]", identityID, "[requestedName]", leaf.Subject.CommonName,
+		"[identityId]", identityID, "[requestedName]", requested,
 	).Replace(format)
 	if strings.TrimSpace(base) == "" {
 		base = identityID

@@ -183,6 +183,23 @@ func TestCAAutoEnrollmentThenCertLogin(t *testing.T) {
 	if _, err := n.store.IdentityByName("partner-device-7000001"); err != nil {
 		t.Fatalf("second identity: %v", err)
 	}
+	// A name the client asks for fills the format's [requestedName], as
+	// the OpenZiti SDKs send it; one that does not read as written is
+	// refused.
+	if r := n.do(t, http.MethodPatch, mgmt+"/cas/"+id, admin, map[string]any{"identityNameFormat": "[caName]-[requestedName]"}); r.Status != http.StatusOK {
+		t.Fatalf("patch: %d %s", r.Status, r.Body)
+	}
+	kp3, _ := ext.issue(t, "device-9")
+	named := func(body string) response {
+		return n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll?method=ca", cert: &kp3, contentType: "application/json", body: []byte(body)})
+	}
+	expectError(t, named(`{"name":"laptop\u200b42"}`), http.StatusBadRequest, posture.CodeCouldNotValidate, "name")
+	if r := named(`{"name":"laptop-42"}`); r.Status != http.StatusOK {
+		t.Fatalf("enroll with a requested name: %d %s", r.Status, r.Body)
+	}
+	if _, err := n.store.IdentityByName("partner-laptop-42"); err != nil {
+		t.Fatalf("the requested name: %v", err)
+	}
 	// A certificate of a CA nobody added is refused.
 	stray, _ := newTestCA(t, "stray").issue(t, "device-8")
 	expectError(t, enrollCA(stray), http.StatusBadRequest, posture.CodeCertFailedValidation, "")
