@@ -305,8 +305,8 @@ func operatingSystems(in []osInput) ([]posture.OperatingSystem, error) {
 	return out, nil
 }
 
-// macAddresses accepts 12 hex digits in any separator style (":", "-",
-// ".", none).
+// macAddresses accepts hardware addresses of 48 or 64 bits (EUI-48, EUI-64:
+// 12 or 16 hex digits) in any separator style (":", "-", ".", none).
 func macAddresses(in []string) ([]string, error) {
 	if len(in) == 0 {
 		return nil, posture.Invalid("macAddresses", "at least one MAC address is required", in)
@@ -319,8 +319,8 @@ func macAddresses(in []string) ([]string, error) {
 			}
 			return r
 		}, strings.TrimSpace(m))
-		if len(clean) != 12 || !isHex(clean) {
-			return nil, posture.Invalid(fmt.Sprintf("macAddresses[%d]", i), "must be a MAC address: 12 hex digits, optionally separated by :, - or .", m)
+		if len(clean) != 12 && len(clean) != 16 || !isHex(clean) {
+			return nil, posture.Invalid(fmt.Sprintf("macAddresses[%d]", i), "must be a MAC address: 12 hex digits (EUI-48) or 16 (EUI-64), optionally separated by :, - or .", m)
 		}
 		out = append(out, strings.TrimSpace(m))
 	}

@@ -156,3 +156,14 @@ func TestEnforcementMessageVisible(t *testing.T) {
 		t.Fatalf("a plain message: %v %v", e, err)
 	}
 }
+
+func TestMACAddresses(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"aa:bb:cc:dd:ee:ff": true, "AABB.CCDD.EEFF": true, "00:11:22:33:44:55:66:77": true, "0011-2233-4455-6677": true,
+		"aa:bb:cc:dd:ee": false, "00:11:22": false, "aa:bb:cc:dd:ee:ff:00": false, "gg:bb:cc:dd:ee:ff": false, "": false,
+	} {
+		if _, err := macAddresses([]string{in}); (err == nil) != ok {
+			t.Errorf("macAddresses(%q): %v, want accepted %v", in, err, ok)
+		}
+	}
+}
