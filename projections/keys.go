@@ -40,8 +40,10 @@ var (
 // sessions when it is disabled and starts none while it is;
 // layout 9 gives a PROCESS check's expected value the controller's shape
 // (one signerFingerprint) and bounds an identity's API sessions
-// (MaxAPISessions).
-const layout = 9
+// (MaxAPISessions);
+// layout 10 moves an identity's change indicator (p/c/) when a wake or
+// unlock starts or moves an MFA grace.
+const layout = 10
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

@@ -415,6 +415,12 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		if !maps.Equal(standing, st.Standing) {
 			standingChanged = true
 		}
+		if !st.GraceUntil.Equal(grace) {
+			// A wake or unlock re-prompts MFA: the services' posture
+			// queries change, and clients that poll service-updates
+			// must see it.
+			changed = true
+		}
 		if err := moveGrace(tx, identityID, sid, st.GraceUntil, grace); err != nil {
 			return err
 		}

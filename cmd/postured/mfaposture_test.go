@@ -57,9 +57,16 @@ func TestMFADeadlinesRemoveSessions(t *testing.T) {
 	// A wake at t0+1s: the response names the service whose MFA query now
 	// needs a TOTP within the grace.
 	clk.Advance(time.Second)
+	var before, after map[string]string
+	n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &before)
 	r = n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"typeId": "ENDPOINT_STATE", "id": "0", "woken": true})
 	if r.Status != http.StatusCreated {
 		t.Fatalf("wake: %d %s", r.Status, r.Body)
+	}
+	// Clients that poll service-updates see the re-prompt.
+	n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &after)
+	if !later(t, after["lastChangeAt"], before["lastChangeAt"]) {
+		t.Fatalf("the wake did not move the service-update indicator: %v -> %v", before, after)
 	}
 	data, _ := r.envelope(t)
 	var wake struct {
