@@ -345,7 +345,38 @@ func (a *API) policyAdvice(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.OK(c, x)
+	// The other type's permission, for the fields the ziti CLI's policy
+	// advisor reads.
+	other := map[string]string{posture.Dial: posture.Bind, posture.Bind: posture.Dial}[typ]
+	y, err := a.Explainer.Explain(c.Request().Context(), id, serviceID, other, at)
+	if err != nil {
+		return err
+	}
+	allowed := map[string]bool{typ: x.Decision != posture.DecisionNoPermission, other: y.Decision != posture.DecisionNoPermission}
+	v := policyAdviceView{Explanation: x, IsDialAllowed: allowed[posture.Dial], IsBindAllowed: allowed[posture.Bind],
+		Service: api.Ref("services", serviceID, x.ServiceName), CommonRouters: []api.EntityRef{}}
+	v.Identity = api.Ref("identities", id, "")
+	var named struct{ Name string }
+	if raw, err := a.Store.RawEntity(posture.KindIdentity, id); err == nil && json.Unmarshal(raw, &named) == nil {
+		v.Identity.Name = named.Name
+	}
+	return api.OK(c, v)
+}
+
+// policyAdviceView is the decision at a moment (postured's explanation)
+// with the fields of the OpenZiti controller's policy advice: whether a
+// Dial and a Bind policy grant the identity the service (whatever its
+// posture), and the edge routers they share, which postured, without a
+// data plane, does not place (none).
+type policyAdviceView struct {
+	posture.Explanation
+	Identity            api.EntityRef   `json:"identity"`
+	Service             api.EntityRef   `json:"service"`
+	IsDialAllowed       bool            `json:"isDialAllowed"`
+	IsBindAllowed       bool            `json:"isBindAllowed"`
+	IdentityRouterCount int             `json:"identityRouterCount"`
+	ServiceRouterCount  int             `json:"serviceRouterCount"`
+	CommonRouters       []api.EntityRef `json:"commonRouters"`
 }
 
 // postureRoutes are the posture read models: posture data, failed service

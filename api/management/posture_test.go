@@ -2,6 +2,7 @@ package management
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,17 +13,19 @@ import (
 	"github.com/seed-0809debe/posture/api/apitest"
 )
 
-// explainer answers a fixed decision and records what it was asked.
+// explainer answers a fixed decision (no permission to Dial, Bind denied)
+// and records what it was asked.
 type explainer struct {
-	asked *posture.Explanation
+	asked *[]posture.Explanation
 }
 
 func (x explainer) Explain(_ context.Context, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
 	if identityID != "ident1" || serviceID != "svc1" {
 		return posture.Explanation{}, posture.NotFound("identity or service", identityID+"/"+serviceID)
 	}
-	*x.asked = posture.Explanation{IdentityID: identityID, ServiceID: serviceID, Type: typ, At: at}
-	return posture.Explanation{IdentityID: identityID, ServiceID: serviceID, ServiceName: "crm", Type: typ, At: at, Decision: posture.DecisionDenied}, nil
+	*x.asked = append(*x.asked, posture.Explanation{IdentityID: identityID, ServiceID: serviceID, Type: typ, At: at})
+	decision := map[string]string{posture.Dial: posture.DecisionNoPermission, posture.Bind: posture.DecisionDenied}[typ]
+	return posture.Explanation{IdentityID: identityID, ServiceID: serviceID, ServiceName: "crm", Type: typ, At: at, Decision: decision}, nil
 }
 
 // fleetStore is the fleet view over fixed counts and lists.
@@ -67,7 +70,7 @@ func TestPostureReadHandlers(t *testing.T) {
 		},
 	}
 	phone := posture.Identity{ID: "ident2", Name: "phone", Type: posture.IdentityDevice, RoleAttributes: []string{}, Tags: posture.Tags{}}
-	var asked posture.Explanation
+	var asked []posture.Explanation
 	var fleet fleetStore
 	cases := []apitest.Case{
 		{Name: "postureData: ages in seconds from the clock", Method: http.MethodGet, Path: "/identities/ident1/posture-data", Status: http.StatusOK,
@@ -128,8 +131,16 @@ func TestPostureReadHandlers(t *testing.T) {
 			Status: http.StatusNotFound, Code: posture.CodeNotFound},
 		{Name: "policyAdvice: at a moment, Bind", Method: http.MethodGet, Path: "/identities/ident1/policy-advice/svc1?type=bind&at=2026-04-01T10:32:00Z", Status: http.StatusOK,
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
-				if d := dataOf(t, r); d["decision"] != posture.DecisionDenied || asked.Type != posture.Bind || !asked.At.Equal(time.Date(2026, 4, 1, 10, 32, 0, 999999999, time.UTC)) { // a whole second: its end
+				// The type asked, then the other one for the ziti CLI's fields.
+				moment := time.Date(2026, 4, 1, 10, 32, 0, 999999999, time.UTC) // a whole second: its end
+				d := dataOf(t, r)
+				if d["decision"] != posture.DecisionDenied || len(asked) != 2 || asked[0].Type != posture.Bind || !asked[0].At.Equal(moment) ||
+					asked[1].Type != posture.Dial || !asked[1].At.Equal(moment) {
 					t.Fatalf("advice %s, asked %+v", r.Data, asked)
+				}
+				identity, _ := d["identity"].(map[string]any)
+				if d["isBindAllowed"] != true || d["isDialAllowed"] != false || identity["name"] != "laptop" || fmt.Sprint(d["commonRouters"]) != "[]" {
+					t.Fatalf("the controller's fields: %s", r.Data)
 				}
 			}},
 		{Name: "policyAdvice: a type unknown", Method: http.MethodGet, Path: "/identities/ident1/policy-advice/svc1?type=host",
