@@ -3,13 +3,11 @@ package client
 import (
 	"context"
 	"crypto"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -22,7 +20,6 @@ import (
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/pki"
-	"github.com/seed-0809debe/posture/webhooks"
 )
 
 // signerView is an external JWT signer as clients see it: enough to start
@@ -80,11 +77,11 @@ type ExtJWTOptions struct {
 	Store ExtJWTStore
 	// Now is the clock tokens are checked against (default time.Now).
 	Now api.Clock
-	// Deny are the networks a key set may not be fetched from (serve's
-	// --webhook-deny); Roots verify the key sets' servers (nil: the
-	// system's roots).
-	Deny  []*net.IPNet
-	Roots *x509.CertPool
+	// Client is the HTTP client that fetches a key set from an endpoint
+	// (cmd gives webhooks.NewClient's: no address of --webhook-deny, no
+	// redirect followed). Default: a client with keysTimeout that follows
+	// no redirect.
+	Client func(endpoint string) (*http.Client, error)
 	// KeysTTL is how long a fetched key set is used (default 5 minutes).
 	KeysTTL time.Duration
 	// RefreshAfter is how soon a key set may be fetched again for a token
@@ -132,6 +129,11 @@ func NewExtJWT(opts ExtJWTOptions) *ExtJWT {
 	}
 	if opts.RefreshAfter <= 0 {
 		opts.RefreshAfter = 10 * time.Second
+	}
+	if opts.Client == nil {
+		opts.Client = func(string) (*http.Client, error) {
+			return &http.Client{Timeout: keysTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
+		}
 	}
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = 10 * time.Second
@@ -331,6 +333,9 @@ func (s *keySet) snapshot() *keySet {
 	return &keySet{byKid: s.byKid, all: s.all, fetched: s.fetched}
 }
 
+// keysTimeout bounds a key set's fetch.
+const keysTimeout = 5 * time.Second
+
 // maxJWKS bounds a fetched key set.
 const maxJWKS = 1 << 20
 
@@ -343,7 +348,7 @@ func (x *ExtJWT) fetch(ctx context.Context, endpoint string) (map[string]crypto.
 	if req.URL.Scheme != "https" {
 		return nil, nil, fmt.Errorf("GET %s: key sets are fetched over https only", endpoint)
 	}
-	client, err := webhooks.NewClient(endpoint, x.opts.Roots, 5*time.Second, x.opts.Deny)
+	client, err := x.opts.Client(endpoint)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -665,8 +665,10 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		return err
 	}
 	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}), Budget: budget,
-		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: n.log, Deny: deny, Roots: s.jwksRoots}),
-		Cert:   &client.CertAuth{CA: n.ca, Store: n.store}}
+		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: n.log, Client: func(endpoint string) (*http.Client, error) {
+			return webhooks.NewClient(endpoint, s.jwksRoots, 5*time.Second, deny)
+		}}),
+		Cert: &client.CertAuth{CA: n.ca, Store: n.store}}
 	n.handler = n.newEcho()
 	signer, err := n.ca.NewSigner(n.serverCert)
 	if err != nil {
