@@ -87,6 +87,15 @@ func (b *Budget) take(c echo.Context, key string, n int, take bool) error {
 // many small requests cost what they take.
 const RequestCost = 512
 
+// TransitionCost is what a request that may change an identity's standing
+// costs beyond its event: the transitions it derives are kept in the
+// transitions stream, and each is delivered to every webhook, one attempt
+// event each. A posture response that changes the identity's values or
+// signals a wake or unlock pays it, and so does a session that report-only
+// checks would deny: a client that flips its posture as fast as it can
+// would otherwise fill every webhook's queue.
+const TransitionCost = 4096
+
 // Budgeted wraps the decide of a change an identity's own request makes
 // (Writer.Change, Writer.Model): the events it decides cost their size and
 // RequestCost against the identity's budget before they are appended, and
@@ -117,14 +126,14 @@ func Budgeted(c echo.Context, b *Budget, identityID string, decide func() ([]pos
 }
 
 // AppendBudgeted appends p for the identity once its budget has room for
-// the event's data and RequestCost more (429 otherwise, with nothing
+// the event's data, RequestCost and extra more (429 otherwise, with nothing
 // appended), and returns the event appended.
-func (w *Writer) AppendBudgeted(c echo.Context, b *Budget, identityID string, p posture.Payload) (posture.Event, error) {
+func (w *Writer) AppendBudgeted(c echo.Context, b *Budget, identityID string, p posture.Payload, extra int) (posture.Event, error) {
 	e, err := w.Event(StampOf(c), p)
 	if err != nil {
 		return e, err
 	}
-	if err := b.Take(c, identityID, len(e.Data)+RequestCost); err != nil {
+	if err := b.Take(c, identityID, len(e.Data)+RequestCost+extra); err != nil {
 		return e, err
 	}
 	_, err = w.AppendEvent(c.Request().Context(), e)

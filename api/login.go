@@ -255,7 +255,7 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, authenti
 		CreatedAt:       now,
 		LastActivityAt:  now,
 	}
-	if _, err := l.Writer.AppendBudgeted(c, l.Budget, identity.ID, posture.APISessionCreated{APISession: s}); err != nil {
+	if _, err := l.Writer.AppendBudgeted(c, l.Budget, identity.ID, posture.APISessionCreated{APISession: s}, 0); err != nil {
 		return err
 	}
 	p := &Principal{Session: s, Identity: identity, Token: token}

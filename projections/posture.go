@@ -116,35 +116,29 @@ func loadSessionState(tx *Tx, apiSessionID string) (sessionState, bool, error) {
 	return st, found, err
 }
 
-// recordPosture stores posture responses: identity-wide data (OS, MAC,
-// domain, processes) and, for ENDPOINT_STATE, the API session's wake and
-// unlock times (the event's time). Then the affected API sessions are
-// re-evaluated.
-func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
-	var ip posture.IdentityPosture
-	if _, err := getJSON(tx.r(), identityPostureKey(p.IdentityID), &ip); err != nil {
-		return err
-	}
-	before := ip // changes below replace fields and copy slices
-	identityWide, endpoint := false, false
-	for _, r := range p.Responses {
+// mergePosture is an identity's posture data with responses recorded at
+// at: identityWide says whether one of them was OS, MAC, domain or a
+// process, endpoint whether one was an endpoint state. It changes a copy
+// (decoded values are shared with the cache).
+func mergePosture(ip posture.IdentityPosture, responses []posture.PostureResponse, at time.Time) (_ posture.IdentityPosture, identityWide, endpoint bool) {
+	for _, r := range responses {
 		switch r.TypeID {
 		case string(posture.CheckOS):
-			ip.OS = &posture.OSPosture{CheckID: r.ID, At: e.At, Type: r.Type, Version: r.Version, Build: r.Build}
+			ip.OS = &posture.OSPosture{CheckID: r.ID, At: at, Type: r.Type, Version: r.Version, Build: r.Build}
 		case string(posture.CheckMAC):
 			addrs := make([]string, 0, len(r.MACAddresses))
 			for _, a := range r.MACAddresses {
 				addrs = append(addrs, posture.NormalizeHex(a))
 			}
-			ip.MAC = &posture.MACPosture{CheckID: r.ID, At: e.At, Addresses: addrs}
+			ip.MAC = &posture.MACPosture{CheckID: r.ID, At: at, Addresses: addrs}
 		case string(posture.CheckDomain):
-			ip.Domain = &posture.DomainPosture{CheckID: r.ID, At: e.At, Domain: r.Domain}
+			ip.Domain = &posture.DomainPosture{CheckID: r.ID, At: at, Domain: r.Domain}
 		case string(posture.CheckProcess):
 			fps := make([]string, 0, len(r.SignerFingerprints))
 			for _, f := range r.SignerFingerprints {
 				fps = append(fps, posture.NormalizeHex(f))
 			}
-			proc := posture.ProcessPosture{CheckID: r.ID, At: e.At, Path: r.Path, IsRunning: r.IsRunning,
+			proc := posture.ProcessPosture{CheckID: r.ID, At: at, Path: r.Path, IsRunning: r.IsRunning,
 				Hash: posture.NormalizeHex(r.Hash), SignerFingerprints: fps}
 			// Decoded values are shared with the cache: change a copy.
 			ip.Processes = slices.Clone(ip.Processes)
@@ -172,6 +166,38 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 		}
 		identityWide = true
 	}
+	return ip, identityWide, endpoint
+}
+
+// ChangesPosture says whether posture responses would change the
+// identity's standing: a wake or unlock (which may start an MFA grace), or
+// OS, MAC, domain or process values other than those it has. The API
+// charges such a response for the transitions it may derive.
+func (s *Store) ChangesPosture(identityID string, responses []posture.PostureResponse) (bool, error) {
+	for _, r := range responses {
+		if r.TypeID == posture.ResponseEndpointState && (r.Woken || r.Unlocked) {
+			return true, nil
+		}
+	}
+	var ip posture.IdentityPosture
+	if _, err := getJSON(s.r(), identityPostureKey(identityID), &ip); err != nil {
+		return false, err
+	}
+	next, identityWide, _ := mergePosture(ip, responses, time.Time{})
+	return identityWide && !sameValues(ip, next), nil
+}
+
+// recordPosture stores posture responses: identity-wide data (OS, MAC,
+// domain, processes) and, for ENDPOINT_STATE, the API session's wake and
+// unlock times (the event's time). Then the affected API sessions are
+// re-evaluated.
+func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
+	var ip posture.IdentityPosture
+	if _, err := getJSON(tx.r(), identityPostureKey(p.IdentityID), &ip); err != nil {
+		return err
+	}
+	before := ip
+	ip, identityWide, endpoint := mergePosture(ip, p.Responses, e.At)
 	if identityWide {
 		if err := tx.put(identityPostureKey(p.IdentityID), ip); err != nil {
 			return err

@@ -370,3 +370,41 @@ func (a *applier) apply(t testing.TB, p posture.Payload) {
 		t.Fatal(err)
 	}
 }
+
+// TestChangesPosture: a response changes an identity's posture when its
+// values differ from those recorded (as recording compares them: MAC
+// addresses and hashes whatever their case and separators), or when it
+// signals a wake or unlock.
+func TestChangesPosture(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	a := &applier{s: s, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Second}
+	os := posture.PostureResponse{ID: "os", TypeID: "OS", Type: "Windows", Version: "10.0.19045"}
+	mac := posture.PostureResponse{ID: "mac", TypeID: "MAC", MACAddresses: []string{"AA:BB:CC:DD:EE:FF"}}
+	proc := posture.PostureResponse{ID: "p", TypeID: "PROCESS", Path: "/bin/av", IsRunning: true, Hash: "ABCD"}
+	a.apply(t, posture.PostureRecorded{IdentityID: "i1", APISessionID: "as1", Responses: []posture.PostureResponse{os, mac, proc}})
+	with := func(f func(r *posture.PostureResponse), r posture.PostureResponse) []posture.PostureResponse {
+		f(&r)
+		return []posture.PostureResponse{r}
+	}
+	for name, c := range map[string]struct {
+		identity  string
+		responses []posture.PostureResponse
+		want      bool
+	}{
+		"the same OS": {"i1", []posture.PostureResponse{os}, false},
+		"the same values, written other": {"i1", append(with(func(r *posture.PostureResponse) { r.MACAddresses = []string{"aabb.ccdd.eeff"} }, mac),
+			with(func(r *posture.PostureResponse) { r.Hash = "abcd" }, proc)...), false},
+		"another OS version":             {"i1", with(func(r *posture.PostureResponse) { r.Version = "6.1.7601" }, os), true},
+		"a process stopped":              {"i1", with(func(r *posture.PostureResponse) { r.IsRunning = false }, proc), true},
+		"a new process":                  {"i1", with(func(r *posture.PostureResponse) { r.Path = "/bin/other" }, proc), true},
+		"a wake":                         {"i1", []posture.PostureResponse{{TypeID: posture.ResponseEndpointState, Woken: true}}, true},
+		"an endpoint state without news": {"i1", []posture.PostureResponse{{TypeID: posture.ResponseEndpointState}}, false},
+		"an identity's first report":     {"i2", []posture.PostureResponse{os}, true},
+		"nothing":                        {"i1", nil, false},
+	} {
+		if got, err := s.ChangesPosture(c.identity, c.responses); err != nil || got != c.want {
+			t.Errorf("%s: %v %v, want %v", name, got, err, c.want)
+		}
+	}
+}

@@ -85,7 +85,7 @@ func (a *API) createSessionCertificate(c echo.Context) error {
 		Fingerprint: pki.Fingerprint(cert), CertPEM: string(certPEM), ValidFrom: cert.NotBefore.UTC(),
 		ValidTo: cert.NotAfter.UTC(), CreatedAt: now,
 	}
-	if _, err := a.Writer.AppendBudgeted(c, a.Budget, sc.IdentityID, posture.SessionCertificateCreated{Certificate: sc}); err != nil {
+	if _, err := a.Writer.AppendBudgeted(c, a.Budget, sc.IdentityID, posture.SessionCertificateCreated{Certificate: sc}, 0); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, api.Envelope{Data: sessionCertificateCreated{

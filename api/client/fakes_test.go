@@ -132,6 +132,7 @@ func (s *memStore) Evaluate(_, _ string, policyIDs []string, _ time.Time) ([]pos
 func (s *memStore) PostureData(string) (posture.IdentityPosture, []posture.SessionPosture, error) {
 	return posture.IdentityPosture{}, s.posture, nil
 }
+func (s *memStore) ChangesPosture(string, []posture.PostureResponse) (bool, error) { return false, nil }
 func (s *memStore) Access(_, _, serviceID, typ string, _ time.Time) ([]posture.PolicyResult, error) {
 	for _, g := range s.grants {
 		if g.ServiceID == serviceID {

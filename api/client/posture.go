@@ -46,6 +46,18 @@ type PostureReader interface {
 	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
+	// ChangesPosture says whether responses would change the identity's
+	// values or signal a wake or unlock (charged api.TransitionCost).
+	ChangesPosture(identityID string, responses []posture.PostureResponse) (bool, error)
+}
+
+// transitionCost is api.TransitionCost for a request that may derive
+// transitions, else 0.
+func transitionCost(derives bool) int {
+	if derives {
+		return api.TransitionCost
+	}
+	return 0
 }
 
 // SessionReader is what the session handlers read (sessions.go).
@@ -255,7 +267,15 @@ func (a postureResponses) decode(c echo.Context, v any) error {
 // now affects.
 func (a postureResponses) record(c echo.Context, responses []posture.PostureResponse) error {
 	p := api.PrincipalOf(c)
-	e, err := a.writer.AppendBudgeted(c, a.budget, p.Identity.ID, posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses})
+	extra := 0
+	if a.budget != nil {
+		changes, err := a.store.ChangesPosture(p.Identity.ID, responses)
+		if err != nil {
+			return err
+		}
+		extra = transitionCost(changes)
+	}
+	e, err := a.writer.AppendBudgeted(c, a.budget, p.Identity.ID, posture.PostureRecorded{IdentityID: p.Identity.ID, APISessionID: p.Session.ID, Responses: responses}, extra)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ type fakePosture struct {
 	results  []posture.PolicyResult
 	sessions []posture.SessionPosture
 	evalAt   time.Time // the time Evaluate was last asked for
+	changes  bool      // what ChangesPosture answers
 }
 
 func (f *fakePosture) ServicesFor(string, string) []posture.Grant { return f.grants }
@@ -34,6 +35,9 @@ func (f *fakePosture) Evaluate(_, _ string, _ []string, now time.Time) ([]postur
 }
 func (f *fakePosture) PostureData(string) (posture.IdentityPosture, []posture.SessionPosture, error) {
 	return posture.IdentityPosture{}, f.sessions, nil
+}
+func (f *fakePosture) ChangesPosture(string, []posture.PostureResponse) (bool, error) {
+	return f.changes, nil
 }
 func (f *fakePosture) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
 	if kind == posture.KindService && id == "svc1" {
@@ -188,15 +192,21 @@ func TestPostureResponseHandlers(t *testing.T) {
 // event as the log keeps it and api.RequestCost more, so that a flood of
 // tiny bodies runs out as the log grows, not at their size alone, and a
 // body of characters JSON escapes (< is kept as \u003c) costs what it
-// keeps, not its size.
+// keeps, not its size. A response that changes the identity's values
+// costs api.TransitionCost more, for the transitions it may derive.
 func TestPostureBudgetCountsRequests(t *testing.T) {
-	for _, body := range []string{
-		`{"id":"x","typeId":"MAC","macAddresses":[]}`,
-		`{"id":"x","typeId":"OS","type":"Linux","version":"` + strings.Repeat("<", 200) + `"}`,
+	for _, c := range []struct {
+		body    string
+		changes bool
+	}{
+		{`{"id":"x","typeId":"MAC","macAddresses":[]}`, false},
+		{`{"id":"x","typeId":"OS","type":"Linux","version":"` + strings.Repeat("<", 200) + `"}`, false},
+		{`{"id":"x","typeId":"OS","type":"Linux","version":"6.1.0"}`, true},
 	} {
+		body := c.body
 		log := &apitest.Log{}
 		budget := api.NewBudget(1, api.MaxBody, func() time.Time { return handlerNow })
-		pr := postureResponses{store: &fakePosture{}, grace: 2 * time.Minute, writer: apitest.Writer(log, handlerNow), budget: budget}
+		pr := postureResponses{store: &fakePosture{changes: c.changes}, grace: 2 * time.Minute, writer: apitest.Writer(log, handlerNow), budget: budget}
 		e := echo.New()
 		e.HTTPErrorHandler = api.ErrorHandler(slog.New(slog.DiscardHandler))
 		e.POST(clientPosturePath, pr.create, func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -216,7 +226,11 @@ func TestPostureBudgetCountsRequests(t *testing.T) {
 			}
 		}
 		kept := len(log.Events[0].Data)
-		if want := api.MaxBody / (kept + api.RequestCost); passed != want || len(log.Events) != passed {
+		cost := kept + api.RequestCost
+		if c.changes {
+			cost += api.TransitionCost
+		}
+		if want := api.MaxBody / cost; passed != want || len(log.Events) != passed {
 			t.Fatalf("%d responses of %d bytes (%d kept) passed a budget of %d bytes, %d appended; want %d", passed, len(body), kept, api.MaxBody, len(log.Events), want)
 		}
 		if strings.Contains(body, "<") && kept < 2*len(body) {

@@ -171,7 +171,7 @@ func (a *API) createSession(c echo.Context) error {
 	if s.TokenSealed, err = api.Seal(ctx, a.Secrets, s.IdentityID, posture.FieldSessionToken, token); err != nil {
 		return err
 	}
-	if _, err := a.Writer.AppendBudgeted(c, a.Budget, s.IdentityID, posture.SessionCreated{Session: s, Policies: passing, WouldDeny: wouldDeny}); err != nil {
+	if _, err := a.Writer.AppendBudgeted(c, a.Budget, s.IdentityID, posture.SessionCreated{Session: s, Policies: passing, WouldDeny: wouldDeny}, transitionCost(len(wouldDeny) > 0)); err != nil {
 		return err
 	}
 	stored, err := a.Store.Session(s.ID)
@@ -240,7 +240,7 @@ func (a *API) deny(c echo.Context, p *api.Principal, svc posture.Service, typ st
 		}
 		ids = append(ids, f.PolicyID)
 	}
-	if _, err := a.Writer.AppendBudgeted(c, a.Budget, denied.IdentityID, denied); err != nil {
+	if _, err := a.Writer.AppendBudgeted(c, a.Budget, denied.IdentityID, denied, 0); err != nil {
 		return err
 	}
 	return &posture.Error{Code: posture.CodeInvalidPosture, Cause: map[string]any{

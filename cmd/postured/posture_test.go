@@ -469,6 +469,10 @@ func TestWriteBudget(t *testing.T) {
 	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", greedy.token, map[string]any{"id": mac, "typeId": "MAC", "macAddresses": addrs}); r.Status != http.StatusCreated {
 		t.Fatalf("MAC addresses: %d %s", r.Status, r.Body)
 	}
+	same := "/bin/same"
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", greedy.token, map[string]any{"id": "proc", "typeId": "PROCESS", "path": same, "isRunning": true}); r.Status != http.StatusCreated {
+		t.Fatalf("a process: %d %s", r.Status, r.Body)
+	}
 	// Spend the burst: 200 responses of 4,000-byte paths (about 800 KB)
 	// twice, then smaller ones until the budget refuses them.
 	var bulk []map[string]any
@@ -491,10 +495,15 @@ func TestWriteBudget(t *testing.T) {
 	if after := n.lastSeq(t); after != before {
 		t.Fatalf("a refused posture response appended to the log: sequence %d, then %d", before, after)
 	}
-	for _, size := range []int{4000, 1000, 100} {
+	// New processes change greedy's values, which costs api.TransitionCost
+	// more; the same process again does not: it spends the rest.
+	for _, size := range []int{4000, 1000, 100, 0} {
 		for i := 0; ; i++ {
-			r := n.do(t, http.MethodPost, clientAPI+"/posture-response", greedy.token,
-				map[string]any{"id": "proc", "typeId": "PROCESS", "path": fmt.Sprintf("/%d/%d/%s", size, i, strings.Repeat("b", size)), "isRunning": true})
+			path := fmt.Sprintf("/%d/%d/%s", size, i, strings.Repeat("b", size))
+			if size == 0 {
+				path = same
+			}
+			r := n.do(t, http.MethodPost, clientAPI+"/posture-response", greedy.token, map[string]any{"id": "proc", "typeId": "PROCESS", "path": path, "isRunning": true})
 			if r.Status == http.StatusTooManyRequests {
 				break
 			}
