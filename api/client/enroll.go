@@ -430,14 +430,25 @@ func (a *API) enrollCA(c echo.Context) error {
 	// The client may ask for a name ({"name": ...}, as the OpenZiti SDKs
 	// send it): the CA's format's [requestedName]; by default the
 	// certificate's common name.
+	// A body that is no JSON object is not a request for a name: it is
+	// ignored, as it was before names were asked for.
 	var req struct {
 		Name string `json:"name"`
 	}
-	if err := api.Decode(c, &req); err != nil {
+	body, err := api.ReadBody(c)
+	if err != nil {
 		return err
+	}
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
+		if err := api.DecodeBytes(trimmed, &req); err != nil {
+			return err
+		}
 	}
 	requested := leaf.Subject.CommonName
 	if req.Name != "" {
+		if err := api.CheckMax("name", req.Name, api.MaxLabel); err != nil {
+			return err
+		}
 		if err := api.CheckVisible("name", req.Name); err != nil {
 			return err
 		}
@@ -456,7 +467,7 @@ func (a *API) enrollCA(c echo.Context) error {
 		return posture.CA{}, certFailed("the client certificate was not issued by a verified CA that allows auto enrollment, or is not valid now")
 	}
 	identityID := posture.NewID()
-	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
+	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
 		ca, err := issuer()
 		if err != nil {
 			return nil, err
@@ -495,6 +506,9 @@ func (a *API) autoName(ca posture.CA, leaf *x509.Certificate, requested, identit
 	).Replace(format)
 	if strings.TrimSpace(base) == "" {
 		base = identityID
+	}
+	if err := api.CheckMax("name", base, api.MaxLabel); err != nil {
+		return "", err
 	}
 	name := base
 	for n := 1; n < 1000; n++ {

@@ -317,7 +317,11 @@ func (x *ExtJWT) keys(ctx context.Context, s posture.ExternalJWTSigner, kid stri
 		}
 		return nil, set.err
 	}
-	byKid, all, err := x.fetch(ctx, s.JWKSEndpoint)
+	// The fetch serves every caller that waits for it, not only this one:
+	// a caller that goes away does not cancel it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keysTimeout)
+	defer cancel()
+	byKid, all, err := x.fetch(fctx, s.JWKSEndpoint)
 	if err != nil {
 		set.failed, set.err = now, err
 		if keep {
@@ -352,6 +356,7 @@ func (x *ExtJWT) fetch(ctx context.Context, endpoint string) (map[string]crypto.
 	if err != nil {
 		return nil, nil, err
 	}
+	defer client.CloseIdleConnections() // the next fetch is minutes away
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -271,6 +272,9 @@ func TestExtJWTKeySetFetchIsGuarded(t *testing.T) {
 			http.Redirect(w, r, "/jwks", http.StatusFound)
 			return
 		}
+		if r.URL.Path == "/slow" {
+			time.Sleep(300 * time.Millisecond)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
 			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
@@ -316,5 +320,24 @@ func TestExtJWTKeySetFetchIsGuarded(t *testing.T) {
 	}
 	if moved, jwks := hitsOf("/moved"), hitsOf("/jwks"); moved != 1 || jwks != 0 {
 		t.Fatalf("fetches: %d of the redirect (want 1), %d of its target (want 0)", moved, jwks)
+	}
+
+	// A caller that goes away while the key set is fetched does not fail
+	// the fetch for the callers after it.
+	iss = signer(n, "slow", idp.URL+"/slow")
+	claims := jwt.MapClaims{"iss": iss, "aud": "postured", "sub": "someone", "exp": time.Now().Add(time.Minute).Unix()}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.srv.URL+api.ClientBase+"/authenticate?method=ext-jwt", nil)
+	req.Header.Set("Authorization", "Bearer "+signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", claims))
+	if resp, err := n.http.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the impatient login was answered %d", resp.StatusCode)
+	}
+	// The key set fetched, the token is checked against it: the subject
+	// is no identity.
+	expectAuthFailure(t, login(n, iss), "someone")
+	if got := hitsOf("/slow"); got != 1 {
+		t.Fatalf("the slow key set was fetched %d times, want 1", got)
 	}
 }
