@@ -175,7 +175,7 @@ type State struct {
 	Replicas int
 	Leader   string
 	Current  int
-	// Missing counts the messages missing within the log (Log.Missing).
+	// Missing counts the messages missing from the log (Log.Gaps).
 	Missing int
 }
 
@@ -190,6 +190,9 @@ func (l *Log) State(ctx context.Context) (State, error) {
 		st = State{
 			LastSeq: info.State.LastSeq, FirstTime: info.State.FirstTime, LastTime: info.State.LastTime,
 			Replicas: info.Config.Replicas, Current: 1, Missing: info.State.NumDeleted,
+		}
+		if info.State.FirstSeq > 1 {
+			st.Missing += int(info.State.FirstSeq - 1) // the log lost its start
 		}
 		if info.Cluster != nil {
 			st.Leader = info.Cluster.Leader
@@ -207,26 +210,56 @@ func (l *Log) State(ctx context.Context) (State, error) {
 	return st, err
 }
 
-// Missing lists the sequences missing within the log, the first max of
-// them, and how many there are. postured never deletes a message of its
-// stream: JetStream leaves such a gap where a message was deleted by
-// someone else, or dropped by its server because the stored bytes no
-// longer matched their checksum (a damaged disk, or an edit).
-func (l *Log) Missing(ctx context.Context, max int) ([]uint64, int, error) {
-	var seqs []uint64
-	total := 0
+// Gaps are what is missing from the log. postured never deletes a
+// message of its stream, nor purges it, and sets it no limits: JetStream
+// leaves a gap where someone deleted a message, or where its server
+// dropped one whose stored bytes no longer matched their checksum (a
+// damaged disk, or an edit); and a log whose first sequence is past 1 lost
+// its start.
+type Gaps struct {
+	// Head: the sequences 1..Head are gone from the start of the log.
+	Head uint64
+	// Deleted are the sequences missing inside the log, in order.
+	Deleted []uint64
+}
+
+// Count is how many messages are missing.
+func (m Gaps) Count() int { return int(m.Head) + len(m.Deleted) }
+
+// Through is how many messages at or before seq are missing, and the first.
+func (m Gaps) Through(seq uint64) (n int, first uint64) {
+	if m.Head > 0 {
+		n, first = int(min(m.Head, seq)), 1
+	}
+	for _, d := range m.Deleted {
+		if d > seq {
+			break
+		}
+		if n == 0 {
+			first = d
+		}
+		n++
+	}
+	return n, first
+}
+
+// Gaps reads what is missing from the log.
+func (l *Log) Gaps(ctx context.Context) (Gaps, error) {
+	var m Gaps
 	err := retry(ctx, func(ctx context.Context) error {
 		info, err := l.stream.Info(ctx, jetstream.WithDeletedDetails(true))
 		if err != nil {
 			return err
 		}
-		total = info.State.NumDeleted
-		seqs = info.State.Deleted
+		m = Gaps{Deleted: info.State.Deleted}
+		if info.State.FirstSeq > 1 {
+			m.Head = info.State.FirstSeq - 1
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("eventlog: read the missing sequences: %w", err)
+		return Gaps{}, fmt.Errorf("eventlog: read what is missing from the log: %w", err)
 	}
-	slices.Sort(seqs)
-	return seqs[:min(len(seqs), max)], total, nil
+	slices.Sort(m.Deleted)
+	return m, nil
 }

@@ -20,7 +20,9 @@ type explainer struct {
 }
 
 func (x explainer) Explain(ctx context.Context, identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
-	if at.IsZero() || !at.Before(x.store.AppliedAt()) {
+	// The live projection answers now and any moment since its last event;
+	// until it applies one after a start, it does not know that moment.
+	if applied := x.store.AppliedAt(); at.IsZero() || !applied.IsZero() && !at.Before(applied) {
 		if at.IsZero() {
 			at = time.Now().UTC()
 		}
@@ -46,24 +48,15 @@ func explainAt(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshot
 // an answer rebuilt from it up to there may be wrong ("" when it misses
 // none there, or when the log's state cannot be read: the answer stands).
 func missingWarning(ctx context.Context, l *eventlog.Log, seq uint64) string {
-	const listed = 1000
-	seqs, total, err := l.Missing(ctx, listed)
-	if err != nil || total == 0 {
+	m, err := l.Gaps(ctx)
+	if err != nil {
 		return ""
 	}
-	n := 0
-	for _, s := range seqs {
-		if s <= seq {
-			n++
-		}
-	}
-	if n == 0 && total <= len(seqs) {
-		return ""
-	}
+	n, first := m.Through(seq)
 	if n == 0 {
-		n = total // more than listed: some may be before seq
+		return ""
 	}
-	return fmt.Sprintf("%s (the first: sequence %d)", api.MissingWarning(n), seqs[0])
+	return fmt.Sprintf("%s (the first: sequence %d)", api.MissingWarning(n), first)
 }
 
 // pastMoment is the projection as it stood at the cutoff, for questions

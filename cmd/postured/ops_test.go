@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"net/http"
 	"os"
@@ -18,10 +19,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/eventlog"
+	"github.com/seed-0809debe/posture/projections"
 )
 
 var rewriteScenario = flag.Bool("rewrite-scenario", false, "run the ops scenario live and record it in testdata/ops")
@@ -523,5 +526,65 @@ func TestMissingMessagesAreReported(t *testing.T) {
 	n.getJSON(t, mgmt+"/identities/"+st.ep.id+"/policy-advice/"+st.svc, admin, &now)
 	if now.Warning != "" {
 		t.Fatalf("the live projection's answer: %s", asJSON(t, now))
+	}
+
+	// A log that lost its start misses those messages too.
+	if err := stream.Purge(t.Context(), jetstream.WithPurgeSequence(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, v := n.readyz(t); v.MissingMessages != 3 {
+		t.Fatalf("readyz of a log without its first two messages and one more: %+v", v)
+	}
+}
+
+func TestGapsThrough(t *testing.T) {
+	g := eventlog.Gaps{Head: 2, Deleted: []uint64{5, 9}}
+	for seq, want := range map[uint64][2]uint64{1: {1, 1}, 4: {2, 1}, 5: {3, 1}, 8: {3, 1}, 100: {4, 1}} {
+		if n, first := g.Through(seq); uint64(n) != want[0] || first != want[1] {
+			t.Errorf("through %d: %d from %d, want %d from %d", seq, n, first, want[0], want[1])
+		}
+	}
+	g = eventlog.Gaps{Deleted: []uint64{5, 9}}
+	if n, first := g.Through(4); n != 0 || first != 0 {
+		t.Errorf("before the first gap: %d from %d", n, first)
+	}
+	if n, first := g.Through(9); n != 2 || first != 5 || g.Count() != 2 {
+		t.Errorf("through 9: %d from %d (count %d)", n, first, g.Count())
+	}
+}
+
+// TestExplainAfterARestartAsksThePast: a projection opened again does not
+// know the time of its last event until it applies another; meanwhile a
+// question about a past moment is answered from the log, not from the
+// projection as it stands now.
+func TestExplainAfterARestartAsksThePast(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	before := time.Now().UTC()
+	time.Sleep(10 * time.Millisecond)
+	st := newStory(t, n)
+	st.play(t)
+	dir := t.TempDir()
+	store, err := openRebuilt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rebuild(t.Context(), n.elog, store, cutoff{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	if store, err = projections.Open(projections.Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if !store.AppliedAt().IsZero() {
+		t.Fatalf("a projection opened again knows its last event's time: %s", store.AppliedAt())
+	}
+	x := explainer{log: n.elog, store: store}
+	var pe *posture.Error
+	if e, err := x.Explain(t.Context(), st.ep.id, st.svc, posture.Dial, before); !errors.As(err, &pe) || pe.Code != posture.CodeNotFound {
+		t.Fatalf("before the identity existed: %v %s", err, asJSON(t, e))
+	}
+	if e, err := x.Explain(t.Context(), st.ep.id, st.svc, posture.Dial, time.Time{}); err != nil || e.Decision != posture.DecisionGranted {
+		t.Fatalf("now: %v %s", err, asJSON(t, e))
 	}
 }

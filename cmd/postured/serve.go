@@ -312,8 +312,8 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 		if err := n.ready(gctx, s); err != nil {
 			return err
 		}
-		if seqs, total, err := n.elog.Missing(gctx, 10); err == nil && total > 0 {
-			log.Error(api.MissingWarning(total), "sequences", seqs)
+		if m, err := n.elog.Gaps(gctx); err == nil && m.Count() > 0 {
+			log.Error(api.MissingWarning(m.Count()), "lostStart", m.Head, "deleted", m.Deleted[:min(len(m.Deleted), 10)])
 		}
 		log.Info("ready")
 		return n.Run(gctx)
