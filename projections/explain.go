@@ -21,6 +21,12 @@ func missingAt(err error, kind, id string, at time.Time) error {
 		kind, id, at.UTC().Format("2006-01-02T15:04:05.000Z07:00"))}
 }
 
+// maxExplainEntries bounds the history an explanation reads back from its
+// moment for the entries behind the outcome: an identity's own requests
+// make its history, and explaining it must cost the same however long
+// that is. A change older than that is not shown.
+const maxExplainEntries = 100_000
+
 // Explain rebuilds an access decision at a moment from the projection (for
 // a past moment, the caller replays the log into a store up to it first):
 // the identity's API sessions, the policies of the type that grant it the
@@ -50,7 +56,7 @@ func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (postur
 	if err != nil {
 		return x, err
 	}
-	history, err := s.History(identityID, time.Time{}, at)
+	history, _, err := s.HistoryTail(identityID, time.Time{}, at, maxExplainEntries)
 	if err != nil {
 		return x, err
 	}

@@ -203,10 +203,11 @@ func (s *Store) History(identityID string, since, until time.Time) ([]posture.Hi
 const historySkew = time.Minute
 
 // HistoryTail is History's newest limit entries of the window, oldest
-// first, and whether the window holds more (older ones). It reads the
-// identity's history from its newest entry back, stopping once it has
-// limit entries or has passed since by historySkew, so that its cost
-// follows limit, not how many entries the identity has.
+// first, and whether the window holds more (older ones). It finds the
+// window's end by its records' times (historyEnd), then reads back from
+// there, stopping once it has limit entries or has passed since by
+// historySkew, so that its cost follows limit, not how many entries the
+// identity has.
 func (s *Store) HistoryTail(identityID string, since, until time.Time, limit int) ([]posture.HistoryEntry, bool, error) {
 	prefix := historyPrefix(identityID)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
@@ -214,10 +215,18 @@ func (s *Store) HistoryTail(identityID string, since, until time.Time, limit int
 		return nil, false, err
 	}
 	defer it.Close()
+	ok := it.Last()
+	if !until.IsZero() {
+		end, err := historyEnd(it, prefix, until.Add(historySkew), s.Cursor())
+		if err != nil {
+			return nil, false, err
+		}
+		ok = it.SeekLT(end)
+	}
 	var out []posture.HistoryEntry // newest first
 	more := false
 scan:
-	for ok := it.Last(); ok; ok = it.Prev() {
+	for ; ok; ok = it.Prev() {
 		var entries []posture.HistoryEntry
 		if err := unmarshal(it.Value(), &entries); err != nil {
 			return nil, false, fmt.Errorf("decode %s: %w", it.Key(), err)
@@ -241,4 +250,37 @@ scan:
 	}
 	slices.Reverse(out)
 	return out, more, nil
+}
+
+// historyEnd is the key after an identity's history records up to after:
+// a binary search over their sequences (below cursor+1) by the time of
+// each record's first entry. Records are in the log's order, and their
+// times follow it up to the nodes' clocks (after includes historySkew).
+func historyEnd(it *pebble.Iterator, prefix []byte, after time.Time, cursor uint64) ([]byte, error) {
+	key := func(seq uint64) []byte { return fmt.Appendf(slices.Clone(prefix), "%020d", seq) }
+	lo, hi := uint64(0), cursor+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if !it.SeekGE(key(mid)) {
+			hi = mid
+			continue
+		}
+		rest := it.Key()[len(prefix):]
+		seq, err := strconv.ParseUint(string(rest[:min(len(rest), 20)]), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("history key %s: %w", it.Key(), err)
+		}
+		var first []struct {
+			At time.Time `json:"at"`
+		}
+		if err := unmarshal(it.Value(), &first); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		if len(first) > 0 && first[0].At.After(after) {
+			hi = mid
+		} else {
+			lo = seq + 1
+		}
+	}
+	return key(lo), it.Error()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/projections"
@@ -405,6 +406,41 @@ func TestChangesPosture(t *testing.T) {
 	} {
 		if got, err := s.ChangesPosture(c.identity, c.responses); err != nil || got != c.want {
 			t.Errorf("%s: %v %v, want %v", name, got, err, c.want)
+		}
+	}
+}
+
+// TestHistoryTail: the newest entries of a window, as History's entries of
+// the window end with, whatever the window and the limit.
+func TestHistoryTail(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &applier{s: s, at: t0, step: time.Second}
+	for i := range 300 {
+		id := []string{"i1", "i2", "i1"}[i%3]
+		a.apply(t, posture.PostureRecorded{IdentityID: id, APISessionID: "as", Responses: []posture.PostureResponse{
+			{ID: "os", TypeID: "OS", Type: "Linux", Version: fmt.Sprintf("6.%d.0", i)}}})
+	}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for _, c := range []struct {
+		since, until time.Time
+		limit        int
+	}{
+		{time.Time{}, time.Time{}, 10}, {time.Time{}, time.Time{}, 1000}, {time.Time{}, at(150), 7}, {at(100), at(150), 1000},
+		{at(100), at(150), 5}, {time.Time{}, at(0), 10}, {at(400), time.Time{}, 10}, {time.Time{}, at(299), 3}, {at(30), time.Time{}, 500},
+	} {
+		all, err := s.History("i1", c.since, c.until)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := all[max(0, len(all)-c.limit):]
+		got, more, err := s.HistoryTail("i1", c.since, c.until, c.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cmp.Equal(got, want, cmpopts.EquateEmpty()) || more != (len(all) > c.limit) {
+			t.Errorf("since %s until %s limit %d: %d entries (more %v), want the last %d of %d", c.since, c.until, c.limit, len(got), more, len(want), len(all))
 		}
 	}
 }
