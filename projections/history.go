@@ -217,7 +217,7 @@ func (s *Store) HistoryTail(identityID string, since, until time.Time, limit int
 	defer it.Close()
 	ok := it.Last()
 	if !until.IsZero() {
-		end, err := historyEnd(it, prefix, until.Add(historySkew), s.Cursor())
+		end, err := historyEnd(it, prefix, until, s.Cursor())
 		if err != nil {
 			return nil, false, err
 		}
@@ -254,8 +254,11 @@ scan:
 
 // historyEnd is the key after an identity's history records up to after:
 // a binary search over their sequences (below cursor+1) by the time of
-// each record's first entry. Records are in the log's order, and their
-// times follow it up to the nodes' clocks (after includes historySkew).
+// each record (the time of its event). Records are in the log's order, and
+// their times follow it up to the nodes' clocks: a record appended by a
+// node whose clock is behind, just after the window's end, may be left out
+// of it (the since side reads historySkew further back instead, which
+// costs little there).
 func historyEnd(it *pebble.Iterator, prefix []byte, after time.Time, cursor uint64) ([]byte, error) {
 	key := func(seq uint64) []byte { return fmt.Appendf(slices.Clone(prefix), "%020d", seq) }
 	lo, hi := uint64(0), cursor+1

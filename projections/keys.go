@@ -42,7 +42,8 @@ var (
 // (one signerFingerprint) and bounds an identity's API sessions
 // (MaxAPISessions);
 // layout 10 moves an identity's change indicator (p/c/) when a wake or
-// unlock starts or moves an MFA grace.
+// unlock starts or moves an MFA grace, and records one history entry per
+// fact a posture event set (postureHistory).
 const layout = 10
 
 // KindAPISession is the kind of API sessions: not part of the model, but

@@ -116,6 +116,52 @@ func loadSessionState(tx *Tx, apiSessionID string) (sessionState, bool, error) {
 	return st, found, err
 }
 
+// postureHistory records one history entry for each fact a posture event
+// set: the last response of each type (of each process path), as the
+// posture data keeps it, and one for the wake and unlock it signals. A
+// bulk that repeats a fact, as many times as a request holds, is one
+// entry: the identity's history grows with what it reports, not with how
+// often it repeats it in one request.
+func postureHistory(tx *Tx, p posture.PostureRecorded) {
+	fact := func(r *posture.PostureResponse) string { return r.TypeID + "\x00" + r.Path }
+	var last map[string]int // the last response of each fact, when there are several
+	woken, unlocked, endpoint := false, false, -1
+	for i := range p.Responses {
+		r := &p.Responses[i]
+		switch {
+		case r.TypeID == posture.ResponseEndpointState:
+			if r.Woken || r.Unlocked {
+				woken, unlocked, endpoint = woken || r.Woken, unlocked || r.Unlocked, i
+			}
+		case len(p.Responses) > 1:
+			if last == nil {
+				last = map[string]int{}
+			}
+			last[fact(r)] = i
+		}
+	}
+	for i := range p.Responses {
+		r := &p.Responses[i] // the detail points into the event, which stays as it is
+		switch {
+		case r.TypeID != posture.ResponseEndpointState:
+			if last == nil || last[fact(r)] == i {
+				tx.history(p.IdentityID, p.APISessionID, posture.HistoryPosture, responseSummary(*r), r)
+			}
+		case i == endpoint:
+			what := map[bool]string{true: "woken", false: "unlocked"}[woken]
+			if woken && unlocked {
+				what = "woken and unlocked"
+			}
+			if r.Woken != woken || r.Unlocked != unlocked {
+				both := *r
+				both.Woken, both.Unlocked = woken, unlocked
+				r = &both
+			}
+			tx.history(p.IdentityID, p.APISessionID, posture.HistoryEndpoint, "endpoint "+what, r)
+		}
+	}
+}
+
 // mergePosture is an identity's posture data with responses recorded at
 // at: identityWide says whether one of them was OS, MAC, domain or a
 // process, endpoint whether one was an endpoint state. It changes a copy
@@ -229,19 +275,7 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 			}
 		}
 	}
-	for i := range p.Responses {
-		r := &p.Responses[i] // the detail points into the event, which stays as it is
-		switch {
-		case r.TypeID != posture.ResponseEndpointState:
-			tx.history(p.IdentityID, p.APISessionID, posture.HistoryPosture, responseSummary(*r), r)
-		case r.Woken || r.Unlocked:
-			what := map[bool]string{true: "woken", false: "unlocked"}[r.Woken]
-			if r.Woken && r.Unlocked {
-				what = "woken and unlocked"
-			}
-			tx.history(p.IdentityID, p.APISessionID, posture.HistoryEndpoint, "endpoint "+what, r)
-		}
-	}
+	postureHistory(tx, p)
 	// Only values decide the verdicts of OS, MAC, domain and process
 	// checks: a submission that repeats them (clients resubmit posture
 	// periodically) changes no policy. Time-based changes come with

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -442,5 +443,43 @@ func TestHistoryTail(t *testing.T) {
 		if !cmp.Equal(got, want, cmpopts.EquateEmpty()) || more != (len(all) > c.limit) {
 			t.Errorf("since %s until %s limit %d: %d entries (more %v), want the last %d of %d", c.since, c.until, c.limit, len(got), more, len(want), len(all))
 		}
+	}
+}
+
+// TestPostureHistoryOneEntryPerFact: a posture event's history holds one
+// entry per fact it set: the last response of each type (and process
+// path), and one for its wake and unlock together.
+func TestPostureHistoryOneEntryPerFact(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	a := &applier{s: s, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Second}
+	os := func(v string) posture.PostureResponse {
+		return posture.PostureResponse{ID: "os", TypeID: "OS", Type: "Linux", Version: v}
+	}
+	proc := func(path string) posture.PostureResponse {
+		return posture.PostureResponse{ID: "p", TypeID: "PROCESS", Path: path, IsRunning: true}
+	}
+	wake := posture.PostureResponse{TypeID: posture.ResponseEndpointState, Woken: true}
+	unlock := posture.PostureResponse{TypeID: posture.ResponseEndpointState, Unlocked: true}
+	responses := []posture.PostureResponse{os("6.1"), wake, proc("/a"), os("6.2"), proc("/b"), proc("/a"), wake, unlock, os("6.3")}
+	for range 100 {
+		responses = append(responses, wake)
+	}
+	a.apply(t, posture.PostureRecorded{IdentityID: "i1", APISessionID: "as1", Responses: responses})
+	h, err := s.History("i1", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range h {
+		got = append(got, e.Summary)
+	}
+	want := []string{"process /b running", "process /a running", "OS Linux 6.3", "endpoint woken and unlocked"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+	var r posture.PostureResponse
+	if err := json.Unmarshal(h[3].Detail, &r); err != nil || !r.Woken || !r.Unlocked {
+		t.Fatalf("the endpoint entry's detail: %s", h[3].Detail)
 	}
 }

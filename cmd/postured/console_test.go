@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"log"
@@ -367,12 +368,13 @@ func TestConsoleIdentityPageIsBounded(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	admin := n.adminToken(t)
 	ep := n.endpoint(t, admin, "chatty")
-	wakes := make([]map[string]any, 1000)
-	for i := range wakes {
-		wakes[i] = map[string]any{"id": "x", "typeId": "ENDPOINT_STATE", "woken": true, "unlocked": true}
-	}
-	for range 3 {
-		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", ep.token, wakes); r.Status != http.StatusCreated {
+	// 3,000 processes, each an entry of its own.
+	for b := range 3 {
+		procs := make([]map[string]any, 1000)
+		for i := range procs {
+			procs[i] = map[string]any{"id": "x", "typeId": "PROCESS", "path": fmt.Sprintf("/%d/%d", b, i), "isRunning": true}
+		}
+		if r := n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", ep.token, procs); r.Status != http.StatusCreated {
 			t.Fatalf("bulk posture: %d %s", r.Status, r.Body)
 		}
 	}
