@@ -103,8 +103,9 @@ type Explanation struct {
 	At          time.Time            `json:"at"`
 	Decision    string               `json:"decision"` // granted, denied, no-permission, no-api-session
 	APISessions []SessionExplanation `json:"apiSessions"`
-	// Warning, when set, says why the answer may be wrong: messages are
-	// missing from the log it was rebuilt from.
+	// Warning, when set, says why the answer may be wrong or incomplete:
+	// messages are missing from the log it was rebuilt from, or the
+	// identity's history was read back only so far.
 	Warning string `json:"warning,omitempty"`
 }
 

@@ -26,8 +26,8 @@ type Progress interface {
 type LogState struct {
 	LastSeq             uint64
 	FirstTime, LastTime time.Time // when the oldest and newest events were stored
-	// Missing counts the messages missing within the log: deleted, or
-	// dropped as damaged by the NATS server.
+	// Missing counts the messages missing from the log: deleted, dropped
+	// as damaged by the NATS server, or lost with the log's start.
 	Missing int
 }
 
@@ -110,7 +110,7 @@ type ReadyView struct {
 	// HaltedAt is the sequence of the message that is not an event the
 	// projection is stopped at, if any.
 	HaltedAt uint64 `json:"haltedAtSequence,omitempty"`
-	// MissingMessages counts the messages missing within the log, and
+	// MissingMessages counts the messages missing from the log, and
 	// Warning says what that means. The node stays ready: what it applied
 	// before stands, but answers about the past rebuilt from the log may be
 	// wrong.
@@ -188,13 +188,13 @@ func RegisterSystem(e *echo.Echo, m *Metrics, h *Health) {
 	e.GET("/readyz", h.Ready)
 }
 
-// MissingWarning says what messages missing within the log mean, and what
+// MissingWarning says what messages missing from the log mean, and what
 // to do.
 func MissingWarning(n int) string {
 	what := fmt.Sprintf("%d messages are", n)
 	if n == 1 {
 		what = "1 message is"
 	}
-	return what + " missing within the log (deleted, or damaged on disk and dropped by the NATS server): " +
+	return what + " missing from the log (deleted, damaged on disk and dropped by the NATS server, or lost with its start): " +
 		"answers about the past rebuilt from the log may be wrong; run postured audit verify"
 }

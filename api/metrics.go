@@ -263,7 +263,7 @@ func newProgressCollector(opts MetricsOptions) *progressCollector {
 		lagEvents:   d("postured_projection_lag_events", "Events in the log that this node's projection has not applied yet."),
 		lagSeconds:  d("postured_projection_lag_seconds", "Log time between the newest event stored and the newest event applied (0 when caught up)."),
 		deadlineLen: d("postured_deadline_queue_length", "Posture deadlines indexed by the projection and not reached yet."),
-		missing:     d("postured_log_missing_messages", "Messages missing within the log: deleted, or damaged on disk and dropped by the NATS server (0 unless something is wrong: run postured audit verify)."),
+		missing:     d("postured_log_missing_messages", "Messages missing from the log: deleted, damaged on disk and dropped by the NATS server, or lost with its start (0 unless something is wrong: run postured audit verify)."),
 	}
 }
 

@@ -56,9 +56,13 @@ func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (postur
 	if err != nil {
 		return x, err
 	}
-	history, _, err := s.HistoryTail(identityID, time.Time{}, at, maxExplainEntries)
+	history, cut, err := s.HistoryTail(identityID, time.Time{}, at, maxExplainEntries)
 	if err != nil {
 		return x, err
+	}
+	if cut {
+		x.Warning = fmt.Sprintf("only the newest %d entries of the identity's history before the moment were read: "+
+			"an older change or fact is not shown", maxExplainEntries)
 	}
 	x.Decision = posture.DecisionDenied
 	for _, sid := range sessions {

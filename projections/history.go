@@ -216,8 +216,8 @@ func (s *Store) HistoryTail(identityID string, since, until time.Time, limit int
 	}
 	defer it.Close()
 	ok := it.Last()
-	if !until.IsZero() {
-		end, err := historyEnd(it, prefix, until, s.Cursor())
+	if ok && !until.IsZero() {
+		end, err := historyEnd(it, prefix, until.Add(historySkew))
 		if err != nil {
 			return nil, false, err
 		}
@@ -253,25 +253,34 @@ scan:
 }
 
 // historyEnd is the key after an identity's history records up to after:
-// a binary search over their sequences (below cursor+1) by the time of
-// each record (the time of its event). Records are in the log's order, and
-// their times follow it up to the nodes' clocks: a record appended by a
-// node whose clock is behind, just after the window's end, may be left out
-// of it (the since side reads historySkew further back instead, which
-// costs little there).
-func historyEnd(it *pebble.Iterator, prefix []byte, after time.Time, cursor uint64) ([]byte, error) {
+// a binary search over their sequences, up to the last record's (where it
+// stands), by the time of each record (the time of its event). Records are
+// in the log's order, and their times follow it up to the nodes' clocks,
+// which after allows for (the caller filters the entries).
+func historyEnd(it *pebble.Iterator, prefix []byte, after time.Time) ([]byte, error) {
 	key := func(seq uint64) []byte { return fmt.Appendf(slices.Clone(prefix), "%020d", seq) }
-	lo, hi := uint64(0), cursor+1
+	seqOf := func() (uint64, error) {
+		rest := it.Key()[len(prefix):]
+		seq, err := strconv.ParseUint(string(rest[:min(len(rest), 20)]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("history key %s: %w", it.Key(), err)
+		}
+		return seq, nil
+	}
+	last, err := seqOf()
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := uint64(0), last+1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		if !it.SeekGE(key(mid)) {
 			hi = mid
 			continue
 		}
-		rest := it.Key()[len(prefix):]
-		seq, err := strconv.ParseUint(string(rest[:min(len(rest), 20)]), 10, 64)
+		seq, err := seqOf()
 		if err != nil {
-			return nil, fmt.Errorf("history key %s: %w", it.Key(), err)
+			return nil, err
 		}
 		var first []struct {
 			At time.Time `json:"at"`

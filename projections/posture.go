@@ -116,6 +116,17 @@ func loadSessionState(tx *Tx, apiSessionID string) (sessionState, bool, error) {
 	return st, found, err
 }
 
+// latestFact is the time of an identity's newest fact (zero: none).
+func latestFact(ip posture.IdentityPosture) time.Time {
+	var t time.Time
+	for _, at := range factTimes(ip) {
+		if at.After(t) {
+			t = at
+		}
+	}
+	return t
+}
+
 // postureHistory records one history entry for each fact a posture event
 // set: the last response of each type (of each process path), as the
 // posture data keeps it, and one for the wake and unlock it signals. A
@@ -229,7 +240,9 @@ func (s *Store) ChangesPosture(identityID string, responses []posture.PostureRes
 	if _, err := getJSON(s.r(), identityPostureKey(identityID), &ip); err != nil {
 		return false, err
 	}
-	next, identityWide, _ := mergePosture(ip, responses, time.Time{})
+	// Merged after every recorded fact, as the event will be: a full list
+	// of processes drops its stalest, not the new one.
+	next, identityWide, _ := mergePosture(ip, responses, latestFact(ip).Add(time.Nanosecond))
 	return identityWide && !sameValues(ip, next), nil
 }
 

@@ -450,6 +450,17 @@ func (s *Store) LastModelSeq() uint64 {
 	return s.modelSeq
 }
 
+// Resumed sets the event time of the last applied event of a store opened
+// again (which knows its cursor, not that time), read from the log; an
+// event applied since wins.
+func (s *Store) Resumed(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.appliedAt.IsZero() {
+		s.appliedAt = at
+	}
+}
+
 // AppliedAt is the event time of the last applied event.
 func (s *Store) AppliedAt() time.Time {
 	s.mu.Lock()

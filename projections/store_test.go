@@ -385,6 +385,13 @@ func TestChangesPosture(t *testing.T) {
 	mac := posture.PostureResponse{ID: "mac", TypeID: "MAC", MACAddresses: []string{"AA:BB:CC:DD:EE:FF"}}
 	proc := posture.PostureResponse{ID: "p", TypeID: "PROCESS", Path: "/bin/av", IsRunning: true, Hash: "ABCD"}
 	a.apply(t, posture.PostureRecorded{IdentityID: "i1", APISessionID: "as1", Responses: []posture.PostureResponse{os, mac, proc}})
+	// An identity with as many processes as it keeps: a new one drops the
+	// stalest.
+	var full []posture.PostureResponse
+	for i := range 256 {
+		full = append(full, posture.PostureResponse{ID: "p", TypeID: "PROCESS", Path: fmt.Sprintf("/p/%03d", i), IsRunning: true})
+	}
+	a.apply(t, posture.PostureRecorded{IdentityID: "full", APISessionID: "as2", Responses: full})
 	with := func(f func(r *posture.PostureResponse), r posture.PostureResponse) []posture.PostureResponse {
 		f(&r)
 		return []posture.PostureResponse{r}
@@ -404,6 +411,7 @@ func TestChangesPosture(t *testing.T) {
 		"an endpoint state without news": {"i1", []posture.PostureResponse{{TypeID: posture.ResponseEndpointState}}, false},
 		"an identity's first report":     {"i2", []posture.PostureResponse{os}, true},
 		"nothing":                        {"i1", nil, false},
+		"a new process, the list full":   {"full", with(func(r *posture.PostureResponse) { r.Path = "/new" }, proc), true},
 	} {
 		if got, err := s.ChangesPosture(c.identity, c.responses); err != nil || got != c.want {
 			t.Errorf("%s: %v %v, want %v", name, got, err, c.want)
@@ -443,6 +451,22 @@ func TestHistoryTail(t *testing.T) {
 		if !cmp.Equal(got, want, cmpopts.EquateEmpty()) || more != (len(all) > c.limit) {
 			t.Errorf("since %s until %s limit %d: %d entries (more %v), want the last %d of %d", c.since, c.until, c.limit, len(got), more, len(want), len(all))
 		}
+	}
+
+	// Entries out of time order by less than the nodes' clocks may be (a
+	// node whose clock is ahead appended the second).
+	for i, d := range []int{400, 410, 402} {
+		e := posture.MustEvent(posture.PostureRecorded{IdentityID: "i3", APISessionID: "as", Responses: []posture.PostureResponse{
+			{ID: "os", TypeID: "OS", Type: "Linux", Version: fmt.Sprintf("7.%d.0", i)}}}, at(d))
+		a.seq++
+		e.Seq = a.seq
+		if err := s.Apply([]posture.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, _ := s.History("i3", time.Time{}, at(405))
+	if got, _, err := s.HistoryTail("i3", time.Time{}, at(405), 10); err != nil || len(all) != 2 || !cmp.Equal(got, all) {
+		t.Errorf("out of order: %d entries (%v), want History's %d", len(got), err, len(all))
 	}
 }
 

@@ -261,24 +261,30 @@ func bump(tx *Tx, key, state string, d int64) error {
 // oldestEvidence is the time of an identity's oldest fact (zero: none).
 func oldestEvidence(ip posture.IdentityPosture) time.Time {
 	var t time.Time
-	keep := func(at time.Time) {
+	for _, at := range factTimes(ip) {
 		if t.IsZero() || at.Before(t) {
 			t = at
 		}
 	}
+	return t
+}
+
+// factTimes are the times of an identity's facts.
+func factTimes(ip posture.IdentityPosture) []time.Time {
+	var out []time.Time
 	if ip.OS != nil {
-		keep(ip.OS.At)
+		out = append(out, ip.OS.At)
 	}
 	if ip.MAC != nil {
-		keep(ip.MAC.At)
+		out = append(out, ip.MAC.At)
 	}
 	if ip.Domain != nil {
-		keep(ip.Domain.At)
+		out = append(out, ip.Domain.At)
 	}
 	for _, p := range ip.Processes {
-		keep(p.At)
+		out = append(out, p.At)
 	}
-	return t
+	return out
 }
 
 // moveEvidence re-indexes an identity's oldest evidence.

@@ -130,6 +130,14 @@ func (g guarded) RoundTrip(r *http.Request) (*http.Response, error) {
 	return g.next.RoundTrip(pinned)
 }
 
+// CloseIdleConnections closes the idle connections of the transport
+// underneath (http.Client.CloseIdleConnections asks the transport).
+func (g guarded) CloseIdleConnections() {
+	if c, ok := g.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // refuse is a dialer's Control that refuses the addresses in deny: it sees
 // each address the name resolved to, just before connecting, so a name that
 // resolves to another address the next time is checked again.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -507,8 +508,10 @@ func (a *API) autoName(ca posture.CA, leaf *x509.Certificate, requested, identit
 	if strings.TrimSpace(base) == "" {
 		base = identityID
 	}
-	if err := api.CheckMax("name", base, api.MaxLabel); err != nil {
-		return "", err
+	// The name, with the counter a taken one gets, is at most MaxLabel.
+	if n := utf8.RuneCountInString(base) + 6; n > api.MaxLabel {
+		return "", posture.Invalid("name", fmt.Sprintf("the name the CA's identityNameFormat makes is over %d characters with a counter", api.MaxLabel-6),
+			fmt.Sprintf("(%d characters)", n-6))
 	}
 	name := base
 	for n := 1; n < 1000; n++ {

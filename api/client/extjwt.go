@@ -132,7 +132,8 @@ func NewExtJWT(opts ExtJWTOptions) *ExtJWT {
 	}
 	if opts.Client == nil {
 		opts.Client = func(string) (*http.Client, error) {
-			return &http.Client{Timeout: keysTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
+			return &http.Client{Timeout: keysTimeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment},
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
 		}
 	}
 	if opts.RetryAfter <= 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -40,7 +41,9 @@ func explainAt(ctx context.Context, l *eventlog.Log, snaps *projections.Snapshot
 	}
 	defer release()
 	x, err := store.Explain(identityID, serviceID, typ, at)
-	x.Warning = missingWarning(ctx, l, store.Cursor())
+	if w := missingWarning(ctx, l, store.Cursor()); w != "" {
+		x.Warning = strings.TrimPrefix(x.Warning+"; "+w, "; ")
+	}
 	return x, err
 }
 

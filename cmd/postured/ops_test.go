@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -519,7 +520,7 @@ func TestMissingMessagesAreReported(t *testing.T) {
 	var then posture.Explanation
 	n.getJSON(t, mgmt+"/identities/"+st.ep.id+"/policy-advice/"+st.svc+"?at="+denied.Format(time.RFC3339Nano), admin, &then)
 	want := "(the first: sequence " + strconv.FormatUint(first+1, 10) + ")"
-	if !strings.Contains(then.Warning, "1 message is missing within the log") || !strings.Contains(then.Warning, want) {
+	if !strings.Contains(then.Warning, "1 message is missing from the log") || !strings.Contains(then.Warning, want) {
 		t.Fatalf("an answer rebuilt past the missing message: %s", asJSON(t, then))
 	}
 	var now posture.Explanation
@@ -586,5 +587,31 @@ func TestExplainAfterARestartAsksThePast(t *testing.T) {
 	}
 	if e, err := x.Explain(t.Context(), st.ep.id, st.svc, posture.Dial, time.Time{}); err != nil || e.Decision != posture.DecisionGranted {
 		t.Fatalf("now: %v %s", err, asJSON(t, e))
+	}
+}
+
+// TestRestartKnowsItsLastEventTime: a node started again on its data
+// directory reads the time of the event at its projection's cursor from
+// the log, so that it tells past moments from the present before it
+// applies anything new.
+func TestRestartKnowsItsLastEventTime(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	discard := slog.New(slog.DiscardHandler)
+	n, err := openNode(t.Context(), &cfg, "127.0.0.1:1280", discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := n.store.AppliedAt()
+	n.Close()
+	if last.IsZero() {
+		t.Fatal("the first start applied nothing")
+	}
+	again := defaultTestConfig(cfg.DataDir)
+	if n, err = openNode(t.Context(), &again, "127.0.0.1:1280", discard); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if got := n.store.AppliedAt(); !got.Equal(last) {
+		t.Fatalf("after a restart the last event's time is %s, want %s", got, last)
 	}
 }

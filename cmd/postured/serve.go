@@ -574,6 +574,14 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err := checkLogEnd(openCtx, n.elog, n.store.Cursor(), n.snapshots.List(), s.DataDir); err != nil {
 		return nil, err
 	}
+	// The projection keeps its cursor, not the time of the event there,
+	// which tells the past from the present (explain): the log has it.
+	if c := n.store.Cursor(); c > 0 {
+		_ = n.elog.Read(openCtx, c, c, func(events []posture.Event) error {
+			n.store.Resumed(events[len(events)-1].At)
+			return nil
+		})
+	}
 	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
 		return nil, err
 	}
