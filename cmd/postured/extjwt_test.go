@@ -102,12 +102,7 @@ func TestExtJWTSigners(t *testing.T) {
 	var fetches atomic.Int32
 	idp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
-			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
-			"n": base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()),
-			"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(rsaKey.E)).Bytes()),
-		}}})
+		writeJWKS(w, &rsaKey.PublicKey)
 	}))
 	defer idp.Close()
 	cfg := defaultTestConfig(t.TempDir())
@@ -253,6 +248,16 @@ func TestExtJWTSigners(t *testing.T) {
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { delete(c, "uid") }))), `"uid"`)
 }
 
+// writeJWKS answers a key set of one RSA key, k1.
+func writeJWKS(w http.ResponseWriter, key *rsa.PublicKey) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
+		"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
+		"n": base64.RawURLEncoding.EncodeToString(key.N.Bytes()),
+		"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(key.E)).Bytes()),
+	}}})
+}
+
 // TestExtJWTKeySetFetchIsGuarded: a token names its signer and anyone may
 // send one, so the key set's fetch is held to what webhook deliveries are:
 // no address of --webhook-deny, no redirect followed, and a failed fetch
@@ -275,12 +280,7 @@ func TestExtJWTKeySetFetchIsGuarded(t *testing.T) {
 		if r.URL.Path == "/slow" {
 			time.Sleep(300 * time.Millisecond)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
-			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
-			"n": base64.RawURLEncoding.EncodeToString(rsaKey.N.Bytes()),
-			"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(rsaKey.E)).Bytes()),
-		}}})
+		writeJWKS(w, &rsaKey.PublicKey)
 	}))
 	defer idp.Close()
 	hitsOf := func(path string) int { mu.Lock(); defer mu.Unlock(); return hits[path] }
