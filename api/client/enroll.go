@@ -430,9 +430,8 @@ func (a *API) enrollCA(c echo.Context) error {
 	fp := pki.Fingerprint(leaf)
 	// The client may ask for a name ({"name": ...}, as the OpenZiti SDKs
 	// send it): the CA's format's [requestedName]; by default the
-	// certificate's common name.
-	// A body that is no JSON object is not a request for a name: it is
-	// ignored, as it was before names were asked for.
+	// certificate's common name. A body that is no JSON object asks for
+	// none: it is ignored, as it was before names were asked for.
 	var req struct {
 		Name string `json:"name"`
 	}
