@@ -69,11 +69,13 @@ func ballast(t *testing.T, dir string, free int64) (remove func()) {
 	}
 }
 
-// bulkPosture is a posture-response-bulk body of about 200 KB.
+// bulkPosture is a posture-response-bulk body of about 200 KB: 800
+// processes, each a fact of its own in the history (which keeps one entry
+// per fact a request sets).
 func bulkPosture(i int) []map[string]any {
 	var bulk []map[string]any
 	for j := range 800 {
-		bulk = append(bulk, map[string]any{"id": fmt.Sprintf("check-%d-%d-%s", i, j, strings.Repeat("x", 200)), "typeId": "DOMAIN", "domain": "corp"})
+		bulk = append(bulk, map[string]any{"id": "proc", "typeId": "PROCESS", "path": fmt.Sprintf("/%d/%d/%s", i, j, strings.Repeat("x", 200)), "isRunning": true})
 	}
 	return bulk
 }
