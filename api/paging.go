@@ -75,6 +75,15 @@ func pageBounds(p ListParams, total int) (start, end int) {
 	return start, int(min(int64(start)+normalizeLimit(p.Limit), int64(total)))
 }
 
+// PageOf answers one page of a list a store read page by page: page holds
+// the items offset..offset+PageLimit of total (p's bounds).
+func PageOf[T any](c echo.Context, p ListParams, total int, page []T) error {
+	return answerPage(c, p, total, page, nil)
+}
+
+// PageLimit is the number of items a page of p holds at most.
+func (p ListParams) PageLimit() int { return int(normalizeLimit(p.Limit)) }
+
 // answerPage answers a page of a list of total items.
 func answerPage[T any](c echo.Context, p ListParams, total int, page []T, filterable []string) error {
 	if page == nil {

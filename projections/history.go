@@ -198,6 +198,52 @@ func (s *Store) History(identityID string, since, until time.Time) ([]posture.Hi
 	return out, err
 }
 
+// HistoryPage is History's entries offset..offset+limit of the window, and
+// how many it holds. The window's entries are counted by their times alone
+// (a record's entries decoded no further), and only the page's records are
+// read whole: an identity's own requests make its history, and a page
+// costs the count of the window, not the reading of all of it.
+func (s *Store) HistoryPage(identityID string, since, until time.Time, offset, limit int) ([]posture.HistoryEntry, int, error) {
+	prefix := historyPrefix(identityID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	upper := prefixEnd(prefix)
+	if !until.IsZero() && it.Last() {
+		if upper, err = historyEnd(it, prefix, until.Add(historySkew)); err != nil {
+			return nil, 0, err
+		}
+	}
+	page := []posture.HistoryEntry{}
+	total := 0
+	for ok := it.First(); ok && bytes.Compare(it.Key(), upper) < 0; ok = it.Next() {
+		var times []struct {
+			At time.Time `json:"at"`
+		}
+		if err := unmarshal(it.Value(), &times); err != nil {
+			return nil, 0, fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		var entries []posture.HistoryEntry // read whole when the page needs it
+		for i, e := range times {
+			if !since.IsZero() && e.At.Before(since) || !until.IsZero() && e.At.After(until) {
+				continue
+			}
+			if total >= offset && len(page) < limit {
+				if entries == nil {
+					if err := unmarshal(it.Value(), &entries); err != nil {
+						return nil, 0, fmt.Errorf("decode %s: %w", it.Key(), err)
+					}
+				}
+				page = append(page, entries[i])
+			}
+			total++
+		}
+	}
+	return page, total, it.Error()
+}
+
 // historySkew is how far out of time order the entries of two nodes may
 // be (their clocks): HistoryTail reads this far past since.
 const historySkew = time.Minute

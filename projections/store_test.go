@@ -453,6 +453,26 @@ func TestHistoryTail(t *testing.T) {
 		}
 	}
 
+	// A page of the window, as History's entries of the window hold it.
+	for _, c := range []struct {
+		since, until  time.Time
+		offset, limit int
+	}{
+		{time.Time{}, time.Time{}, 0, 10}, {time.Time{}, time.Time{}, 190, 50}, {at(100), at(150), 3, 5}, {time.Time{}, at(0), 0, 10},
+		{at(400), time.Time{}, 0, 10}, {time.Time{}, at(299), 500, 10}, {at(30), time.Time{}, 0, 500},
+	} {
+		all, err := s.History("i1", c.since, c.until)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := min(c.offset, len(all))
+		want := all[start:min(start+c.limit, len(all))]
+		got, total, err := s.HistoryPage("i1", c.since, c.until, c.offset, c.limit)
+		if err != nil || total != len(all) || !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+			t.Errorf("page since %s until %s from %d, %d: %d entries of %d (%v), want %d of %d", c.since, c.until, c.offset, c.limit, len(got), total, err, len(want), len(all))
+		}
+	}
+
 	// Entries out of time order by less than the nodes' clocks may be (a
 	// node whose clock is ahead appended the second).
 	for i, d := range []int{400, 410, 402} {
@@ -467,6 +487,9 @@ func TestHistoryTail(t *testing.T) {
 	all, _ := s.History("i3", time.Time{}, at(405))
 	if got, _, err := s.HistoryTail("i3", time.Time{}, at(405), 10); err != nil || len(all) != 2 || !cmp.Equal(got, all) {
 		t.Errorf("out of order: %d entries (%v), want History's %d", len(got), err, len(all))
+	}
+	if got, total, err := s.HistoryPage("i3", time.Time{}, at(405), 0, 10); err != nil || total != 2 || !cmp.Equal(got, all) {
+		t.Errorf("a page out of order: %d entries of %d (%v), want History's %d", len(got), total, err, len(all))
 	}
 }
 

@@ -245,6 +245,12 @@ func (p *postureStore) History(_ string, since, until time.Time) ([]posture.Hist
 	return out, p.err
 }
 
+func (p *postureStore) HistoryPage(id string, since, until time.Time, offset, limit int) ([]posture.HistoryEntry, int, error) {
+	all, err := p.History(id, since, until)
+	start := min(offset, len(all))
+	return all[start:min(start+limit, len(all))], len(all), err
+}
+
 // newTestAPI is a management API over store, appending to log at
 // handlerNow, with the posture read models of ps (nil: none).
 func newTestAPI(store *memStore, ps *postureStore, log *apitest.Log) *API {

@@ -26,6 +26,8 @@ type PostureStore interface {
 	// are kept, posture.MaxFleetFailedRequests).
 	FleetFailedRequests(limit int) ([]posture.FleetFailedRequest, error)
 	History(identityID string, since, until time.Time) ([]posture.HistoryEntry, error)
+	// HistoryPage is a page of History's entries, and how many there are.
+	HistoryPage(identityID string, since, until time.Time, offset, limit int) ([]posture.HistoryEntry, int, error)
 }
 
 // Explainer rebuilds an access decision at a moment from the log (the
@@ -296,6 +298,10 @@ type historyView struct {
 	At api.Time `json:"at"`
 }
 
+// maxFilteredHistory bounds the window of an identity's history that a
+// filter or a sort reads whole.
+const maxFilteredHistory = 100_000
+
 // postureHistory is GET /identities/:id/posture-history?since=&until=: the
 // identity's audit timeline, oldest first.
 func (a *API) postureHistory(c echo.Context) error {
@@ -308,20 +314,46 @@ func (a *API) postureHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	entries, err := a.Posture.History(id, since, until)
+	params, err := api.ParseList(c)
 	if err != nil {
 		return err
 	}
-	if len(entries) == 0 {
+	view := func(entries []posture.HistoryEntry) []historyView {
+		views := make([]historyView, len(entries))
+		for i, e := range entries {
+			views[i] = historyView{HistoryEntry: e, At: api.Time(e.At)}
+		}
+		return views
+	}
+	// Only the page is read whole (an identity's history is as long as its
+	// own requests make it); a filter or a sort reads the window whole, so
+	// it takes a window of at most maxFilteredHistory entries.
+	filtered := params.Filter != "" || params.Sort != ""
+	limit := params.PageLimit()
+	if filtered {
+		limit = 0
+	}
+	page, total, err := a.Posture.HistoryPage(id, since, until, int(params.Offset), limit)
+	if err != nil {
+		return err
+	}
+	if total == 0 {
 		if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
 			return err
 		}
 	}
-	views := make([]historyView, len(entries))
-	for i, e := range entries {
-		views[i] = historyView{HistoryEntry: e, At: api.Time(e.At)}
+	if !filtered {
+		return api.PageOf(c, params, total, view(page))
 	}
-	return api.List(c, views)
+	if total > maxFilteredHistory {
+		return posture.Invalid("filter", fmt.Sprintf("filters and sorts the entries of a window of at most %d entries, and this one holds %d: "+
+			"narrow it with since and until", maxFilteredHistory, total), params.Filter+params.Sort)
+	}
+	entries, err := a.Posture.History(id, since, until)
+	if err != nil {
+		return err
+	}
+	return api.List(c, view(entries))
 }
 
 // policyAdvice is GET /identities/:id/policy-advice/:serviceId?at=&type=:

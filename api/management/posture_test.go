@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -265,4 +266,34 @@ func TestMFACriteriaView(t *testing.T) {
 	if string(failures[0].Checks[0].Criteria) == string(checks[0].Criteria) {
 		t.Error("the view changed the failure it was made from")
 	}
+}
+
+// TestPostureHistoryFilterIsBounded: a filter or a sort reads the window
+// whole, so it takes a window of at most maxFilteredHistory entries; a page
+// without either is read alone, whatever the window holds.
+func TestPostureHistoryFilterIsBounded(t *testing.T) {
+	ps := postureStore{}
+	for i := range maxFilteredHistory + 1 {
+		ps.history = append(ps.history, posture.HistoryEntry{Seq: uint64(i + 1), At: handlerNow.Add(time.Duration(i-maxFilteredHistory) * time.Millisecond),
+			Kind: posture.HistoryEndpoint, Event: posture.TypePostureRecorded, Summary: "endpoint woken"})
+	}
+	path := "/identities/ident1/posture-history"
+	cases := []apitest.Case{
+		{Name: "a filter over the whole window", Method: http.MethodGet, Path: path + "?filter=" + url.QueryEscape(`kind = "endpoint"`),
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "filter"},
+		{Name: "a filter over a narrower window", Method: http.MethodGet, Path: path + "?limit=1&filter=" + url.QueryEscape(`kind = "endpoint"`) +
+			"&since=" + url.QueryEscape(handlerNow.Add(-time.Second).Format(time.RFC3339Nano)), Status: http.StatusOK},
+		{Name: "a page without a filter", Method: http.MethodGet, Path: path + "?limit=2&offset=100000", Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if l := listOf(t, r); len(l) != 1 || l[0]["seq"] != float64(maxFilteredHistory+1) {
+					t.Fatalf("the last page: %s", r.Data)
+				}
+			}},
+	}
+	phone := posture.Identity{ID: "ident1", Name: "phone", Type: posture.IdentityDevice, RoleAttributes: []string{}, Tags: posture.Tags{}}
+	apitest.Run(t, cases, func(t *testing.T, _ apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {
+		log := &apitest.Log{}
+		p := ps
+		return newTestAPI(newMemStore(t, phone), &p, log).Routes(), admin, log
+	})
 }
