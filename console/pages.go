@@ -350,7 +350,7 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 	}
 	tl := buildTimeline(id.ID, history, failed, wouldDeny, serviceName, from, to)
 	c.render(w, r, http.StatusOK, "identity", map[string]any{
-		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip, c.checkName), "Sessions": sessions,
+		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip, c.checkNames()), "Sessions": sessions,
 		"Failed": failed, "Timeline": tl, "History": events, "More": more, "Shown": maxTimelineEntries,
 		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
 		"Services": c.services(id.ID),
@@ -362,14 +362,22 @@ type postureRow struct {
 	Fact, Value, Check, Age string
 }
 
-// checkName is a check's name, or its id when it has none now (deleted, or
-// a client's id for a check that never was).
-func (c *Console) checkName(id string) string {
-	var ch struct{ Name string }
-	if raw, err := c.opts.Store.RawEntity(posture.KindCheck, id); err == nil && json.Unmarshal(raw, &ch) == nil && ch.Name != "" {
-		return ch.Name
+// checkNames names checks by their ids: a check's name, or its id when it
+// has none now (deleted, or a client's id for a check that never was),
+// each looked up once.
+func (c *Console) checkNames() func(id string) string {
+	names := map[string]string{}
+	return func(id string) string {
+		if n, ok := names[id]; ok {
+			return n
+		}
+		var ch struct{ Name string }
+		names[id] = id
+		if raw, err := c.opts.Store.RawEntity(posture.KindCheck, id); err == nil && json.Unmarshal(raw, &ch) == nil && ch.Name != "" {
+			names[id] = ch.Name
+		}
+		return names[id]
 	}
-	return id
 }
 
 func postureRows(now time.Time, ip posture.IdentityPosture, checkName func(string) string) []postureRow {
