@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -47,6 +49,9 @@ func DecodeBytes(data []byte, v any) error {
 	if err := CheckDepth(data); err != nil {
 		return err
 	}
+	if err := CheckUTF8(data); err != nil {
+		return err
+	}
 	// Most bodies are valid: json.Unmarshal reads them without copying.
 	// One that is not is read again by a decoder, whose errors say more.
 	if json.Unmarshal(data, v) == nil {
@@ -57,6 +62,47 @@ func DecodeBytes(data []byte, v any) error {
 		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: parseMessage(err)}
 	}
 	return Rest(dec, data)
+}
+
+// CheckUTF8 refuses a body that is not UTF-8, or whose strings hold an
+// escaped half of a surrogate pair (\ud800 alone): a decoder replaces
+// either with U+FFFD, which would change a name instead of refusing it.
+func CheckUTF8(data []byte) error {
+	bad := func(why string) error {
+		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body is not valid: " + why}
+	}
+	if !utf8.Valid(data) {
+		return bad("it is not UTF-8")
+	}
+	surrogate := func(i int) (rune, bool) { // the \uXXXX at data[i:], if one
+		if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' || i+1 >= len(data) {
+			continue
+		}
+		r, ok := surrogate(i)
+		if !ok {
+			i++ // another escape: its character is not a backslash's start
+			continue
+		}
+		switch {
+		case r >= 0xd800 && r < 0xdc00:
+			if low, ok := surrogate(i + 6); !ok || low < 0xdc00 || low > 0xdfff {
+				return bad("a string holds half of a surrogate pair (\\u" + string(data[i+2:i+6]) + ")")
+			}
+			i += 11
+		case r >= 0xdc00 && r <= 0xdfff:
+			return bad("a string holds half of a surrogate pair (\\u" + string(data[i+2:i+6]) + ")")
+		default:
+			i += 5
+		}
+	}
+	return nil
 }
 
 // MaxDepth is the deepest nesting of arrays and objects a body may have.

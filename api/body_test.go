@@ -48,10 +48,14 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		return s + "}"
 	}
 	for body, want := range map[string]string{
-		`{"name":"x1"}]`:       "the body is not valid JSON: more after the value",
-		`{"name":"x1"}}}`:      "the body is not valid JSON: more after the value",
-		`{"name":"x1"} {}`:     "the body is not valid JSON: more after the value",
-		deep(api.MaxDepth + 1): "the body is nested deeper than 100 levels of arrays and objects",
+		`{"name":"x1"}]`:            "the body is not valid JSON: more after the value",
+		`{"name":"x1"}}}`:           "the body is not valid JSON: more after the value",
+		`{"name":"x1"} {}`:          "the body is not valid JSON: more after the value",
+		deep(api.MaxDepth + 1):      "the body is nested deeper than 100 levels of arrays and objects",
+		"{\"name\":\"ok\xff\xfe\"}": "the body is not valid: it is not UTF-8",
+		`{"name":"sv\ud800x"}`:      `the body is not valid: a string holds half of a surrogate pair (\ud800)`,
+		`{"name":"sv\udc00"}`:       `the body is not valid: a string holds half of a surrogate pair (\udc00)`,
+		`{"name":"sv\ud800\u0041"}`: `the body is not valid: a string holds half of a surrogate pair (\ud800)`,
 	} {
 		var v map[string]any
 		err := api.DecodeBytes([]byte(body), &v)
@@ -60,7 +64,8 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 			t.Errorf("%.40s: %v, want %q", body, err, want)
 		}
 	}
-	for _, body := range []string{deep(api.MaxDepth), `{"name":"[[[[{\"\\","more":"]]]"}` + " \n", `{"s":"` + strings.Repeat("[", 2*api.MaxDepth) + `"}`} {
+	for _, body := range []string{deep(api.MaxDepth), `{"name":"[[[[{\"\\","more":"]]]"}` + " \n", `{"s":"` + strings.Repeat("[", 2*api.MaxDepth) + `"}`,
+		`{"name":"emoji \ud83d\ude00 é \u00e9"}`, `{"name":"a backslash, then u: \\ud800"}`, `{"name":"\ufffd"}`} {
 		var v map[string]any
 		if err := api.DecodeBytes([]byte(body), &v); err != nil {
 			t.Errorf("%.40s: %v", body, err)

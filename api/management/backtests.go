@@ -66,6 +66,9 @@ func decodeCandidate(body []byte) (candidateDoc, error) {
 	if err := api.CheckDepth(body); err != nil {
 		return doc, err
 	}
+	if err := api.CheckUTF8(body); err != nil {
+		return doc, err
+	}
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return doc, &posture.Error{Code: posture.CodeCouldNotParseBody,
 			Message: "the candidate must be a JSON object with postureChecks and servicePolicies (each with create, update, delete)"}

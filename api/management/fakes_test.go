@@ -222,7 +222,11 @@ type postureStore struct {
 	asked *int
 }
 
-func (p *postureStore) PostureData(string) (posture.IdentityPosture, []posture.SessionPosture, error) {
+// PostureData is ident1's posture data; other identities have none.
+func (p *postureStore) PostureData(id string) (posture.IdentityPosture, []posture.SessionPosture, error) {
+	if id != "ident1" {
+		return posture.IdentityPosture{}, nil, p.err
+	}
 	return p.data, nil, p.err
 }
 

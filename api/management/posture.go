@@ -111,6 +111,11 @@ func (a *API) postureData(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if ip.OS == nil && ip.MAC == nil && ip.Domain == nil && len(ip.Processes) == 0 && len(sessions) == 0 {
+		if err := a.exists(posture.KindIdentity, "identity", c.Param("id")); err != nil {
+			return err
+		}
+	}
 	now := a.Writer.Now()
 	v := postureDataView{APISessionPostureData: map[string]sessionData{}, Processes: []processData{}}
 	if ip.Domain != nil {

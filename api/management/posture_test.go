@@ -74,6 +74,8 @@ func TestPostureReadHandlers(t *testing.T) {
 	var asked []posture.Explanation
 	var fleet fleetStore
 	cases := []apitest.Case{
+		{Name: "postureData: unknown identity", Method: http.MethodGet, Path: "/identities/ident9/posture-data", Status: http.StatusNotFound, Code: posture.CodeNotFound},
+		{Name: "postureData: an identity without posture", Method: http.MethodGet, Path: "/identities/ident2/posture-data", Status: http.StatusOK},
 		{Name: "postureData: ages in seconds from the clock", Method: http.MethodGet, Path: "/identities/ident1/posture-data", Status: http.StatusOK,
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
 				var v postureDataView
