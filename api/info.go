@@ -159,8 +159,8 @@ func (i *Info) Routes() []Route {
 }
 
 // Routes returns the authentication and API-session routes; session is the
-// access level of the current-API-session operations (Partial on the client
-// API, Admin on the management API).
+// access level of the current-API-session operations (Partial on both APIs:
+// a login with MFA pending is read and ended there).
 func (l *Login) Routes(session Access) []Route {
 	return []Route{
 		{Method: http.MethodPost, Path: "/authenticate", Access: Public, Handler: l.Authenticate},
