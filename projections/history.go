@@ -189,13 +189,19 @@ func (s *Store) History(identityID string, since, until time.Time) ([]posture.Hi
 	out := []posture.HistoryEntry{}
 	err := scanJSON(s.db, historyPrefix(identityID), func(entries []posture.HistoryEntry) bool {
 		for _, e := range entries {
-			if (since.IsZero() || !e.At.Before(since)) && (until.IsZero() || !e.At.After(until)) {
+			if inWindow(e.At, since, until) {
 				out = append(out, e)
 			}
 		}
 		return true
 	})
 	return out, err
+}
+
+// inWindow reports whether at is in the window [since, until] (zero:
+// unbounded).
+func inWindow(at, since, until time.Time) bool {
+	return (since.IsZero() || !at.Before(since)) && (until.IsZero() || !at.After(until))
 }
 
 // HistoryPage is History's entries offset..offset+limit of the window, and
@@ -210,11 +216,9 @@ func (s *Store) HistoryPage(identityID string, since, until time.Time, offset, l
 		return nil, 0, err
 	}
 	defer it.Close()
-	upper := prefixEnd(prefix)
-	if !until.IsZero() && it.Last() {
-		if upper, err = historyEnd(it, prefix, until.Add(historySkew)); err != nil {
-			return nil, 0, err
-		}
+	upper, err := historyEnd(it, prefix, until)
+	if err != nil {
+		return nil, 0, err
 	}
 	page := []posture.HistoryEntry{}
 	total := 0
@@ -227,7 +231,7 @@ func (s *Store) HistoryPage(identityID string, since, until time.Time, offset, l
 		}
 		var entries []posture.HistoryEntry // read whole when the page needs it
 		for i, e := range times {
-			if !since.IsZero() && e.At.Before(since) || !until.IsZero() && e.At.After(until) {
+			if !inWindow(e.At, since, until) {
 				continue
 			}
 			if total >= offset && len(page) < limit {
@@ -245,7 +249,7 @@ func (s *Store) HistoryPage(identityID string, since, until time.Time, offset, l
 }
 
 // historySkew is how far out of time order the entries of two nodes may
-// be (their clocks): HistoryTail reads this far past since.
+// be (their clocks): the reads of a window look this far past its edges.
 const historySkew = time.Minute
 
 // HistoryTail is History's newest limit entries of the window, oldest
@@ -261,18 +265,14 @@ func (s *Store) HistoryTail(identityID string, since, until time.Time, limit int
 		return nil, false, err
 	}
 	defer it.Close()
-	ok := it.Last()
-	if ok && !until.IsZero() {
-		end, err := historyEnd(it, prefix, until.Add(historySkew))
-		if err != nil {
-			return nil, false, err
-		}
-		ok = it.SeekLT(end)
+	end, err := historyEnd(it, prefix, until)
+	if err != nil {
+		return nil, false, err
 	}
 	var out []posture.HistoryEntry // newest first
 	more := false
 scan:
-	for ; ok; ok = it.Prev() {
+	for ok := it.SeekLT(end); ok; ok = it.Prev() {
 		var entries []posture.HistoryEntry
 		if err := unmarshal(it.Value(), &entries); err != nil {
 			return nil, false, fmt.Errorf("decode %s: %w", it.Key(), err)
@@ -282,7 +282,7 @@ scan:
 			switch {
 			case !since.IsZero() && e.At.Before(since.Add(-historySkew)):
 				break scan
-			case !since.IsZero() && e.At.Before(since), !until.IsZero() && e.At.After(until):
+			case !inWindow(e.At, since, until):
 				continue
 			case len(out) == limit:
 				more = true
@@ -298,13 +298,18 @@ scan:
 	return out, more, nil
 }
 
-// historyEnd is the key after an identity's history records up to after:
-// a binary search over their sequences, up to the last record's (where it
-// stands), by the time of each record (the time of its event). Records are
-// in the log's order, and their times follow it up to the nodes' clocks,
-// which after allows for (the caller filters the entries).
-func historyEnd(it *pebble.Iterator, prefix []byte, after time.Time) ([]byte, error) {
-	key := func(seq uint64) []byte { return fmt.Appendf(slices.Clone(prefix), "%020d", seq) }
+// historyEnd is the key after an identity's history records of a window
+// ending at until (zero: all of them): a binary search over their
+// sequences, up to the last record's, by the time of each record (the time
+// of its event). Records are in the log's order, and their times follow it
+// up to the nodes' clocks: the search looks historySkew past until, and the
+// caller filters the entries.
+func historyEnd(it *pebble.Iterator, prefix []byte, until time.Time) ([]byte, error) {
+	if until.IsZero() || !it.Last() {
+		return prefixEnd(prefix), it.Error()
+	}
+	after := until.Add(historySkew)
+	key := func(seq uint64) []byte { return appendPosition(prefix, posture.Event{Seq: seq}) }
 	seqOf := func() (uint64, error) {
 		rest := it.Key()[len(prefix):]
 		seq, err := strconv.ParseUint(string(rest[:min(len(rest), 20)]), 10, 64)
