@@ -119,11 +119,11 @@ func loadSessionState(tx *Tx, apiSessionID string) (sessionState, bool, error) {
 // latestFact is the time of an identity's newest fact (zero: none).
 func latestFact(ip posture.IdentityPosture) time.Time {
 	var t time.Time
-	for _, at := range factTimes(ip) {
+	eachFactTime(ip, func(at time.Time) {
 		if at.After(t) {
 			t = at
 		}
-	}
+	})
 	return t
 }
 

@@ -261,30 +261,29 @@ func bump(tx *Tx, key, state string, d int64) error {
 // oldestEvidence is the time of an identity's oldest fact (zero: none).
 func oldestEvidence(ip posture.IdentityPosture) time.Time {
 	var t time.Time
-	for _, at := range factTimes(ip) {
+	eachFactTime(ip, func(at time.Time) {
 		if t.IsZero() || at.Before(t) {
 			t = at
 		}
-	}
+	})
 	return t
 }
 
-// factTimes are the times of an identity's facts.
-func factTimes(ip posture.IdentityPosture) []time.Time {
-	var out []time.Time
+// eachFactTime calls fn with the time of each of an identity's facts
+// (without a slice of them: the apply asks at every posture event).
+func eachFactTime(ip posture.IdentityPosture, fn func(time.Time)) {
 	if ip.OS != nil {
-		out = append(out, ip.OS.At)
+		fn(ip.OS.At)
 	}
 	if ip.MAC != nil {
-		out = append(out, ip.MAC.At)
+		fn(ip.MAC.At)
 	}
 	if ip.Domain != nil {
-		out = append(out, ip.Domain.At)
+		fn(ip.Domain.At)
 	}
 	for _, p := range ip.Processes {
-		out = append(out, p.At)
+		fn(p.At)
 	}
-	return out
 }
 
 // moveEvidence re-indexes an identity's oldest evidence.
