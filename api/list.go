@@ -45,7 +45,7 @@ func ListViews[S, V any](c echo.Context, items []S, view func(S) (V, error)) err
 	if all {
 		return List(c, views)
 	}
-	return answerPage(c, params, len(items), views, filterableFields[V](Fields{}))
+	return PageOf(c, params, len(items), views)
 }
 
 // Fields tells List the fields of views whose keys vary (maps): the

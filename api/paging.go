@@ -75,10 +75,11 @@ func pageBounds(p ListParams, total int) (start, end int) {
 	return start, int(min(int64(start)+normalizeLimit(p.Limit), int64(total)))
 }
 
-// PageOf answers one page of a list a store read page by page: page holds
-// the items offset..offset+PageLimit of total (p's bounds).
+// PageOf answers one page of a list read page by page (by a store, or
+// through costly views): page holds the items offset..offset+PageLimit of
+// total (p's bounds), and meta names the fields List would.
 func PageOf[T any](c echo.Context, p ListParams, total int, page []T) error {
-	return answerPage(c, p, total, page, nil)
+	return answerPage(c, p, total, page, filterableFields[T](Fields{}))
 }
 
 // PageLimit is the number of items a page of p holds at most.

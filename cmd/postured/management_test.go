@@ -475,6 +475,7 @@ func TestListsNameTheirFields(t *testing.T) {
 		{mgmt + "/failed-service-requests", admin, []string{"identityId", "serviceName", "sessionType", "when"}},
 		{clientAPI + "/sessions", ep.token, []string{"id", "serviceId", "type"}},
 		{mgmt + "/identity-role-attributes", admin, []string{"id", "name"}},
+		{mgmt + "/identities/" + ep.id + "/posture-history", admin, []string{"at", "kind", "seq", "summary"}},
 	} {
 		r := n.do(t, http.MethodGet, l.path, l.token, nil)
 		var env struct {
