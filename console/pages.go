@@ -337,20 +337,13 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		events[i] = eventRow{h, i == 0 || history[i-1].Seq != h.Seq}
 	}
 	now := c.opts.Now()
-	names := map[string]string{}
-	serviceName := func(id, recorded string) string {
-		if n, ok := names[id]; ok {
-			return n
-		}
-		names[id] = recorded
-		if svc, err := c.opts.Store.Service(id); err == nil {
-			names[id] = svc.Name
-		}
-		return names[id]
-	}
+	serviceName := named(func(id string) (string, bool) {
+		svc, err := c.opts.Store.Service(id)
+		return svc.Name, err == nil
+	})
 	tl := buildTimeline(id.ID, history, failed, wouldDeny, serviceName, from, to)
 	c.render(w, r, http.StatusOK, "identity", map[string]any{
-		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip, c.checkNames()), "Sessions": sessions,
+		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip, c.checkName()), "Sessions": sessions,
 		"Failed": failed, "Timeline": tl, "History": events, "More": more, "Shown": maxTimelineEntries,
 		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
 		"Services": c.services(id.ID),
@@ -362,22 +355,35 @@ type postureRow struct {
 	Fact, Value, Check, Age string
 }
 
-// checkNames names checks by their ids: a check's name, or its id when it
-// has none now (deleted, or a client's id for a check that never was),
-// each looked up once.
-func (c *Console) checkNames() func(id string) string {
+// named names entities of a page by their ids, each looked up once: its
+// name now, or what the caller gives when it has none (it is gone).
+func named(lookup func(id string) (string, bool)) func(id, otherwise string) string {
 	names := map[string]string{}
-	return func(id string) string {
+	return func(id, otherwise string) string {
 		if n, ok := names[id]; ok {
 			return n
 		}
-		var ch struct{ Name string }
-		names[id] = id
-		if raw, err := c.opts.Store.RawEntity(posture.KindCheck, id); err == nil && json.Unmarshal(raw, &ch) == nil && ch.Name != "" {
-			names[id] = ch.Name
+		n, ok := lookup(id)
+		if !ok || n == "" {
+			n = otherwise
 		}
-		return names[id]
+		names[id] = n
+		return n
 	}
+}
+
+// checkName names checks by their ids: a check's name, or its id when it
+// has none now (deleted, or a client's id for a check that never was).
+func (c *Console) checkName() func(id string) string {
+	name := named(func(id string) (string, bool) {
+		var ch struct{ Name string }
+		raw, err := c.opts.Store.RawEntity(posture.KindCheck, id)
+		if err != nil || json.Unmarshal(raw, &ch) != nil {
+			return "", false
+		}
+		return ch.Name, true
+	})
+	return func(id string) string { return name(id, id) }
 }
 
 func postureRows(now time.Time, ip posture.IdentityPosture, checkName func(string) string) []postureRow {
