@@ -146,16 +146,26 @@ func readTokenRequest(c echo.Context) (tokenRequest, []byte, error) {
 	if err != nil {
 		return req, nil, err
 	}
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
-		if err := api.DecodeBytes(trimmed, &req); err != nil {
-			return req, nil, err
-		}
+	if isObject, err := decodeObjectBody(body, &req); err != nil {
+		return req, nil, err
+	} else if isObject {
 		body = nil
 	}
 	if t := c.QueryParam("token"); t != "" {
 		req.Token = t
 	}
 	return req, body, nil
+}
+
+// decodeObjectBody decodes an enrollment's body into v when it is a JSON
+// object, and reports whether it was; any other body (a PEM CSR, or
+// nothing) is the caller's.
+func decodeObjectBody(body []byte, v any) (bool, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return false, nil
+	}
+	return true, api.DecodeBytes(trimmed, v)
 }
 
 // pending returns the unused enrollment of a token for the method, or the
@@ -439,10 +449,8 @@ func (a *API) enrollCA(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
-		if err := api.DecodeBytes(trimmed, &req); err != nil {
-			return err
-		}
+	if _, err := decodeObjectBody(body, &req); err != nil {
+		return err
 	}
 	requested := leaf.Subject.CommonName
 	if req.Name != "" {
