@@ -189,10 +189,7 @@ func (l *Log) State(ctx context.Context) (State, error) {
 		}
 		st = State{
 			LastSeq: info.State.LastSeq, FirstTime: info.State.FirstTime, LastTime: info.State.LastTime,
-			Replicas: info.Config.Replicas, Current: 1, Missing: info.State.NumDeleted,
-		}
-		if info.State.FirstSeq > 1 {
-			st.Missing += int(info.State.FirstSeq - 1) // the log lost its start
+			Replicas: info.Config.Replicas, Current: 1, Missing: info.State.NumDeleted + int(lostStart(info.State)),
 		}
 		if info.Cluster != nil {
 			st.Leader = info.Cluster.Leader
@@ -243,6 +240,15 @@ func (m Gaps) Through(seq uint64) (n int, first uint64) {
 	return n, first
 }
 
+// lostStart is how many messages the log lost at its start: those before
+// its first sequence.
+func lostStart(st jetstream.StreamState) uint64 {
+	if st.FirstSeq > 1 {
+		return st.FirstSeq - 1
+	}
+	return 0
+}
+
 // Gaps reads what is missing from the log.
 func (l *Log) Gaps(ctx context.Context) (Gaps, error) {
 	var m Gaps
@@ -251,10 +257,7 @@ func (l *Log) Gaps(ctx context.Context) (Gaps, error) {
 		if err != nil {
 			return err
 		}
-		m = Gaps{Deleted: info.State.Deleted}
-		if info.State.FirstSeq > 1 {
-			m.Head = info.State.FirstSeq - 1
-		}
+		m = Gaps{Head: lostStart(info.State), Deleted: info.State.Deleted}
 		return nil
 	})
 	if err != nil {
