@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -360,9 +362,48 @@ func TestOpenUnreachableURL(t *testing.T) {
 	t.Logf("after %s: %v", took.Round(time.Millisecond), err)
 }
 
+// TestOpenWithoutJetStream: a NATS server without JetStream fails Open with
+// its URL and the likely cause, not a bare deadline.
+func TestOpenWithoutJetStream(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = eventlog.Open(ctx, eventlog.Options{URLs: []string{s.ClientURL()}, Replicas: 1})
+	if err == nil {
+		t.Fatal("opened a log on a server without JetStream")
+	}
+	if !strings.Contains(err.Error(), s.ClientURL()) || !strings.Contains(err.Error(), "is JetStream enabled") {
+		t.Errorf("error %q does not name %s and the likely cause", err, s.ClientURL())
+	}
+}
+
+// closedPort answers a port that refuses connections for the whole test: a
+// socket bound to it but not listening holds it, so no server that another
+// test or package starts meanwhile can take it (a port merely found free and
+// closed again was once taken by a NATS server of a parallel test).
 func closedPort(t *testing.T) string {
 	t.Helper()
-	return strconv.Itoa(freePorts(t, 1)[0])
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }
 
 // TestOpenUnwritableStore: an embedded store on a path that cannot be

@@ -201,6 +201,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		Duplicates:  opts.Duplicates,
 		AllowDirect: true,
 	}
+	noJetStreamNoted := false
 	err = retry(ctx, func(ctx context.Context) error {
 		var err error
 		if opts.Existing {
@@ -217,12 +218,24 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 			if denied := l.streamDenied(opts.Stream); denied != nil {
 				return denied
 			}
+			// No responders: nothing serves the JetStream API for this
+			// account, yet. A server still starting answers soon; one
+			// without JetStream never does, so say so while waiting.
+			if errors.Is(err, nats.ErrNoResponders) && !noJetStreamNoted {
+				noJetStreamNoted = true
+				opts.Logger.Warn("eventlog: no JetStream answers; waiting for it (is JetStream enabled on the server and for this account?)",
+					"url", l.serverURL())
+			}
 		}
 		return err
 	})
 	if err != nil {
+		where := l.serverURL()
 		l.Close()
-		return nil, fmt.Errorf("eventlog: stream %s: %w", opts.Stream, err)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("eventlog: stream %s on %s: no JetStream answered; is JetStream enabled on the server and for this account? %w", opts.Stream, where, err)
+		}
+		return nil, fmt.Errorf("eventlog: stream %s on %s: %w", opts.Stream, where, err)
 	}
 	if opts.GroupCommit {
 		l.group, l.sessions = newCommitter(l), newCommitter(l)
@@ -611,7 +624,7 @@ func retryWithin(ctx context.Context, attempt time.Duration, f func(ctx context.
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		if backoff < time.Second {
@@ -722,6 +735,17 @@ func dialError(urls []string) error {
 }
 
 // redactURL hides the password of a URL that carries one.
+// serverURL names the server the log is connected to, without credentials.
+func (l *Log) serverURL() string {
+	if l.ns != nil {
+		return "the embedded server"
+	}
+	if u := l.nc.ConnectedUrl(); u != "" {
+		return redactURL(u)
+	}
+	return "the NATS servers (disconnected)"
+}
+
 func redactURL(u string) string {
 	if !strings.Contains(u, "@") {
 		return u
