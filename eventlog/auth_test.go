@@ -6,10 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -346,7 +344,7 @@ func TestSecureClusterMutualTLS(t *testing.T) {
 // TestOpenUnreachableURL: a server that cannot be reached fails Open within
 // ten seconds with the URL and the cause.
 func TestOpenUnreachableURL(t *testing.T) {
-	url := "nats://127.0.0.1:" + closedPort(t)
+	url := "nats://" + natstest.ClosedAddr(t)
 	start := time.Now()
 	_, err := openAs(t, []string{url}, eventlog.ClientAuth{}, false)
 	took := time.Since(start)
@@ -383,27 +381,6 @@ func TestOpenWithoutJetStream(t *testing.T) {
 	if !strings.Contains(err.Error(), s.ClientURL()) || !strings.Contains(err.Error(), "is JetStream enabled") {
 		t.Errorf("error %q does not name %s and the likely cause", err, s.ClientURL())
 	}
-}
-
-// closedPort answers a port that refuses connections for the whole test: a
-// socket bound to it but not listening holds it, so no server that another
-// test or package starts meanwhile can take it (a port merely found free and
-// closed again was once taken by a NATS server of a parallel test).
-func closedPort(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }
 
 // TestOpenUnwritableStore: an embedded store on a path that cannot be

@@ -83,7 +83,7 @@ func TestClusterOverTLSWithCredentials(t *testing.T) {
 // directory that cannot be created, fails within ten seconds with the URL or
 // the path and the cause.
 func TestStartupErrorsSayWhy(t *testing.T) {
-	url := "nats://" + freeAddr(t)
+	url := "nats://" + natstest.ClosedAddr(t)
 	start := time.Now()
 	_, err := command(t, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--nats-url", url)
 	if took := time.Since(start); took > 10*time.Second {
