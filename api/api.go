@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -267,29 +268,36 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 	}
 }
 
-// jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH body
-// labelled with a media type other than JSON (application/json, or a
-// +json type): a form or text posted by mistake is not read as JSON. A
-// body without a Content-Type is read as JSON, as OpenZiti's SDKs and
-// curl without -H send it.
+// jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH
+// body labelled with a media type other than JSON (application/json, or a
+// +json type): a form or text posted by mistake is not read as JSON. A body
+// without a Content-Type is read as JSON, as OpenZiti's SDKs and curl
+// without -H send it. Every such body is checked as JSON before the
+// operation runs, whether or not the operation reads one: one that takes no
+// body (enrolling MFA, say) does not act on a broken or oversized one.
 func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		ct := r.Header.Get(echo.HeaderContentType)
-		switch {
-		case ct == echo.MIMEApplicationJSON, ct == "", r.ContentLength == 0: // the usual first
-			return next(c)
-		case r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch:
-			return next(c) // a body no operation reads
+		if r.ContentLength == 0 || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
+			return next(c) // no body, or one no operation of this method reads
 		}
-		if mt, _, err := mime.ParseMediaType(ct); err == nil && (mt == echo.MIMEApplicationJSON || strings.HasSuffix(mt, "+json")) {
-			return next(c)
+		if ct := r.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationJSON && ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json") {
+				if len(ct) > 100 {
+					ct = ct[:100] + "..."
+				}
+				return &posture.Error{Code: posture.CodeUnsupportedMediaType,
+					Message: fmt.Sprintf("the body must be JSON (Content-Type: application/json), not %q", ct)}
+			}
 		}
-		if len(ct) > 100 {
-			ct = ct[:100] + "..."
+		data, err := ReadBody(c)
+		if err != nil {
+			return err
 		}
-		return &posture.Error{Code: posture.CodeUnsupportedMediaType,
-			Message: fmt.Sprintf("the body must be JSON (Content-Type: application/json), not %q", ct)}
+		if err := DecodeBytes(data, new(json.RawMessage)); err != nil {
+			return err
+		}
+		return next(c)
 	}
 }
 

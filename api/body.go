@@ -18,8 +18,16 @@ import (
 // MaxBody bounds request bodies.
 const MaxBody = 1 << 20
 
-// ReadBody reads the request body up to MaxBody.
+// bodyKey holds a request's body once read, for the next reader.
+const bodyKey = "api.body"
+
+// ReadBody reads the request body up to MaxBody. A body already read for
+// the request (jsonBody checks every JSON body before the operation runs)
+// is answered again.
 func ReadBody(c echo.Context) ([]byte, error) {
+	if data, ok := c.Get(bodyKey).([]byte); ok {
+		return data, nil
+	}
 	data, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBody+1))
 	if err != nil {
 		return nil, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body could not be read", Err: err}
@@ -27,6 +35,7 @@ func ReadBody(c echo.Context) ([]byte, error) {
 	if len(data) > MaxBody {
 		return nil, &posture.Error{Code: posture.CodeRequestEntityTooLarge}
 	}
+	c.Set(bodyKey, data)
 	return data, nil
 }
 

@@ -205,6 +205,38 @@ func TestJSONBodiesOnly(t *testing.T) {
 	}
 }
 
+// An operation that takes no body checks one that is sent anyway: broken
+// JSON is refused with COULD_NOT_PARSE_BODY and one over the size limit
+// with 413, and neither enrolls MFA; an empty object or no body does.
+func TestBodiesOfOperationsWithoutOne(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	tok := n.createUser(t, "nobody", "password-123", false)
+	enroll := request{method: http.MethodPost, path: api.ClientBase + "/current-identity/mfa", token: tok, contentType: "application/json"}
+	for _, bad := range []struct {
+		body   string
+		status int
+		code   string
+	}{
+		{`{"name":`, http.StatusBadRequest, posture.CodeCouldNotParseBody},
+		{`{} trailing`, http.StatusBadRequest, posture.CodeCouldNotParseBody},
+		{"{\"a\":\"\xff\"}", http.StatusBadRequest, posture.CodeCouldNotParseBody},
+		{`{"pad":"` + strings.Repeat("x", api.MaxBody) + `"}`, http.StatusRequestEntityTooLarge, posture.CodeRequestEntityTooLarge},
+	} {
+		r := enroll
+		r.body = []byte(bad.body)
+		expectError(t, n.send(t, r), bad.status, bad.code, "")
+	}
+	expectError(t, n.do(t, http.MethodGet, api.ClientBase+"/current-identity/mfa", tok, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	r := enroll
+	r.body = []byte(`{}`)
+	if got := n.send(t, r); got.Status != http.StatusOK && got.Status != http.StatusCreated {
+		t.Fatalf("enroll MFA with {}: %d %s", got.Status, got.Body)
+	}
+	if got := n.do(t, http.MethodGet, api.ClientBase+"/current-identity/mfa", tok, nil); got.Status != http.StatusOK {
+		t.Fatalf("MFA after enrolling: %d %s", got.Status, got.Body)
+	}
+}
+
 // A filter or sort naming a field the listed items do not have is refused
 // with INVALID_FILTER or INVALID_SORT_IDENTIFIER, saying which, instead of
 // matching nothing or leaving the order as it was; the fields the items
