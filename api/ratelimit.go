@@ -88,9 +88,12 @@ func (o LimiterOptions) withDefaults() LimiterOptions {
 //
 // Only failures take tokens: a caller checks Allow before verifying a
 // credential, reports Failed when it did not verify and Succeeded when it
-// did, so that any number of successful logins from one address (endpoints
-// behind one NAT or load balancer) is never refused. A success also clears
-// the (subject, source) failures. Refused attempts are not counted.
+// did, so that any number of successful logins one after another from one
+// address (endpoints behind one NAT or load balancer) is never refused. An
+// attempt holds its failure while it is checked, so attempts on one subject
+// run at once only as far as it has failures left, even if all of them
+// would succeed. A success also clears the (subject, source) failures.
+// Refused attempts are not counted.
 //
 // The source is the connection's peer address; X-Forwarded-For, which a
 // client can set to anything, is believed only from a trusted proxy (see
@@ -169,7 +172,7 @@ func (l *Limiter) Allow(c echo.Context, subject string) error {
 	}
 	if wait > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		return &posture.Error{Code: posture.CodeTooManyRequests, Message: "too many failed authentication attempts; try again later"}
+		return &posture.Error{Code: posture.CodeTooManyRequests, Message: "too many failed authentication attempts, or too many at once; try again later"}
 	}
 	if subject != "" {
 		c.Set(attemptKey+subject, &attempt{

@@ -23,8 +23,14 @@ func TestOneNodePerDataDirectory(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
+	// The same directory with the same port, as a second serve with the
+	// defaults is: the directory is named, not only the busy port.
+	out, err := exec.CommandContext(ctx, binary(t), "serve", "--data-dir", dir, "--listen", strings.TrimPrefix(first.base, "https://")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), inUse) || !strings.Contains(string(out), "address already in use") {
+		t.Fatalf("second serve on a live data directory and its port: %v, want exit with %q and the busy port:\n%s", err, inUse, out)
+	}
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, binary(t), "serve", "--data-dir", dir, "--listen", "127.0.0.1:0").CombinedOutput()
+	out, err = exec.CommandContext(ctx, binary(t), "serve", "--data-dir", dir, "--listen", "127.0.0.1:0").CombinedOutput()
 	took := time.Since(start)
 	if err == nil || !strings.Contains(string(out), inUse) {
 		t.Fatalf("second serve on a live data directory: %v, want exit with %q:\n%s", err, inUse, out)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -260,6 +261,15 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	// the server certificate is issued for it.
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
+		// The usual cause of a busy port is a node already running on
+		// this data directory: say that, rather than only the port.
+		if errors.Is(err, syscall.EADDRINUSE) {
+			if lock, lerr := datadir.Acquire(s.DataDir); lerr == nil {
+				lock.Release()
+			} else if inUse := (*datadir.InUseError)(nil); errors.As(lerr, &inUse) {
+				return fmt.Errorf("%w (and %w)", inUse, err)
+			}
+		}
 		return err
 	}
 	defer ln.Close()
