@@ -228,6 +228,9 @@ func (a postureResponses) createBulk(c echo.Context) error {
 	if err := a.decode(c, &in); err != nil {
 		return err
 	}
+	if in == nil { // no body, or null ([] decodes to an empty slice)
+		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON array of posture responses"}
+	}
 	if len(in) == 0 {
 		// Nothing to record: answered as the OpenZiti controller answers it.
 		return noServicesAffected.Answer(c, http.StatusCreated)

@@ -157,6 +157,15 @@ func TestPostureDeniesThenGrants(t *testing.T) {
 		t.Fatalf("OS failure values: actual %s expected %s", os.ActualValue, os.ExpectedValue)
 	}
 
+	// A bulk of nothing: [] records nothing; null or no body is refused.
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", ep.token, []any{}); r.Status != http.StatusCreated {
+		t.Fatalf("posture bulk []: %d %s", r.Status, r.Body)
+	}
+	for _, body := range []string{"null", ""} {
+		r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/posture-response-bulk", token: ep.token, contentType: "application/json", body: []byte(body)})
+		expectError(t, r, http.StatusBadRequest, posture.CodeCouldNotParseBody, "")
+	}
+
 	// The right posture (bulk, with the seed's build-as-patch rule) grants.
 	r = n.do(t, http.MethodPost, clientAPI+"/posture-response-bulk", ep.token, []any{
 		map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "10.0", "build": "19045"},
