@@ -20,8 +20,8 @@ func name(field string, v *string) (string, error) {
 	if v == nil {
 		return "", posture.Invalid(field, "is required", nil)
 	}
-	s := strings.TrimSpace(*v)
-	if s == "" {
+	s := *v // not trimmed: a name with spaces around it is refused, not changed (unique)
+	if strings.TrimSpace(s) == "" {
 		return "", posture.Invalid(field, "must not be empty", *v)
 	}
 	if utf8.RuneCountInString(s) > maxName {

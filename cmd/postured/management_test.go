@@ -444,6 +444,8 @@ func TestNamesNewAndOld(t *testing.T) {
 	for _, body := range []map[string]any{
 		{"name": "new\x01name"},
 		{"name": "new-name", "roleAttributes": []string{"a\u202eb"}},
+		{"name": " lead"}, // refused, not trimmed
+		{"name": "trail "},
 	} {
 		if r := n.do(t, http.MethodPost, mgmt+"/services", admin, body); r.Status != http.StatusBadRequest {
 			t.Fatalf("%v: %d %s", body, r.Status, r.Body)
