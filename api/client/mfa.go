@@ -97,7 +97,7 @@ func noEnrollment() error {
 }
 
 func invalidToken() error {
-	return &posture.Error{Code: posture.CodeMFAInvalidToken, Message: "the MFA code is not valid (codes are accepted once)"}
+	return &posture.Error{Code: posture.CodeMFAInvalidToken, Message: "the MFA code is missing or not valid (a code is accepted once, and not after a newer one)"}
 }
 
 // detailMFA is GET /current-identity/mfa. Until the enrollment is verified
