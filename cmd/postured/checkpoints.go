@@ -243,7 +243,7 @@ func (a *auditVerifyCmd) appliedThrough() (uint64, error) {
 
 // errVerifyFailed is returned when the log does not verify, after the
 // findings are printed.
-var errVerifyFailed = errors.New("the log does not match its checkpoints")
+var errVerifyFailed = errors.New("the log did not verify (see FAIL above)")
 
 func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 	caFile := a.CA
