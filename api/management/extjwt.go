@@ -130,6 +130,13 @@ func (a *API) buildExtJWTSigner(in extJWTInput, old *posture.ExternalJWTSigner, 
 		return s, posture.Invalid("jwksEndpoint", "must be an https URL: a key set fetched over plain HTTP can be replaced on its way, "+
 			"and with it the key that signs any identity's login", posture.RedactedURL(s.JWKSEndpoint))
 	}
+	// Key sets are fetched under --webhook-deny: an endpoint written as a
+	// denied address is refused now rather than failing at every login.
+	if s.JWKSEndpoint != "" && a.Webhooks != nil && (old == nil || old.JWKSEndpoint != s.JWKSEndpoint) {
+		if err := a.Webhooks.Reachable(s.JWKSEndpoint); err != nil {
+			return s, posture.Invalid("jwksEndpoint", err.Error(), posture.RedactedURL(s.JWKSEndpoint))
+		}
+	}
 	switch {
 	case certPEM != "" && s.JWKSEndpoint != "":
 		return s, posture.Invalid("certPem", "certPem and jwksEndpoint are exclusive: give one", nil)

@@ -297,11 +297,16 @@ func TestExtJWTKeySetFetchIsGuarded(t *testing.T) {
 		return issuer
 	}
 
-	// The loopback is in the default --webhook-deny: nothing is fetched.
+	// The loopback is in the default --webhook-deny: an endpoint written as
+	// such an address is refused, and one named (localhost) is created but
+	// nothing is fetched.
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.jwksRoots, cfg.WebhookDeny = roots, []string{"127.0.0.0/8", "::1/128"}
 	n := startTestNode(t, cfg)
-	iss := signer(n, "denied", idp.URL+"/jwks")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/external-jwt-signers", n.adminToken(t), map[string]any{"name": "literal",
+		"issuer": "https://literal.test", "audience": "postured", "jwksEndpoint": idp.URL + "/jwks", "enabled": true}),
+		http.StatusBadRequest, posture.CodeCouldNotValidate, "jwksEndpoint")
+	iss := signer(n, "denied", strings.Replace(idp.URL, "127.0.0.1", "localhost", 1)+"/jwks")
 	for range 2 {
 		expectAuthFailure(t, login(n, iss), `has no key "k1"`)
 	}
