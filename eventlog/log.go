@@ -734,7 +734,6 @@ func dialError(urls []string) error {
 	return nil
 }
 
-// redactURL hides the password of a URL that carries one.
 // serverURL names the server the log is connected to, without credentials.
 func (l *Log) serverURL() string {
 	if l.ns != nil {
@@ -746,6 +745,7 @@ func (l *Log) serverURL() string {
 	return "the NATS servers (disconnected)"
 }
 
+// redactURL hides the password of a URL that carries one.
 func redactURL(u string) string {
 	if !strings.Contains(u, "@") {
 		return u
