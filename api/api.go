@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -294,7 +293,7 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if err := DecodeBytes(data, new(json.RawMessage)); err != nil {
+		if err := CheckJSON(data); err != nil {
 			return err
 		}
 		return next(c)

@@ -73,6 +73,19 @@ func DecodeBytes(data []byte, v any) error {
 	return Rest(dec, data)
 }
 
+// CheckJSON refuses data that DecodeBytes refuses whatever value it
+// decodes into (not JSON, nested too deep, not UTF-8), with the same
+// errors, without decoding it.
+func CheckJSON(data []byte) error {
+	if !json.Valid(data) {
+		return DecodeBytes(data, new(json.RawMessage)) // nil for an empty body; the reason otherwise
+	}
+	if err := CheckDepth(data); err != nil {
+		return err
+	}
+	return CheckUTF8(data)
+}
+
 // CheckUTF8 refuses a body that is not UTF-8, or whose strings hold an
 // escaped half of a surrogate pair (\ud800 alone): a decoder replaces
 // either with U+FFFD, which would change a name instead of refusing it.
