@@ -223,8 +223,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 			// without JetStream never does, so say so while waiting.
 			if errors.Is(err, nats.ErrNoResponders) && !noJetStreamNoted {
 				noJetStreamNoted = true
-				opts.Logger.Warn("eventlog: no JetStream answers; waiting for it (is JetStream enabled on the server and for this account?)",
-					"url", l.serverURL())
+				opts.Logger.Warn("eventlog: no JetStream answers; waiting for it ("+askJetStream+")", "url", l.serverURL())
 			}
 		}
 		return err
@@ -233,7 +232,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 		where := l.serverURL()
 		l.Close()
 		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("eventlog: stream %s on %s: no JetStream answered; is JetStream enabled on the server and for this account? %w", opts.Stream, where, err)
+			where += " (no JetStream answered: " + askJetStream + ")"
 		}
 		return nil, fmt.Errorf("eventlog: stream %s on %s: %w", opts.Stream, where, err)
 	}
@@ -733,6 +732,9 @@ func dialError(urls []string) error {
 	}
 	return nil
 }
+
+// askJetStream is what to check when no JetStream answers.
+const askJetStream = "is JetStream enabled on the server and for this account?"
 
 // serverURL names the server the log is connected to, without credentials.
 func (l *Log) serverURL() string {
