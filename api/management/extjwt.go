@@ -132,9 +132,9 @@ func (a *API) buildExtJWTSigner(in extJWTInput, old *posture.ExternalJWTSigner, 
 	}
 	// Key sets are fetched under --webhook-deny: an endpoint written as a
 	// denied address is refused now rather than failing at every login.
-	if s.JWKSEndpoint != "" && a.Webhooks != nil && (old == nil || old.JWKSEndpoint != s.JWKSEndpoint) {
-		if err := a.Webhooks.Reachable(s.JWKSEndpoint); err != nil {
-			return s, posture.Invalid("jwksEndpoint", err.Error(), posture.RedactedURL(s.JWKSEndpoint))
+	if s.JWKSEndpoint != "" && (old == nil || old.JWKSEndpoint != s.JWKSEndpoint) {
+		if err := a.reachable("jwksEndpoint", s.JWKSEndpoint); err != nil {
+			return s, err
 		}
 	}
 	switch {

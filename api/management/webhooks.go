@@ -99,10 +99,8 @@ func (a *API) buildWebhook(in webhookInput, old *posture.Webhook, now time.Time)
 	if err := posture.CheckWebhookURL(w.URL, w.AllowInsecureHTTP); err != nil {
 		return w, posture.Invalid("url", err.Error(), posture.RedactedURL(w.URL))
 	}
-	if a.Webhooks != nil {
-		if err := a.Webhooks.Reachable(w.URL); err != nil {
-			return w, posture.Invalid("url", err.Error(), posture.RedactedURL(w.URL))
-		}
+	if err := a.reachable("url", w.URL); err != nil {
+		return w, err
 	}
 	w.Kinds = []string{}
 	for i, k := range in.Kinds {
@@ -219,4 +217,16 @@ func (a *API) testWebhook(c echo.Context) error {
 		return err
 	}
 	return api.OK(c, att)
+}
+
+// reachable refuses, on field, a URL the node may not reach: its host is an
+// address in --webhook-deny (webhook deliveries and key-set fetches alike).
+func (a *API) reachable(field, url string) error {
+	if a.Webhooks == nil {
+		return nil
+	}
+	if err := a.Webhooks.Reachable(url); err != nil {
+		return posture.Invalid(field, err.Error(), posture.RedactedURL(url))
+	}
+	return nil
 }
