@@ -17,6 +17,14 @@ import (
 // SignRequest gives no NotAfter.
 const DefaultValidity = 365 * 24 * time.Hour
 
+// MinRSABits is the smallest RSA key a CSR may carry (NIST SP 800-131A);
+// MaxCSRNames bounds its subject alternative names, far more than a router
+// or an endpoint needs.
+const (
+	MinRSABits  = 2048
+	MaxCSRNames = 100
+)
+
 // SignRequest says how SignCSR issues a certificate.
 type SignRequest struct {
 	// CommonName replaces the CSR's common name; empty keeps the CSR's. The
@@ -34,7 +42,9 @@ type SignRequest struct {
 // PEM ("CERTIFICATE REQUEST" or "NEW CERTIFICATE REQUEST"), DER, or base64 of
 // DER without PEM headers. Errors wrap ErrMissingCSR (empty input),
 // ErrInvalidCSR (not a CSR, or a key type other than ECDSA, RSA, Ed25519), or
-// ErrCSRSignature (the self-signature does not verify).
+// ErrCSRSignature (the self-signature does not verify). An RSA key must have
+// at least MinRSABits bits, and the CSR may ask for at most MaxCSRNames
+// subject alternative names.
 func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 	der, err := csrDER(data)
 	if err != nil {
@@ -44,10 +54,21 @@ func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCSR, err)
 	}
-	switch csr.PublicKey.(type) {
-	case *ecdsa.PublicKey, *rsa.PublicKey, ed25519.PublicKey:
+	switch k := csr.PublicKey.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n < MinRSABits {
+			return nil, fmt.Errorf("%w: a %d-bit RSA key is too weak (at least %d bits)", ErrInvalidCSR, n, MinRSABits)
+		}
+	case *ecdsa.PublicKey:
+		if n := k.Curve.Params().BitSize; n < 256 {
+			return nil, fmt.Errorf("%w: ECDSA on %s is too weak (P-256, P-384 or P-521)", ErrInvalidCSR, k.Curve.Params().Name)
+		}
+	case ed25519.PublicKey:
 	default:
 		return nil, fmt.Errorf("%w: unsupported public key algorithm %v", ErrInvalidCSR, csr.PublicKeyAlgorithm)
+	}
+	if n := len(csr.DNSNames) + len(csr.IPAddresses) + len(csr.EmailAddresses) + len(csr.URIs); n > MaxCSRNames {
+		return nil, fmt.Errorf("%w: %d subject alternative names (at most %d)", ErrInvalidCSR, n, MaxCSRNames)
 	}
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCSRSignature, err)

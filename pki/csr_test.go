@@ -3,11 +3,13 @@ package pki
 import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -113,6 +115,24 @@ func TestSignCSRErrors(t *testing.T) {
 	bad := append([]byte(nil), block.Bytes...)
 	bad[len(bad)-1] ^= 0xff // inside the signature
 	badPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: bad})
+	weak, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p224, err := ecdsa.GenerateKey(elliptic.P224(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(n int) []string {
+		dns := make([]string, n)
+		for i := range dns {
+			dns[i] = fmt.Sprintf("h%d.example.com", i)
+		}
+		return dns
+	}
+	if _, _, err := ca.SignCSR(makeCSR(t, newP256(t), "x", names(MaxCSRNames), nil), SignRequest{}); err != nil {
+		t.Errorf("%d names: %v", MaxCSRNames, err)
+	}
 
 	tests := []struct {
 		name string
@@ -126,6 +146,9 @@ func TestSignCSRErrors(t *testing.T) {
 		{"truncated DER", block.Bytes[:40], ErrInvalidCSR},
 		{"bad signature", badPEM, ErrCSRSignature},
 		{"bad signature DER", bad, ErrCSRSignature},
+		{"RSA 1024", makeCSR(t, weak, "x", nil, nil), ErrInvalidCSR},
+		{"P-224", makeCSR(t, p224, "x", nil, nil), ErrInvalidCSR},
+		{"too many names", makeCSR(t, newP256(t), "x", names(MaxCSRNames+1), nil), ErrInvalidCSR},
 	}
 	for _, tt := range tests {
 		if _, _, err := ca.SignCSR(tt.in, SignRequest{}); !errors.Is(err, tt.want) {

@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
@@ -434,6 +435,19 @@ func TestEnrollRefusals(t *testing.T) {
 	expectError(t, enroll("token="+enr.Token, good), http.StatusBadRequest, posture.CodeInvalidEnrollMethod, "")
 	expectError(t, enroll("method=ott&token="+enr.Token, badCSR(t, newKey(t))), http.StatusBadRequest, posture.CodeCouldNotProcessCSR, "")
 	expectError(t, enroll("method=ott&token="+enr.Token, ""), http.StatusBadRequest, posture.CodeMissingOrInvalidCSR, "")
+	weak, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weakDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "x"}}, weak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := enroll("method=ott&token="+enr.Token, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: weakDER})))
+	expectError(t, r, http.StatusBadRequest, posture.CodeMissingOrInvalidCSR, "")
+	if !strings.Contains(string(r.Body), "1024-bit RSA key is too weak") {
+		t.Errorf("weak key refused with %s", r.Body)
+	}
 	expectError(t, enroll("method=ott&token="+enr.Token, "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"), http.StatusBadRequest, posture.CodeMissingOrInvalidCSR, "")
 	if got := n.lastSeq(t); got != seq {
 		t.Fatalf("refused enrollments appended events: sequence %d -> %d", seq, got)
@@ -444,7 +458,7 @@ func TestEnrollRefusals(t *testing.T) {
 	clk.Advance(180*time.Minute + time.Second)
 	admin = n.adminToken(t)
 	expectError(t, enroll("method=ott&token="+enr.Token, good), http.StatusBadRequest, posture.CodeEnrollmentExpired, "")
-	r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/updb?token=" + updb.Token, contentType: "application/json",
+	r = n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/updb?token=" + updb.Token, contentType: "application/json",
 		body: jsonBody(t, map[string]string{"password": "secret-pw"})})
 	expectError(t, r, http.StatusBadRequest, posture.CodeEnrollmentExpired, "")
 	enrollments, auths := n.identityEnrollments(t, admin, id)
