@@ -277,7 +277,12 @@ func init() {
 		}
 		return dropIdentityPosture(tx, old.ID)
 	}})
-	onEntity(entityHooks[posture.Authenticator]{beforeDelete: dropAuthenticatorExtension})
+	onEntity(entityHooks[posture.Authenticator]{beforeDelete: func(tx *Tx, old posture.Authenticator) error {
+		if err := dropAuthenticatorExtension(tx, old); err != nil {
+			return err
+		}
+		return endAuthenticatorSessions(tx, old)
+	}})
 	onEntity(entityHooks[posture.Check]{})
 	onEntity(entityHooks[posture.Service]{})
 	onEntity(entityHooks[posture.Config]{})
@@ -298,6 +303,27 @@ func endSessionsOnDisable(tx *Tx, old, updated posture.Identity) error {
 		return nil
 	}
 	return deleteAPISessions(tx, updated.ID, "identity disabled")
+}
+
+// endAuthenticatorSessions ends the API sessions that logged in with a
+// deleted authenticator, as the controller does: a removed password or
+// certificate must not keep working through a token it got before.
+func endAuthenticatorSessions(tx *Tx, a posture.Authenticator) error {
+	for _, id := range tx.graph.sessionsOf(a.IdentityID) {
+		var s posture.APISession
+		found, err := getJSON(tx.r(), entityKey(KindAPISession, id), &s)
+		if err != nil {
+			return err
+		}
+		if !found || s.AuthenticatorID != a.ID {
+			continue
+		}
+		tx.history(a.IdentityID, id, posture.HistoryAPISession, "API session ended (its authenticator was deleted)", nil)
+		if err := deleteAPISession(tx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deleteAPISessions deletes an identity's API sessions, recording why in

@@ -43,8 +43,9 @@ var (
 // (MaxAPISessions);
 // layout 10 moves an identity's change indicator (p/c/) when a wake or
 // unlock starts or moves an MFA grace, and records one history entry per
-// fact a posture event set (postureHistory).
-const layout = 10
+// fact a posture event set (postureHistory);
+// layout 11 ends the API sessions of a deleted authenticator.
+const layout = 11
 
 // KindAPISession is the kind of API sessions: not part of the model, but
 // stored like its entities.

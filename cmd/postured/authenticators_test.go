@@ -163,3 +163,36 @@ func TestCurrentIdentityAuthenticators(t *testing.T) {
 		t.Fatalf("tags after a full update without tags: %v", got.Tags)
 	}
 }
+
+// TestDeletedAuthenticatorEndsItsSessions: deleting an authenticator ends
+// the API sessions that logged in with it, and only those: the identity's
+// session of another authenticator goes on (a removed password must not
+// keep working through a token it got before). A rebuilt projection ends
+// the same sessions.
+func TestDeletedAuthenticatorEndsItsSessions(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	id, enr := n.enrolledIdentity(t, admin, "two-ways", map[string]any{"ott": true})
+	_, cert := n.enrollOTT(t, enr.Token)
+	pwAuth := n.create(t, admin, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": "two-ways-user", "password": "two-ways-password"})
+	pwTok := n.login(t, api.ClientBase, "two-ways-user", "two-ways-password")
+	certTok, _ := n.certSession(t, cert)
+	current := func(tok string) int {
+		return n.do(t, http.MethodGet, api.ClientBase+"/current-api-session", tok, nil).Status
+	}
+	if current(pwTok) != http.StatusOK || current(certTok) != http.StatusOK {
+		t.Fatal("the sessions do not work before the delete")
+	}
+	if r := n.do(t, http.MethodDelete, mgmt+"/authenticators/"+pwAuth, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete authenticator: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, api.ClientBase+"/current-api-session", pwTok, nil), http.StatusUnauthorized, posture.CodeUnauthorized, "")
+	if got := current(certTok); got != http.StatusOK {
+		t.Fatalf("the certificate's session after the password's delete: %d", got)
+	}
+	if got := n.apiSessionsOf(t, "two-ways"); got != 1 {
+		t.Fatalf("%d API sessions left, want 1", got)
+	}
+	expectRebuiltEqual(t, n, cfg)
+}
