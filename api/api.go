@@ -252,18 +252,23 @@ type Route struct {
 }
 
 // Mount registers routes under g with the authentication their access level
-// requires.
+// requires. A GET operation answers HEAD too, as HTTP asks of every server
+// (RFC 9110, section 9.3.2): the same status and headers, without the
+// content, which net/http leaves out.
 func Mount(g *echo.Group, auth *Auth, routes []Route) {
 	for _, r := range routes {
 		h := r.Handler
 		if !r.AnyBody {
 			h = jsonBody(h)
 		}
-		if r.Access == Public {
-			g.Add(r.Method, r.Path, h)
-			continue
+		var m []echo.MiddlewareFunc
+		if r.Access != Public {
+			m = append(m, auth.Require(r.Access))
 		}
-		g.Add(r.Method, r.Path, h, auth.Require(r.Access))
+		g.Add(r.Method, r.Path, h, m...)
+		if r.Method == http.MethodGet {
+			g.Add(http.MethodHead, r.Path, h, m...)
+		}
 	}
 }
 

@@ -83,12 +83,8 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if pe.RetryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(pe.RetryAfter)))
 		}
-		status := StatusOf(pe.Code)
-		if c.Request().Method == http.MethodHead {
-			_ = c.NoContent(status)
-			return
-		}
-		_ = c.JSON(status, body)
+		// For HEAD, net/http leaves the content out and keeps its headers.
+		_ = c.JSON(StatusOf(pe.Code), body)
 	}
 }
 

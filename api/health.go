@@ -181,11 +181,13 @@ func (h *Health) Ready(c echo.Context) error {
 	return c.JSON(status, Envelope{Data: v})
 }
 
-// RegisterSystem serves SystemPaths on e, outside the two APIs.
+// RegisterSystem serves SystemPaths on e, outside the two APIs, for GET
+// and HEAD (as Mount does).
 func RegisterSystem(e *echo.Echo, m *Metrics, h *Health) {
-	e.GET("/metrics", m.Handler)
-	e.GET("/livez", h.Live)
-	e.GET("/readyz", h.Ready)
+	for path, handler := range map[string]echo.HandlerFunc{"/metrics": m.Handler, "/livez": h.Live, "/readyz": h.Ready} {
+		e.GET(path, handler)
+		e.HEAD(path, handler)
+	}
 }
 
 // MissingWarning says what messages missing from the log mean, and what

@@ -140,6 +140,10 @@ func (c contractTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	probe := req.Clone(context.Background())
 	probe.URL = &url.URL{Path: rest, RawQuery: req.URL.RawQuery}
 	probe.Body = io.NopCloser(bytes.NewReader(reqBody))
+	if req.Method == http.MethodHead {
+		// HEAD is GET without the content: the document names only GET.
+		probe.Method = http.MethodGet
+	}
 	route, pathParams, routeErr := router.FindRoute(probe)
 
 	resp, err := c.next.RoundTrip(req)
@@ -153,6 +157,9 @@ func (c contractTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 		resp.Body.Close()
 		return nil, fmt.Errorf("openapi %s: %s %s answered %d but the document has no such operation: %v", base, req.Method, rest, resp.StatusCode, routeErr)
+	}
+	if req.Method == http.MethodHead {
+		return resp, nil
 	}
 	respBody, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

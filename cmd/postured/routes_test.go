@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,11 +46,14 @@ func TestEveryRouteIsDeclared(t *testing.T) {
 	for _, a := range n.apis() {
 		for _, r := range a.routes {
 			declared = append(declared, r.Method+" "+a.base+r.Path)
+			if r.Method == http.MethodGet {
+				declared = append(declared, http.MethodHead+" "+a.base+r.Path)
+			}
 		}
 	}
 	// The system routes (metrics, probes) are outside the two APIs.
 	for _, p := range api.SystemPaths {
-		declared = append(declared, http.MethodGet+" "+p)
+		declared = append(declared, http.MethodGet+" "+p, http.MethodHead+" "+p)
 	}
 	for _, r := range n.handler.Routes() {
 		served = append(served, r.Method+" "+r.Path)
@@ -85,6 +89,11 @@ func TestRoutesRequireAuthentication(t *testing.T) {
 				resp := n.do(t, r.Method, path, userToken, nil)
 				if _, e := resp.envelope(t); resp.Status != http.StatusUnauthorized || e.Code != posture.CodeUnauthorized {
 					t.Errorf("%s as a non-admin: %d %s, want 401 UNAUTHORIZED", name, resp.Status, resp.Body)
+				}
+			}
+			if r.Method == http.MethodGet {
+				if resp := n.do(t, http.MethodHead, path, "", nil); resp.Status != http.StatusUnauthorized || len(resp.Body) != 0 {
+					t.Errorf("HEAD %s without a session: %d %q, want 401 without content", path, resp.Status, resp.Body)
 				}
 			}
 		}
@@ -330,6 +339,20 @@ func TestConcurrentModelChanges(t *testing.T) {
 	for id := range ids {
 		if enr, _ := n.identityEnrollments(t, admin, id); enr["updb"].ID == "" {
 			t.Errorf("identity %s has no enrollment", id)
+		}
+	}
+}
+
+// TestHeadAnswersAsGet: HEAD on a GET operation answers what GET would,
+// status and headers, without the content (RFC 9110, section 9.3.2).
+func TestHeadAnswersAsGet(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	for _, path := range []string{mgmt + "/identities", mgmt + "/identities/nosuchid00", api.ClientBase + "/version", "/readyz", "/livez"} {
+		get, head := n.do(t, http.MethodGet, path, admin, nil), n.do(t, http.MethodHead, path, admin, nil)
+		if head.Status != get.Status || len(head.Body) != 0 ||
+			head.Header.Get("Content-Type") != get.Header.Get("Content-Type") || head.Header.Get("Content-Length") != strconv.Itoa(len(get.Body)) {
+			t.Errorf("HEAD %s: %d %v %q; GET: %d %v, %d bytes", path, head.Status, head.Header, head.Body, get.Status, get.Header, len(get.Body))
 		}
 	}
 }
