@@ -120,6 +120,7 @@ func (l *Login) password(c echo.Context) error {
 	}
 	auth, err := l.Store.AuthenticatorByUsername(req.Username)
 	if err != nil && !errors.Is(err, posture.ErrNotFound) {
+		l.Limiter.Released(c, subject)
 		return err
 	}
 	// The password is checked (against a dummy hash when the user is
@@ -130,6 +131,7 @@ func (l *Login) password(c echo.Context) error {
 	}
 	identity, err := l.Store.Identity(auth.IdentityID)
 	if err != nil && !errors.Is(err, posture.ErrNotFound) {
+		l.Limiter.Released(c, subject)
 		return err
 	}
 	// A disabled identity's right password is answered as a wrong one, and

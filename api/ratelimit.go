@@ -257,6 +257,27 @@ func (l *Limiter) Succeeded(c echo.Context, subject string) {
 	}
 }
 
+// Released gives back the failure Allow took for an attempt that ended
+// neither way (nothing to check a code against, a conflict, an error of
+// the node's): it is not counted, and the source does not become known.
+func (l *Limiter) Released(c echo.Context, subject string) {
+	if l == nil || subject == "" {
+		return
+	}
+	r := taken(c, subject)
+	if r == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.opts.Now()
+	for _, res := range []*rate.Reservation{r.pair, r.subject} {
+		if res != nil {
+			res.CancelAt(now)
+		}
+	}
+}
+
 func (l *Limiter) isKnown(subject, source string, now time.Time) bool {
 	at, ok := l.known[subject][source]
 	return ok && now.Sub(at) < l.opts.KnownFor

@@ -403,7 +403,9 @@ func (a *API) limiter() *api.Limiter {
 
 // withCode runs an operation that checks an MFA code of the caller's
 // identity under the failure limiter: refused (429) while the identity or
-// the source has no failure left, and a wrong code counts as a failure.
+// the source has no failure left, and a wrong code counts as a failure; an
+// operation that ends otherwise (no MFA to check against, a conflict)
+// counts neither way.
 func (a mfaOps) withCode(c echo.Context, run func(now time.Time, failed *bool) error) error {
 	limiter := a.limiter
 	subject := api.IdentitySubject(api.PrincipalOf(c).Identity.ID)
@@ -417,6 +419,8 @@ func (a mfaOps) withCode(c echo.Context, run func(now time.Time, failed *bool) e
 		limiter.Failed(c, subject)
 	case err == nil:
 		limiter.Succeeded(c, subject)
+	default:
+		limiter.Released(c, subject)
 	}
 	return err
 }

@@ -135,6 +135,21 @@ func TestWrongMFACodesAreRateLimited(t *testing.T) {
 	}
 }
 
+// TestMFARequestsWithNothingToCheckAreNotFailures: an MFA request that ends
+// without a code being checked (no enrollment to verify, 404) is not counted
+// as a failed code: the identity then verifies its enrollment at once.
+func TestMFARequestsWithNothingToCheckAreNotFailures(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	clk := useFakeClock(&cfg)
+	n := startTestNode(t, cfg)
+	n.client.Login.Limiter.Configure(api.LimiterOptions{SubjectBurst: 2, SubjectEvery: time.Minute, SourceBurst: 2, SourceEvery: time.Minute, Now: clk.Now})
+	tok := n.createUser(t, "early-user", "early-password", false)
+	for range 3 {
+		expectError(t, n.do(t, http.MethodPost, api.ClientBase+"/current-identity/mfa/verify", tok, map[string]string{"code": "123456"}), 404, posture.CodeNotFound, "")
+	}
+	n.enrollAndVerifyMFA(t, tok, clk)
+}
+
 // TestFullLimiterForgetsNoFailure: when the limiter remembers as many keys
 // as it may, new usernames do not push out the failures it holds (which
 // would let an attacker with many keys erase a user's recorded failures):
