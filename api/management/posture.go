@@ -42,8 +42,9 @@ type postureSlot struct {
 	LastUpdatedAt  *api.Time `json:"lastUpdatedAt"`
 	PostureCheckID string    `json:"postureCheckId"`
 	TimedOut       bool      `json:"timedOut"`
-	// AgeSeconds is how old the fact is, in whole seconds, when read.
-	AgeSeconds int64 `json:"ageSeconds"`
+	// AgeSeconds is how old the fact is, in whole seconds, when read; null
+	// for a fact never reported.
+	AgeSeconds *int64 `json:"ageSeconds"`
 }
 
 type domainData struct {
@@ -100,7 +101,8 @@ type postureDataView struct {
 
 func slot(checkID string, at, now time.Time) postureSlot {
 	t := api.Time(at)
-	return postureSlot{LastUpdatedAt: &t, PostureCheckID: checkID, AgeSeconds: int64(max(now.Sub(at), 0) / time.Second)}
+	age := int64(max(now.Sub(at), 0) / time.Second)
+	return postureSlot{LastUpdatedAt: &t, PostureCheckID: checkID, AgeSeconds: &age}
 }
 
 // postureData is GET /identities/:id/posture-data. As on the real

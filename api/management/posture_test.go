@@ -80,7 +80,7 @@ func TestPostureReadHandlers(t *testing.T) {
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
 				var v postureDataView
 				r.DataInto(t, &v)
-				if v.OS.Type != "windows" || v.OS.AgeSeconds != 90 || v.OS.PostureCheckID != "chk1" || v.Processes == nil {
+				if v.OS.Type != "windows" || v.OS.AgeSeconds == nil || *v.OS.AgeSeconds != 90 || v.MAC.AgeSeconds != nil || v.OS.PostureCheckID != "chk1" || v.Processes == nil {
 					t.Fatalf("posture data %s", r.Data)
 				}
 			}},
