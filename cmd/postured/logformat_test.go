@@ -33,17 +33,19 @@ func jsonLines(t *testing.T, log string) []map[string]any {
 func TestJSONLogEveryLine(t *testing.T) {
 	p := startBinary(t, t.TempDir(), "POSTURED_LOG_FORMAT=json", "POSTURED_LOG_LEVEL=debug")
 	var password string
-	var sawListening bool
+	var sawListening, sawSettings bool
 	for _, rec := range jsonLines(t, p.log()) {
 		switch rec["msg"] {
+		case "settings recorded in the log":
+			sawSettings = rec["mfaGrace"] == "5m0s" && rec["apiSessionTimeout"] == "30m0s"
 		case "listening":
 			sawListening = strings.HasPrefix(rec["url"].(string), "https://127.0.0.1:") && rec["advertise"] != nil
 		case "default admin password generated (shown once; set POSTURED_ADMIN_PASSWORD to choose it)":
 			password, _ = rec["password"].(string)
 		}
 	}
-	if !sawListening || password == "" {
-		t.Fatalf("no listening record or no password record:\n%s", p.log())
+	if !sawListening || password == "" || !sawSettings {
+		t.Fatalf("no listening record, no password record or no settings in durations:\n%s", p.log())
 	}
 	tok, err := p.login("admin", password)
 	if err != nil {

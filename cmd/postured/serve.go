@@ -115,6 +115,14 @@ func (s *serveCmd) logger() *slog.Logger {
 	_ = level.UnmarshalText([]byte(s.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
 	if s.LogFormat == "json" {
+		// Durations as the text format and the flags write them ("5m0s"),
+		// not in nanoseconds.
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(s.errWriter(), opts))
 	}
 	return slog.New(slog.NewTextHandler(s.errWriter(), opts))
