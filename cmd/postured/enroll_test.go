@@ -575,6 +575,12 @@ func TestCACertsBundleAndNetworkJWT(t *testing.T) {
 	if claims["em"] != "network" || claims["iss"] != "https://"+n.advertise+"/" {
 		t.Errorf("network claims %v", claims)
 	}
+	// The served certificate names the host as a local client reaches it.
+	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
+		if err := served.VerifyHostname(h); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // TestChallengeAndJwks: the key set holds the served certificate's key;

@@ -603,7 +603,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if n.secrets, err = openSecrets(openCtx, s, n.elog, log); err != nil {
 		return nil, err
 	}
-	if n.serverCert, err = n.ca.ServerCertificate(uniq(host, "localhost", "127.0.0.1")); err != nil {
+	if n.serverCert, err = n.ca.ServerCertificate(uniq(host, "localhost", "127.0.0.1", "::1")); err != nil {
 		return nil, err
 	}
 
@@ -854,7 +854,7 @@ func (s *serveCmd) natsListenTLS(ca *pki.CA, advertised string) (*tls.Config, er
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = ""
 	}
-	cert, err := ca.ServiceCertificate(uniq(host, advertised, "localhost", "127.0.0.1"))
+	cert, err := ca.ServiceCertificate(uniq(host, advertised, "localhost", "127.0.0.1", "::1"))
 	if err != nil {
 		return nil, fmt.Errorf("--nats-listen: %w", err)
 	}
