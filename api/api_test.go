@@ -146,21 +146,6 @@ func TestPaginate(t *testing.T) {
 	}
 }
 
-func TestPasswordHash(t *testing.T) {
-	h := api.HashPassword("correct horse")
-	if !api.CheckPassword(h, "correct horse") || api.CheckPassword(h, "wrong horse") {
-		t.Fatal("argon2id hash does not verify")
-	}
-	if h == api.HashPassword("correct horse") {
-		t.Fatal("hashes are not salted")
-	}
-	for _, bad := range []string{"", "plain", "$argon2id$v=19$m=1,t=1,p=1$$"} {
-		if api.CheckPassword(bad, "x") {
-			t.Fatalf("malformed hash %q verified", bad)
-		}
-	}
-}
-
 func TestRedactURI(t *testing.T) {
 	for in, want := range map[string]string{
 		"/edge/client/v1/enroll?method=ott&token=0f6b5c1e-1111-4222-8333-944445555666": "/edge/client/v1/enroll?method=ott&token=REDACTED",

@@ -125,7 +125,12 @@ func (l *Login) password(c echo.Context) error {
 	}
 	// The password is checked (against a dummy hash when the user is
 	// unknown) before anything else, so that every failure costs the same.
-	if !CheckPassword(auth.PasswordHash, req.Password) || auth.Method != posture.MethodPassword {
+	ok, err := CheckPassword(c.Request().Context(), auth.PasswordHash, req.Password)
+	if err != nil {
+		l.Limiter.Released(c, subject)
+		return err
+	}
+	if !ok || auth.Method != posture.MethodPassword {
 		l.Limiter.Failed(c, subject)
 		return &posture.Error{Code: posture.CodeInvalidAuth}
 	}

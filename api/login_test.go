@@ -53,7 +53,10 @@ func (s loginStore) MFA(identityID string) (posture.MFA, error) {
 // session is read and ended.
 func TestLoginHandlers(t *testing.T) {
 	now := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
-	hash := api.HashPassword("laptop-password")
+	hash, err := api.HashPassword(t.Context(), "laptop-password")
+	if err != nil {
+		t.Fatal(err)
+	}
 	store := loginStore{
 		identities: map[string]posture.Identity{
 			"ident1": {ID: "ident1", Name: "laptop"},

@@ -1,13 +1,18 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
+	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/argon2"
+
+	"github.com/seed-0809debe/posture"
 )
 
 // Password hashing parameters (argon2id, OWASP's minimum recommendation).
@@ -18,9 +23,51 @@ const (
 	argonKeyLen  = 32
 )
 
+// passwordSlots bounds the argon2id computations running at once. Each one
+// holds argonMemory (19 MiB) while it runs: without a bound, failed logins
+// sent at once (every address may fail 100 times before it is slowed down)
+// held gigabytes, and the node's other requests waited behind them.
+var passwordSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
+// passwordWait is how long a password check or hash waits for a slot; past
+// it the request is answered 429.
+var passwordWait = 3 * time.Second
+
+// withPasswordSlot runs f in a slot of passwordSlots, or answers 429
+// SERVER_TOO_MANY_REQUESTS when none frees up within passwordWait (or the
+// request ends first).
+func withPasswordSlot(ctx context.Context, f func()) error {
+	select {
+	case passwordSlots <- struct{}{}:
+	default:
+		wait := time.NewTimer(passwordWait)
+		defer wait.Stop()
+		select {
+		case passwordSlots <- struct{}{}:
+		case <-wait.C:
+			return errPasswordsBusy
+		case <-ctx.Done():
+			return errPasswordsBusy
+		}
+	}
+	defer func() { <-passwordSlots }()
+	f()
+	return nil
+}
+
+var errPasswordsBusy = &posture.Error{Code: posture.CodeTooManyRequests, RetryAfter: time.Second,
+	Message: "too many passwords are being checked at once; try again shortly"}
+
 // HashPassword returns an argon2id hash in PHC string form. It is computed at
-// the edge so that the log only ever holds the hash.
-func HashPassword(password string) string {
+// the edge so that the log only ever holds the hash. It waits for a slot of
+// passwordSlots (429 when none frees up).
+func HashPassword(ctx context.Context, password string) (string, error) {
+	var hash string
+	err := withPasswordSlot(ctx, func() { hash = hashPassword(password) })
+	return hash, err
+}
+
+func hashPassword(password string) string {
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		panic(err)
@@ -33,11 +80,18 @@ func HashPassword(password string) string {
 
 // dummyHash is checked against when a username is unknown, so that a failed
 // login takes the same time whether or not the user exists.
-var dummyHash = HashPassword("postured-dummy-password")
+var dummyHash = hashPassword("postured-dummy-password")
 
 // CheckPassword reports whether password matches the PHC hash. An empty or
-// malformed hash is checked against a dummy hash (same cost) and fails.
-func CheckPassword(hash, password string) bool {
+// malformed hash is checked against a dummy hash (same cost) and fails. It
+// waits for a slot of passwordSlots (429 when none frees up).
+func CheckPassword(ctx context.Context, hash, password string) (bool, error) {
+	var ok bool
+	err := withPasswordSlot(ctx, func() { ok = checkPassword(hash, password) })
+	return ok, err
+}
+
+func checkPassword(hash, password string) bool {
 	ok := true
 	if hash == "" {
 		hash, ok = dummyHash, false

@@ -185,7 +185,12 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	if err := limiter.Allow(c, subject); err != nil {
 		return err
 	}
-	if !api.CheckPassword(au.PasswordHash, ch.currentPassword) {
+	ok, err := api.CheckPassword(c.Request().Context(), au.PasswordHash, ch.currentPassword)
+	if err != nil {
+		limiter.Released(c, subject)
+		return err
+	}
+	if !ok {
 		limiter.Failed(c, subject)
 		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
 	}
@@ -193,7 +198,9 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	checked := au.PasswordHash
 	newHash := ""
 	if ch.password != nil {
-		newHash = api.HashPassword(*ch.password)
+		if newHash, err = api.HashPassword(c.Request().Context(), *ch.password); err != nil {
+			return err
+		}
 	}
 	err = a.Writer.Model(c, api.Budgeted(c, a.Budget, api.PrincipalOf(c).Identity.ID, func() ([]posture.Payload, error) {
 		cur, err := a.ownAuthenticator(c, id)
@@ -201,8 +208,14 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 			return nil, err
 		}
 		// The password changed since it was checked: check it again.
-		if cur.PasswordHash != checked && !api.CheckPassword(cur.PasswordHash, ch.currentPassword) {
-			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
+		if cur.PasswordHash != checked {
+			ok, err := api.CheckPassword(c.Request().Context(), cur.PasswordHash, ch.currentPassword)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
+			}
 		}
 		checked = cur.PasswordHash
 		next := cur

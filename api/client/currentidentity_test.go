@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +16,13 @@ import (
 // (hashed once: argon2id costs tens of milliseconds).
 const laptopPassword = "laptop-password"
 
-var laptopHash = sync.OnceValue(func() string { return api.HashPassword(laptopPassword) })
+var laptopHash = sync.OnceValue(func() string {
+	h, err := api.HashPassword(context.Background(), laptopPassword)
+	if err != nil {
+		panic(err)
+	}
+	return h
+})
 
 // withAuthenticators gives the laptop a password authenticator and a cert
 // one, and the stranger a password authenticator.
@@ -76,7 +83,7 @@ func TestCurrentIdentityHandlers(t *testing.T) {
 			Appended: []string{posture.Updated[posture.Authenticator]{}.EventType()},
 			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
 				au := payload[posture.Updated[posture.Authenticator]](t, log).Entity
-				if au.PasswordHash == laptopHash() || !api.CheckPassword(au.PasswordHash, "another-password") {
+				if ok, err := api.CheckPassword(t.Context(), au.PasswordHash, "another-password"); au.PasswordHash == laptopHash() || !ok || err != nil {
 					t.Fatalf("updated %+v", au)
 				}
 			}},

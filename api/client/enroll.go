@@ -323,7 +323,10 @@ func (a *API) enrollUPDB(c echo.Context) error {
 	if req.Username != "" && req.Username != enr.Username {
 		return posture.Invalid("username", "must be the username of the enrollment (or absent)", req.Username)
 	}
-	hash := api.HashPassword(req.Password)
+	hash, err := api.HashPassword(c.Request().Context(), req.Password)
+	if err != nil {
+		return err
+	}
 	err = a.complete(c, req.Token, posture.EnrollUPDB, func(enr posture.Enrollment) (posture.Authenticator, error) {
 		if _, err := a.Enroll.AuthenticatorByUsername(enr.Username); err == nil {
 			return posture.Authenticator{}, posture.Invalid("username", "username is already in use", enr.Username)

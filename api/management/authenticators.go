@@ -85,7 +85,10 @@ func (a *API) createAuthenticator(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hash := api.HashPassword(in.Password)
+	hash, err := api.HashPassword(c.Request().Context(), in.Password)
+	if err != nil {
+		return err
+	}
 	var id string
 	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
 		if err := a.exists(posture.KindIdentity, "identity", in.IdentityID); err != nil {

@@ -68,9 +68,13 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *
 		if password == "" {
 			password = rand.Text()
 		}
+		hash, err := api.HashPassword(ctx, password)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, posture.Created[posture.Authenticator]{Entity: posture.Authenticator{
 			ID: posture.NewID(), IdentityID: admin.ID, Method: posture.MethodPassword,
-			Username: s.AdminUsername, PasswordHash: api.HashPassword(password),
+			Username: s.AdminUsername, PasswordHash: hash,
 			Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now,
 		}})
 		return out, nil

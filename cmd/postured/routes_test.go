@@ -149,11 +149,15 @@ func (n *testNode) createUser(t testing.TB, name, password string, admin bool) s
 	t.Helper()
 	w := &api.Writer{Log: n.elog, Barrier: n.store, Now: time.Now}
 	now := time.Now()
+	hash, err := api.HashPassword(t.Context(), password)
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := posture.Identity{ID: posture.NewID(), Name: name, Type: posture.IdentityUser, IsAdmin: admin, RoleAttributes: []string{}, CreatedAt: now, UpdatedAt: now}
-	err := w.ModelContext(t.Context(), api.Stamp{Actor: "test"}, func() ([]posture.Payload, error) {
+	err = w.ModelContext(t.Context(), api.Stamp{Actor: "test"}, func() ([]posture.Payload, error) {
 		return []posture.Payload{
 			posture.Created[posture.Identity]{Entity: id},
-			posture.Created[posture.Authenticator]{Entity: posture.Authenticator{ID: posture.NewID(), IdentityID: id.ID, Method: posture.MethodPassword, Username: name, PasswordHash: api.HashPassword(password), CreatedAt: now, UpdatedAt: now}},
+			posture.Created[posture.Authenticator]{Entity: posture.Authenticator{ID: posture.NewID(), IdentityID: id.ID, Method: posture.MethodPassword, Username: name, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}},
 		}, nil
 	})
 	if err != nil {
