@@ -464,8 +464,15 @@ func cannotShortenHistory(t *testing.T, w *eventlog.Log) {
 	if err := kst.Purge(pctx); err == nil {
 		t.Fatal("postured's credentials purged the data key bucket")
 	}
+	// Nor with a rollup, which the bucket refuses.
+	msg := nats.NewMsg("$KV.postured_keys.zzz")
+	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupAll)
+	msg.Data = []byte("x")
+	if _, err := w.JetStream().PublishMsg(ctx, msg); err == nil {
+		t.Fatal("a rollup of the data key bucket was accepted")
+	}
 	if v, err := keys.Get(ctx, "owner-1"); err != nil || string(v) != "a data key" {
-		t.Fatalf("the key after a refused purge: %q %v", v, err)
+		t.Fatalf("the key after a refused purge and rollup: %q %v", v, err)
 	}
 	if err := keys.Destroy(ctx, "owner-1"); err != nil {
 		t.Fatalf("destroying one key: %v", err)

@@ -39,7 +39,12 @@ func (l *Log) OpenKeys(ctx context.Context) (*Keys, error) {
 	// The bucket's stream is made here rather than by the key-value API,
 	// which denies message deletes: Destroy needs them to overwrite a key
 	// (a purge alone leaves its bytes in the files until they are
-	// compacted), and a stream's deny-delete cannot be lifted later.
+	// compacted), and a stream's deny-delete cannot be lifted later. Nor
+	// does it allow rollups: a message with a rollup header of "all",
+	// which anyone who may publish to the bucket could send, would
+	// erase every key at once (the permissions deny the purge that does
+	// the same). Destroy leaves a delete marker, which MaxMsgsPerSubject
+	// makes the key's only message, without one.
 	cfg := jetstream.StreamConfig{
 		Name:              "KV_" + keysBucket,
 		Description:       "postured data keys, sealed by the key-encryption key",
@@ -51,7 +56,7 @@ func (l *Log) OpenKeys(ctx context.Context) (*Keys, error) {
 		MaxConsumers:      -1,
 		Storage:           jetstream.FileStorage,
 		Replicas:          replicas,
-		AllowRollup:       true,
+		AllowRollup:       false,
 		AllowDirect:       true,
 		Discard:           jetstream.DiscardNew,
 		Duplicates:        2 * time.Minute,
@@ -139,8 +144,8 @@ func (k *Keys) Create(ctx context.Context, owner string, val []byte) error {
 }
 
 // Destroy erases the owner's value: its message is overwritten on every
-// replica (JetStream's secure delete), then the key is purged. A missing
-// key is no error.
+// replica (JetStream's secure delete), then the key is marked deleted. A
+// missing key is no error.
 func (k *Keys) Destroy(ctx context.Context, owner string) error {
 	name := keyName(owner)
 	err := retry(ctx, func(ctx context.Context) error {
@@ -155,7 +160,7 @@ func (k *Keys) Destroy(ctx context.Context, owner string) error {
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return err
 		}
-		return k.kv.Purge(ctx, name)
+		return k.kv.Delete(ctx, name)
 	})
 	if err != nil {
 		return fmt.Errorf("eventlog: destroy the data key of %s: %w", owner, err)
