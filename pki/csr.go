@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,6 +37,11 @@ type SignRequest struct {
 	// Usage selects the extended key usage: UsageClient (ClientAuth, the
 	// default) or UsageServer (ServerAuth, for a router's server CSR).
 	Usage Usage
+	// Taken are certificates whose names the CSR may not ask for (the
+	// controllers' own, for a router's server CSR): a host name or an
+	// address one of them is valid for, or a wildcard that covers one of
+	// their names, is refused with ErrInvalidCSR.
+	Taken []*x509.Certificate
 }
 
 // ParseCSR decodes and checks a PKCS#10 certificate signing request given as
@@ -127,6 +133,9 @@ func (ca *CA) SignCSR(csrData []byte, req SignRequest) (*x509.Certificate, []byt
 	if err != nil {
 		return nil, nil, err
 	}
+	if name, ok := takenName(csr, req.Taken); ok {
+		return nil, nil, fmt.Errorf("%w: it names %s, which a controller's own certificate is for", ErrInvalidCSR, name)
+	}
 	now := ca.opts.Now()
 	notAfter := req.NotAfter
 	if notAfter.IsZero() {
@@ -154,4 +163,28 @@ func (ca *CA) SignCSR(csrData []byte, req SignRequest) (*x509.Certificate, []byt
 		return nil, nil, err
 	}
 	return cert, EncodePEM(cert), nil
+}
+
+// takenName returns the first name of the CSR that one of the certificates
+// is valid for, or that a wildcard of the CSR covers among their names.
+func takenName(csr *x509.CertificateRequest, taken []*x509.Certificate) (string, bool) {
+	names := slices.Clone(csr.DNSNames)
+	for _, ip := range csr.IPAddresses {
+		names = append(names, ip.String())
+	}
+	for _, name := range names {
+		for _, cert := range taken {
+			if cert.VerifyHostname(name) == nil {
+				return name, true
+			}
+			if suffix, ok := strings.CutPrefix(name, "*."); ok {
+				for _, have := range cert.DNSNames {
+					if _, rest, ok := strings.Cut(have, "."); ok && strings.EqualFold(rest, suffix) {
+						return name, true
+					}
+				}
+			}
+		}
+	}
+	return "", false
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
@@ -168,5 +169,34 @@ func TestSignCSRErrors(t *testing.T) {
 	}
 	if !cert.NotAfter.Equal(ca.Certificate().NotAfter) {
 		t.Errorf("NotAfter %s not capped at the CA's %s", cert.NotAfter, ca.Certificate().NotAfter)
+	}
+}
+
+// TestSignCSRRefusesTakenNames: a CSR may not ask for a name or an address
+// that one of the taken certificates is valid for, in any case, nor for a
+// wildcard that covers one of their names.
+func TestSignCSRRefusesTakenNames(t *testing.T) {
+	ca, _, _ := openCA(t)
+	controller, _, err := ca.SignCSR(makeCSR(t, newP256(t), "ctrl", []string{"ctrl.example.com", "*.nats.example.com"}, []net.IP{net.ParseIP("10.0.0.1")}), SignRequest{Usage: UsageServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := []*x509.Certificate{controller}
+	for _, tt := range []struct {
+		dns []string
+		ips []net.IP
+		ok  bool
+	}{
+		{dns: []string{"router.example.com"}, ips: []net.IP{net.ParseIP("10.0.0.2")}, ok: true},
+		{dns: []string{"router.example.com", "CTRL.example.com"}},
+		{dns: []string{"*.example.com"}},
+		{dns: []string{"n1.nats.example.com"}},
+		{ips: []net.IP{net.ParseIP("10.0.0.1")}},
+		{ips: []net.IP{net.ParseIP("::ffff:10.0.0.1")}},
+	} {
+		_, _, err := ca.SignCSR(makeCSR(t, newP256(t), "r", tt.dns, tt.ips), SignRequest{Usage: UsageServer, Taken: taken})
+		if tt.ok != (err == nil) || err != nil && !errors.Is(err, ErrInvalidCSR) {
+			t.Errorf("%v %v: %v", tt.dns, tt.ips, err)
+		}
 	}
 }

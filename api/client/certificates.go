@@ -76,7 +76,7 @@ func (a *API) createSessionCertificate(c echo.Context) error {
 		return posture.Invalid("csr", "is required: a PEM certificate signing request", nil)
 	}
 	now := a.Writer.Now().UTC()
-	cert, certPEM, err := a.sign("csr", []byte(req.CSR), p.Identity.ID, pki.UsageClient, now.Add(SessionCertificateValidity))
+	cert, certPEM, err := a.sign("csr", []byte(req.CSR), pki.SignRequest{CommonName: p.Identity.ID, Usage: pki.UsageClient, NotAfter: now.Add(SessionCertificateValidity)})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -248,13 +249,13 @@ func csrError(field string, err error) error {
 	return err
 }
 
-// sign issues a certificate from a CSR, valid until notAfter (zero: the
-// default validity).
-func (a *API) sign(field string, csr []byte, cn string, usage pki.Usage, notAfter time.Time) (*x509.Certificate, []byte, error) {
+// sign issues a certificate from a CSR as req says (its common name, usage,
+// end and the names it may not ask for).
+func (a *API) sign(field string, csr []byte, req pki.SignRequest) (*x509.Certificate, []byte, error) {
 	if len(bytes.TrimSpace(csr)) == 0 {
 		return nil, nil, &posture.Error{Code: posture.CodeMissingOrInvalidCSR, Message: field + " is required: a PEM certificate signing request"}
 	}
-	cert, pem, err := a.PKI.SignCSR(csr, pki.SignRequest{CommonName: cn, Usage: usage, NotAfter: notAfter})
+	cert, pem, err := a.PKI.SignCSR(csr, req)
 	if err != nil {
 		return nil, nil, csrError(field, err)
 	}
@@ -285,7 +286,7 @@ func (a *API) enrollOTT(c echo.Context, pemAnswer bool) error {
 	if err != nil {
 		return err
 	}
-	cert, certPEM, err := a.sign("csr", csr, enr.IdentityID, pki.UsageClient, time.Time{})
+	cert, certPEM, err := a.sign("csr", csr, pki.SignRequest{CommonName: enr.IdentityID, Usage: pki.UsageClient})
 	if err != nil {
 		return err
 	}
@@ -564,13 +565,39 @@ func readRouterCSRs(c echo.Context) (routerCSRs, error) {
 	return req, nil
 }
 
-// routerCerts issues a router's server and client certificates.
-func (a *API) routerCerts(routerID string, req routerCSRs) (server, client *x509.Certificate, serverPEM, clientPEM []byte, err error) {
-	if server, serverPEM, err = a.sign("serverCertCsr", []byte(req.ServerCertCSR), routerID, pki.UsageServer, time.Time{}); err != nil {
+// routerCerts issues a router's server and client certificates. The
+// server certificate may not name a host or address of a controller: the
+// clients of postured's APIs and of its NATS servers trust the same CA, so
+// a router holding one could pose as the controller.
+func (a *API) routerCerts(ctx context.Context, routerID string, req routerCSRs) (server, client *x509.Certificate, serverPEM, clientPEM []byte, err error) {
+	taken, err := a.controllerCerts(ctx)
+	if err != nil {
 		return
 	}
-	client, clientPEM, err = a.sign("certCsr", []byte(req.CertCSR), routerID, pki.UsageClient, time.Time{})
+	if server, serverPEM, err = a.sign("serverCertCsr", []byte(req.ServerCertCSR), pki.SignRequest{CommonName: routerID, Usage: pki.UsageServer, Taken: taken}); err != nil {
+		return
+	}
+	client, clientPEM, err = a.sign("certCsr", []byte(req.CertCSR), pki.SignRequest{CommonName: routerID, Usage: pki.UsageClient})
 	return
+}
+
+// controllerCerts are the server certificates of this node and of the live
+// nodes in the registry.
+func (a *API) controllerCerts(ctx context.Context) ([]*x509.Certificate, error) {
+	certs := []*x509.Certificate{a.Signer.Certificate()}
+	if a.Controllers == nil {
+		return certs, nil
+	}
+	nodes, err := a.Controllers.List(ctx)
+	if err != nil {
+		return nil, &posture.Error{Code: posture.CodeUnavailable, Message: "the node registry cannot be read", Err: err}
+	}
+	for _, n := range nodes {
+		if cert, err := pki.ParseCertificatePEM([]byte(n.CertPEM)); err == nil {
+			certs = append(certs, cert)
+		}
+	}
+	return certs, nil
 }
 
 type routerEnrollResponse struct {
@@ -609,7 +636,7 @@ func (a *API) enrollRouter(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	server, client, serverPEM, clientPEM, err := a.routerCerts(r.ID, req)
+	server, client, serverPEM, clientPEM, err := a.routerCerts(c.Request().Context(), r.ID, req)
 	if err != nil {
 		return err
 	}
@@ -668,7 +695,7 @@ func (a *API) extendRouter(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	server, client, serverPEM, clientPEM, err := a.routerCerts(r.ID, req)
+	server, client, serverPEM, clientPEM, err := a.routerCerts(c.Request().Context(), r.ID, req)
 	if err != nil {
 		return err
 	}

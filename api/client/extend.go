@@ -2,7 +2,6 @@ package client
 
 import (
 	"errors"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -62,7 +61,7 @@ func (a *API) extendAuthenticator(c echo.Context) error {
 	if req.ClientCertCSR == "" {
 		return posture.Invalid("clientCertCsr", "is required: a PEM certificate signing request", nil)
 	}
-	cert, certPEM, err := a.sign("clientCertCsr", []byte(req.ClientCertCSR), au.IdentityID, pki.UsageClient, time.Time{})
+	cert, certPEM, err := a.sign("clientCertCsr", []byte(req.ClientCertCSR), pki.SignRequest{CommonName: au.IdentityID, Usage: pki.UsageClient})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/seed-0809debe/posture"
@@ -94,6 +95,14 @@ func TestRouterEnrollmentAndExtension(t *testing.T) {
 	expectError(t, post(clientAPI+"/enroll/erott?token="+*d.EnrollmentToken, bad, nil), http.StatusBadRequest, posture.CodeCouldNotProcessCSR, "")
 	expectError(t, post(clientAPI+"/enroll/erott?token="+*d.EnrollmentToken, map[string]string{"certCsr": body["certCsr"]}, nil), http.StatusBadRequest, posture.CodeMissingOrInvalidCSR, "")
 	expectError(t, post(clientAPI+"/enroll/erott?token="+posture.NewToken(), body, nil), http.StatusBadRequest, posture.CodeInvalidEnrollmentToken, "")
+	// A router's server certificate may not name the controller: every
+	// client of its APIs trusts the same CA.
+	posing := map[string]string{"serverCertCsr": csrPEM(t, serverKey, "er-1", "er-1.example.com", "LocalHost"), "certCsr": body["certCsr"]}
+	r := post(clientAPI+"/enroll/erott?token="+*d.EnrollmentToken, posing, nil)
+	expectError(t, r, http.StatusBadRequest, posture.CodeMissingOrInvalidCSR, "")
+	if !strings.Contains(string(r.Body), "names LocalHost, which a controller's own certificate is for") {
+		t.Errorf("posing as the controller: %s", r.Body)
+	}
 	if n.routerDetail(t, admin, id).IsVerified {
 		t.Fatal("a refused enrollment verified the router")
 	}
@@ -133,7 +142,7 @@ func TestRouterEnrollmentAndExtension(t *testing.T) {
 	expectError(t, post(clientAPI+"/enroll/extend/router", ext, nil), http.StatusUnauthorized, posture.CodeUnauthorized, "")
 	stray, _ := newTestCA(t, "stray").issue(t, id)
 	expectError(t, post(clientAPI+"/enroll/extend/router", ext, &stray), http.StatusUnauthorized, posture.CodeUnauthorized, "")
-	r := post(clientAPI+"/enroll/extend/router", ext, &oldKP)
+	r = post(clientAPI+"/enroll/extend/router", ext, &oldKP)
 	if r.Status != http.StatusOK {
 		t.Fatalf("extend: %d %s", r.Status, r.Body)
 	}
