@@ -243,7 +243,10 @@ func (c *Console) counts(w http.ResponseWriter, r *http.Request) {
 const timeHint = "must be a time (2006-01-02T15:04:05Z, or before now: -2h)"
 
 // timeWindow reads from and to (RFC 3339 or the datetime-local form, UTC);
-// by default the last 24 hours, narrowed to the identity's entries.
+// by default the last 24 hours, narrowed to the identity's entries. A to in
+// whole seconds (or minutes) is the end of that second (or minute): the
+// page's inputs show its window to the second, and submitting them again
+// keeps what they showed.
 func (c *Console) timeWindow(r *http.Request) (from, to time.Time, explicit bool, err error) {
 	q := r.URL.Query()
 	to = c.opts.Now().UTC()
@@ -252,6 +255,7 @@ func (c *Console) timeWindow(r *http.Request) (from, to time.Time, explicit bool
 		if to, err = parseTime(v, c.opts.Now()); err != nil {
 			return from, to, false, posture.Invalid("to", timeHint, v)
 		}
+		to = endOf(v, to)
 		explicit = true
 	}
 	if v := q.Get("from"); v != "" {
@@ -282,6 +286,18 @@ func parseTime(v string, now time.Time) (time.Time, error) {
 	return time.Time{}, errors.New("not a time")
 }
 
+// endOf is the last moment of the second (or minute) a time written without
+// a fraction of a second stands for; a duration before now is exact.
+func endOf(v string, t time.Time) time.Time {
+	if strings.HasPrefix(v, "-") || strings.Contains(v, ".") {
+		return t
+	}
+	if _, err := time.Parse("2006-01-02T15:04", v); err == nil {
+		return t.Add(time.Minute - time.Nanosecond)
+	}
+	return t.Add(time.Second - time.Nanosecond)
+}
+
 // maxTimelineEntries bounds the history entries an identity's page shows:
 // the newest of its window. An identity's own requests make its history,
 // and the page must cost the same however much of it there is.
@@ -295,15 +311,23 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	from, to, explicit, err := c.timeWindow(r)
-	if err != nil {
-		c.fail(w, r, err)
-		return
+	// A window that is not one is said beside the form, which keeps what
+	// was typed; the rest of the page is shown without its timeline.
+	from, to, explicit, windowErr := c.timeWindow(r)
+	status, windowMsg := http.StatusOK, ""
+	if windowErr != nil {
+		if status, windowMsg = pageError(windowErr); status == http.StatusInternalServerError {
+			c.fail(w, r, windowErr)
+			return
+		}
 	}
-	history, more, err := c.opts.Store.HistoryTail(id.ID, from, to, maxTimelineEntries)
-	if err != nil {
-		c.fail(w, r, err)
-		return
+	var history []posture.HistoryEntry
+	more := false
+	if windowErr == nil {
+		if history, more, err = c.opts.Store.HistoryTail(id.ID, from, to, maxTimelineEntries); err != nil {
+			c.fail(w, r, err)
+			return
+		}
 	}
 	failed, err := c.opts.Store.FailedRequests(id.ID)
 	if err != nil {
@@ -341,13 +365,19 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		svc, err := c.opts.Store.Service(id)
 		return svc.Name, err == nil
 	})
-	tl := buildTimeline(id.ID, history, failed, wouldDeny, serviceName, from, to)
-	c.render(w, r, http.StatusOK, "identity", map[string]any{
+	data := map[string]any{
 		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip, c.checkName()), "Sessions": sessions,
-		"Failed": failed, "Timeline": tl, "History": events, "More": more, "Shown": maxTimelineEntries,
+		"Failed": failed, "History": events, "More": more, "Shown": maxTimelineEntries,
 		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
 		"Services": c.services(id.ID),
-	})
+	}
+	if windowErr != nil {
+		q := r.URL.Query()
+		data["WindowError"], data["From"], data["To"] = windowMsg, q.Get("from"), q.Get("to")
+	} else {
+		data["Timeline"] = buildTimeline(id.ID, history, failed, wouldDeny, serviceName, from, to)
+	}
+	c.render(w, r, status, "identity", data)
 }
 
 // postureRow is one posture fact with its age.

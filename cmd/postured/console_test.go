@@ -577,3 +577,63 @@ func TestConsoleBacktest(t *testing.T) {
 		t.Fatalf("unknown job: %d %s", p.Status, p.Body)
 	}
 }
+
+// TestConsoleIdentityWindow: the window the identity page shows can be
+// submitted again as it is, even when its inputs, which hold whole seconds,
+// show the same second twice; a window that is not one is said beside the
+// form, which keeps what was typed; the events table names each event's API
+// session, and an empty window says so.
+func TestConsoleIdentityWindow(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	st := denyThenGrant(t, n)
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	b.signIn("admin", testAdminPassword)
+	page := "/console/identities/" + st.identity
+	p := b.get(page)
+	input := func(body, name string) string {
+		m := regexp.MustCompile(`name="` + name + `" value="([^"]*)"`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no %s input:\n%s", name, body)
+		}
+		return m[1]
+	}
+	events := func(body string) int {
+		i := strings.Index(body, `<table id="events">`)
+		if i < 0 {
+			return 0
+		}
+		return strings.Count(body[i:strings.Index(body[i:], "</table>")+i], "<tr") - 1
+	}
+	all := events(p.Body)
+	if p.Status != http.StatusOK || all == 0 {
+		t.Fatalf("identity page: %d, %d events", p.Status, all)
+	}
+	// Show, as the page is: the same events.
+	q := url.Values{"from": {input(p.Body, "from")}, "to": {input(p.Body, "to")}}
+	if p := b.get(page + "?" + q.Encode()); p.Status != http.StatusOK || events(p.Body) != all {
+		t.Fatalf("the page's own window: %d, %d events, want %d\n%s", p.Status, events(p.Body), all, p.Body)
+	}
+	// From and to in the same second: that second's events.
+	second := st.deniedAt.UTC().Format("2006-01-02T15:04:05")
+	p = b.get(page + "?from=" + second + "&to=" + second)
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "mark denied") {
+		t.Fatalf("a window of one second, %s: %d\n%s", second, p.Status, p.Body)
+	}
+	// The events name their API session.
+	if !strings.Contains(p.Body, "<th>API session</th>") || !strings.Contains(p.Body, "<td><code>"+st.apiSession+"</code></td>") {
+		t.Errorf("the events table does not name the API session %s:\n%s", st.apiSession, p.Body)
+	}
+	// A reversed window: said beside the form, which keeps it.
+	from := st.deniedAt.Add(time.Hour).UTC().Format("2006-01-02T15:04:05")
+	p = b.get(page + "?from=" + from + "&to=" + second)
+	if p.Status != http.StatusBadRequest || !strings.Contains(p.Body, `<p class="error" id="window-error" role="alert">from must be before to</p>`) ||
+		!strings.Contains(p.Body, `name="from" value="`+from+`"`) || !strings.Contains(p.Body, `name="to" value="`+second+`"`) ||
+		!strings.Contains(p.Body, "<h1>laptop-1</h1>") || strings.Contains(p.Body, `<svg id="timeline"`) {
+		t.Fatalf("a reversed window: %d\n%s", p.Status, p.Body)
+	}
+	// A window without events says so.
+	p = b.get(page + "?to=" + url.QueryEscape(st.deniedAt.Add(-time.Hour).UTC().Format(time.RFC3339)))
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, `<p id="no-events">None in the window.</p>`) {
+		t.Fatalf("an empty window: %d\n%s", p.Status, p.Body)
+	}
+}
