@@ -1,0 +1,71 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// pagesStore is adminStore with a report-only check, two identities and a
+// service.
+type pagesStore struct{ adminStore }
+
+func (pagesStore) Identity(id string) (posture.Identity, error) {
+	switch id {
+	case "i1", "i2":
+		return posture.Identity{ID: id, Name: "laptop-" + id[1:]}, nil
+	}
+	return adminStore{}.Identity(id)
+}
+
+func (pagesStore) Checks() ([]posture.Check, error) {
+	return []posture.Check{{ID: "nic", Name: "registered-nic", TypeID: "MAC", MACAddresses: []string{"aa:bb:cc:dd:ee:ff"},
+		Enforcement: &posture.Enforcement{Mode: posture.ReportMode}}}, nil
+}
+
+func (pagesStore) FleetCounts() ([]posture.FleetCount, error) {
+	return []posture.FleetCount{{Kind: "c", ID: "nic", ReportOnlyFailing: 2}}, nil
+}
+
+func (pagesStore) Service(id string) (posture.Service, error) {
+	if id != "wiki" {
+		return posture.Service{}, posture.ErrNotFound
+	}
+	return posture.Service{ID: id, Name: "wiki"}, nil
+}
+
+// impact: i1 would lose the wiki; i2 would lose nothing, which the data
+// do not say why (another policy grants it, or it has no access now).
+type impact struct{}
+
+func (impact) Impact(checkID, after string, limit int) ([]posture.CheckImpact, bool, error) {
+	since := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	return []posture.CheckImpact{
+		{IdentityID: "i1", Since: since, Loses: []posture.ServiceAccess{{ServiceID: "wiki", Type: posture.Dial}}, SessionsRemoved: 1},
+		{IdentityID: "i2", Since: since},
+	}, false, nil
+}
+
+func newPagesConsole(t *testing.T) *Console {
+	c, err := New(Options{API: fakeAPI(t), ManagementBase: "/m", ClientBase: "/c", Store: pagesStore{}, Impact: impact{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestChecksImpactLosesNothing: an identity that would lose nothing is not
+// said to keep access through another policy, which it may not have.
+func TestChecksImpactLosesNothing(t *testing.T) {
+	w := get(t, newPagesConsole(t), "/console/checks")
+	body := w.Body.String()
+	if w.Code != http.StatusOK || !strings.Contains(body, "<td>wiki (Dial)</td>") {
+		t.Fatalf("checks: %d\n%s", w.Code, body)
+	}
+	if strings.Contains(body, "another policy grants it") || !strings.Contains(body, `<td><span class="loses-nothing">nothing it has now</span></td>`) {
+		t.Fatalf("an identity that loses nothing:\n%s", body)
+	}
+}
