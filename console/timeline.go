@@ -27,7 +27,11 @@ type Timeline struct {
 
 // Lane is one row of the timeline.
 type Lane struct {
-	Label    string
+	Label string
+	// Short is the label as the label column shows it: cut with an
+	// ellipsis when it is longer than tlLabelRunes (the page gives the
+	// whole label as its title).
+	Short    string
 	Y        int
 	Marks    []Mark
 	Segments []Segment
@@ -59,12 +63,15 @@ type Tick struct {
 
 // Geometry of the SVG (user units; the SVG scales to the page's width).
 const (
-	tlWidth  = 1000
-	tlLabel  = 180 // the label column
-	tlLane   = 34
-	tlTop    = 24
-	tlMarkR  = 6
-	tlMargin = 10
+	tlWidth = 1000
+	tlLabel = 180 // the label column
+	// tlLabelRunes is the longest label the label column shows whole (at
+	// 12px, a wide sans-serif's characters are up to about 7 units).
+	tlLabelRunes = 23
+	tlLane       = 34
+	tlTop        = 24
+	tlMarkR      = 6
+	tlMargin     = 10
 )
 
 // buildTimeline lays out the entries of the window [from, to].
@@ -224,6 +231,7 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 	for i, label := range order {
 		l := lanes[label]
 		l.Y = tlTop + i*tlLane
+		l.Short = shorten(label, tlLabelRunes)
 		// Denials are drawn last, on top of marks near them.
 		sort.SliceStable(l.Marks, func(a, b int) bool {
 			da, db := l.Marks[a].Class == "denied", l.Marks[b].Class == "denied"
@@ -247,6 +255,15 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.UTC().Format(layout)})
 	}
 	return tl
+}
+
+// shorten cuts s to at most n characters, the last an ellipsis.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return strings.TrimRight(string(r[:n-1]), " ") + "…"
 }
 
 // stamp is a moment as the timeline's titles show it (UTC, milliseconds).

@@ -89,6 +89,24 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 	}
 }
 
+// TestTimelineLongLabels: a lane label longer than the label column is cut
+// with an ellipsis; the lane keeps the whole label for its title.
+func TestTimelineLongLabels(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	long := "wiki-with-a-rather-long-service-name-for-layout"
+	history := []posture.HistoryEntry{{Seq: 1, At: at, Kind: posture.HistorySession, Event: "session.created",
+		Summary: "Dial session s1 for service " + long + " created by policies p", Detail: json.RawMessage(`{"serviceId":"svc"}`)}}
+	names := func(id, recorded string) string { return recorded }
+	tl := buildTimeline("id1", history, nil, nil, names, at.Add(-time.Second), at.Add(time.Second))
+	l := tl.Lanes[len(tl.Lanes)-1]
+	if l.Label != "Service "+long || l.Short != "Service wiki-with-a-ra…" || len([]rune(l.Short)) != tlLabelRunes {
+		t.Fatalf("long lane: label %q, short %q", l.Label, l.Short)
+	}
+	if os := tl.Lanes[0]; os.Short != "OS" {
+		t.Fatalf("short lane: %+v", os)
+	}
+}
+
 func TestSafeNext(t *testing.T) {
 	for in, want := range map[string]string{
 		"/console/identities/x": "/console/identities/x",

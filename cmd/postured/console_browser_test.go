@@ -113,6 +113,7 @@ func read(t *testing.T, ctx context.Context, sel string) string {
 func TestConsoleInABrowser(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	st := denyThenGrant(t, n)
+	longNamedService(t, n, st)
 	n.createUser(t, "plain-user", "user-password", false)
 	srv := consoleServer(t, n)
 	// The browser reaches the node by the name on its certificate.
@@ -160,6 +161,44 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if detail := read(t, ctx, "#event-detail"); !strings.Contains(detail, "denied") {
 		t.Fatalf("focusing the denial shows %q", detail)
+	}
+	// Every mark, whatever its shape, shows that it has the focus; the
+	// timeline's links are not hidden from screen readers (as the
+	// children of an image are); lane labels end before the plot.
+	tl, err := chromedp.Run(ctx, chromedp.Evaluate[struct {
+		Role       string
+		Marks      int
+		Unringed   []string
+		Ringed     []string
+		LabelRight float64
+		LongTitle  string
+	}](`(() => {
+		const svg = document.getElementById("timeline");
+		const out = {Role: svg.getAttribute("role"), Marks: 0, Unringed: [], Ringed: [], LabelRight: 0, LongTitle: ""};
+		const ring = a => { const r = a.querySelector(".ring"); return r ? getComputedStyle(r).stroke : "none"; };
+		for (const a of svg.querySelectorAll("a.mark")) {
+			out.Marks++;
+			a.focus();
+			if (document.activeElement !== a || ring(a) === "none") { out.Unringed.push(a.getAttribute("class")); }
+			a.blur();
+			if (ring(a) !== "none") { out.Ringed.push(a.getAttribute("class")); }
+		}
+		for (const t of svg.querySelectorAll("text.lanelabel")) {
+			const b = t.getBBox();
+			out.LabelRight = Math.max(out.LabelRight, b.x + b.width);
+			const title = t.querySelector("title");
+			if (title) { out.LongTitle = title.textContent; }
+		}
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatalf("focus each mark: %v", err)
+	}
+	if tl.Role == "img" || tl.Marks < 4 || len(tl.Unringed) > 0 || len(tl.Ringed) > 0 {
+		t.Fatalf("timeline: role %q, %d marks, not shown focused: %v, shown focused without the focus: %v", tl.Role, tl.Marks, tl.Unringed, tl.Ringed)
+	}
+	if tl.LabelRight > 176 || tl.LongTitle != "Service wiki-with-a-rather-long-service-name-for-layout" {
+		t.Fatalf("lane labels end at %.1f (the plot starts at 180); the long one's title: %q", tl.LabelRight, tl.LongTitle)
 	}
 
 	// Explain, opened from the denial: the failing check's values.

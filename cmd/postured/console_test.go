@@ -120,6 +120,7 @@ func (b *consoleBrowser) sessionToken() string {
 type consoleStory struct {
 	identity, service, apiSession string
 	deniedAt                      time.Time
+	token                         string // laptop-1's API session token
 }
 
 func denyThenGrant(t testing.TB, n *testNode) consoleStory {
@@ -158,7 +159,22 @@ func denyThenGrant(t testing.TB, n *testNode) consoleStory {
 	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm, "type": "Dial"}); r.Status != http.StatusCreated {
 		t.Fatalf("session on a current Windows: %d %s", r.Status, r.Body)
 	}
-	return consoleStory{identity: ep.id, service: crm, apiSession: ep.apiSessionID, deniedAt: failed[0].When}
+	return consoleStory{identity: ep.id, service: crm, apiSession: ep.apiSessionID, deniedAt: failed[0].When, token: ep.token}
+}
+
+// longNamedService adds to the console story a service with a long name,
+// granted to the laptops without posture checks, and a session of
+// laptop-1's for it.
+func longNamedService(t testing.TB, n *testNode, st consoleStory) string {
+	t.Helper()
+	admin := n.adminToken(t)
+	svc := n.create(t, admin, "services", map[string]any{"name": "wiki-with-a-rather-long-service-name-for-layout"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-dial-long", "type": "Dial",
+		"identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + svc}})
+	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", st.token, map[string]any{"serviceId": svc, "type": "Dial"}); r.Status != http.StatusCreated {
+		t.Fatalf("session for the long-named service: %d %s", r.Status, r.Body)
+	}
+	return svc
 }
 
 // reportOnlyNIC adds to the console story a report-only MAC check, due to
