@@ -414,7 +414,8 @@ func TestCheckpointerFed(t *testing.T) {
 
 // A forged checkpoint after the real ones does not stop checkpoints: a
 // Checkpointer that starts after it goes on from the last valid one, and
-// verification names only the forgery.
+// verification names only the forgeries (the forger's checkpoint of 6..10,
+// and the last one it appends as it stops, of 11..12).
 func TestCheckpointerSkipsForgery(t *testing.T) {
 	key := newTestKey(t)
 	l := openLog(t, t.TempDir())
@@ -441,12 +442,13 @@ func TestCheckpointerSkipsForgery(t *testing.T) {
 	appendN(t, l, "a", 5)
 	runFor(key, true, 5) // a real checkpoint of 1..5 at 6
 	appendN(t, l, "a", 5)
-	runFor(newTestKey(t), false, 10) // a forged one of 6..10 at 12
+	runFor(newTestKey(t), false, 10) // forged ones of 6..10 at 12 and of 11..12 at 13
 	appendN(t, l, "a", 5)
 	runFor(key, true, 15) // 6..10 again, then 11..15
 	v := verify(t, l, key)
 	t.Log(v.Summary())
-	if len(v.Problems) != 1 || v.Problems[0].Kind != eventlog.BadCheckpoint || v.Problems[0].Seq != 12 || v.Covered < 15 {
+	if len(v.Problems) != 2 || v.Problems[0].Kind != eventlog.BadCheckpoint || v.Problems[0].Seq != 12 ||
+		v.Problems[1].Kind != eventlog.BadCheckpoint || v.Problems[1].Seq != 13 || v.Covered < 15 {
 		t.Fatalf("%s %+v", v.Summary(), v.Problems)
 	}
 }

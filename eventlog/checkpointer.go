@@ -146,7 +146,8 @@ type cpState struct {
 	inflightSince time.Time
 }
 
-// Run appends checkpoints until ctx ends. It returns ctx's error, or an
+// Run appends checkpoints until ctx ends, then one last checkpoint of what
+// it read and did not yet cover (see last). It returns ctx's error, or an
 // error reading the log.
 func (c *Checkpointer) Run(ctx context.Context) error {
 	defer c.stopped.Store(true)
@@ -176,6 +177,9 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if backfilled {
+				c.last(st, items)
+			}
 			return ctx.Err()
 		case err := <-readErr:
 			readErr <- err // for the deferred wait
@@ -226,6 +230,31 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 				}
 			}
 		}
+	}
+}
+
+// lastWait bounds the last checkpoint of a Checkpointer that stops.
+const lastWait = 5 * time.Second
+
+// last covers, as the Checkpointer stops, what it read and no checkpoint
+// covers yet: a node that stops gracefully leaves no tail of its log
+// unsigned, which could be edited in its files while it is down and signed
+// as it is on the next start. A crash still leaves one (up to Every events
+// or Interval). It waits at most lastWait, and does not wait for the
+// checkpoint to be read back.
+func (c *Checkpointer) last(st *cpState, items []fed) {
+	ctx, cancel := context.WithTimeout(context.Background(), lastWait)
+	defer cancel()
+	for _, f := range c.q.take(items) {
+		if err := c.read(ctx, st, f); err != nil {
+			return
+		}
+	}
+	if st.inflight || st.lastEvent < st.from || len(st.leaves) == 0 {
+		return
+	}
+	if err := c.propose(ctx, st, len(st.leaves)); err != nil {
+		c.log.Warn("eventlog: the last checkpoint before stopping", "err", err)
 	}
 }
 

@@ -512,3 +512,30 @@ type quietPebble struct{}
 func (quietPebble) Infof(string, ...any)           {}
 func (quietPebble) Errorf(string, ...any)          {}
 func (quietPebble) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+
+// A node that stops gracefully covers its log with a last checkpoint, so
+// that no tail of it is left unsigned while it is down (where an edit of
+// the files would be signed as it is on the next start). Here no
+// checkpoint is due while it runs (every 10,000 events or each minute).
+func TestGracefulStopCoversTheLog(t *testing.T) {
+	dir := t.TempDir()
+	t.Run("history", func(t *testing.T) {
+		n := startTestNode(t, defaultTestConfig(dir))
+		newStory(t, n).play(t)
+		if c := n.checkpointer.Covered(); c != 0 {
+			t.Fatalf("a checkpoint covers %d while the node runs: the test proves nothing", c)
+		}
+	}) // stopped when it returns
+	out, err := command(t, "audit", "verify", "--data-dir", dir, "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var v struct{ Covered, Uncovered, Checkpoints uint64 }
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// The last checkpoint's own message is after it.
+	if v.Covered == 0 || v.Checkpoints != 1 || v.Uncovered != 1 {
+		t.Fatalf("after a graceful stop: %s", out)
+	}
+}
