@@ -113,7 +113,7 @@ func read(t *testing.T, ctx context.Context, sel string) string {
 func TestConsoleInABrowser(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	st := denyThenGrant(t, n)
-	longNamedService(t, n, st)
+	long := longNamedService(t, n, st)
 	n.createUser(t, "plain-user", "user-password", false)
 	srv := consoleServer(t, n)
 	// The browser reaches the node by the name on its certificate.
@@ -251,13 +251,42 @@ func TestConsoleInABrowser(t *testing.T) {
 	if changes := read(t, ctx, "#changes-table"); !strings.Contains(changes, "laptop-1") || !strings.Contains(changes, "granted") || !strings.Contains(changes, "denied") {
 		t.Fatalf("changes: %s", changes)
 	}
+	// On a phone: no page is wider than the screen; the timeline, wider,
+	// opens at its newest end; the checks' action is in view.
+	fits := func(what string) {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`[document.documentElement.scrollWidth, window.innerWidth]`))
+		if err != nil || v[0] > v[1] {
+			t.Errorf("%s on a phone: %v wide in a %v wide window (%v)", what, v[0], v[1], err)
+		}
+	}
 	browse(t, ctx, "a phone",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/console/identities/"+st.identity),
 		chromedp.WaitVisible(css("#timeline")),
 		shot(dir, "identity-phone"),
-		chromedp.EmulateViewport(1280, 800),
 	)
+	fits("the identity page")
+	if ends, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => {
+		const box = document.querySelector("div.timeline").getBoundingClientRect(), svg = document.getElementById("timeline").getBoundingClientRect();
+		return [svg.width, box.width, svg.right, box.right];
+	})()`)); err != nil || ends[0] <= ends[1] || ends[2] > ends[3]+1 {
+		t.Errorf("the timeline on a phone (svg width, box width, svg right, box right): %v (%v): not at its newest end", ends, err)
+	}
+	browse(t, ctx, "explain on a phone",
+		chromedp.Navigate(base+"/console/explain?identity="+st.identity+"&service="+long),
+		chromedp.WaitVisible(css("#decision")),
+	)
+	fits("explain")
+	browse(t, ctx, "checks on a phone",
+		chromedp.Navigate(base+"/console/checks"),
+		chromedp.WaitVisible(css("#checks")),
+	)
+	fits("the checks page")
+	if right, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`Math.max(...[...document.querySelectorAll("a.backtest")].map(a => a.getBoundingClientRect().right))`)); err != nil || right > 390 {
+		t.Errorf("the checks' edit and backtest links on a phone end at %v (%v)", right, err)
+	}
+	browse(t, ctx, "back to a desktop", chromedp.EmulateViewport(1280, 800))
 
 	// Sign out: back to sign-in, and the pages stay closed.
 	browse(t, ctx, "sign out",

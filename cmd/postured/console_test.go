@@ -351,7 +351,7 @@ func TestConsolePages(t *testing.T) {
 			t.Errorf("impact lacks %q:\n%s", want, impact[1])
 		}
 	}
-	if !regexp.MustCompile(`<td>registered-nic</td><td>MAC</td><td>report-only, enforced from <time`).MatchString(p.Body) {
+	if !regexp.MustCompile(`<td>registered-nic</td><td data-label="Type">MAC</td><td data-label="Enforcement">report-only, enforced from <time`).MatchString(p.Body) {
 		t.Errorf("the checks table does not show the check as report-only:\n%s", p.Body)
 	}
 	if p := b.get("/console/fleet"); !strings.Contains(p.Body, "<td>Check registered-nic</td><td>MAC</td><td>0</td><td>0</td><td>0</td><td>1</td>") {
