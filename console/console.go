@@ -20,6 +20,8 @@ const Base = "/console/"
 // Store is what the pages read (projections.Store implements it).
 type Store interface {
 	Identity(id string) (posture.Identity, error)
+	// IdentityByName reads the identity with the name (names are unique).
+	IdentityByName(name string) (posture.Identity, error)
 	// IdentityPage reads at most limit identities in id order after the
 	// id, without scanning the rest.
 	IdentityPage(after string, limit int) ([]posture.Identity, error)

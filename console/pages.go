@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -471,13 +472,24 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusOK, "explain", data)
 		return
 	}
-	id, err := c.opts.Store.Identity(identityID)
+	id, err := c.identityOf(identityID)
 	if err != nil {
 		again(err)
 		return
 	}
-	data["Identity"] = id
-	data["Services"] = c.services(id.ID)
+	// The form asks again by id, whatever it was asked by.
+	data["Identity"], data["IdentityID"] = id, id.ID
+	services := c.services(id.ID)
+	if serviceID != "" && !slices.ContainsFunc(services, func(s service) bool { return s.ID == serviceID }) {
+		// A service no policy grants the identity is still the one asked
+		// about: the choice keeps it, so that asking again asks the same.
+		name := serviceID + " (no such service)"
+		if svc, err := c.opts.Store.Service(serviceID); err == nil {
+			name = svc.Name + " (not granted to this identity)"
+		}
+		services = append([]service{{serviceID, name}}, services...)
+	}
+	data["Services"] = services
 	if serviceID == "" {
 		c.render(w, r, http.StatusOK, "explain", data)
 		return
@@ -497,6 +509,20 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	data["Explanation"] = x
 	data["At"] = x.At.UTC().Format(time.RFC3339Nano)
 	c.render(w, r, http.StatusOK, "explain", data)
+}
+
+// identityOf reads the identity an explain question names by its id or by
+// its name.
+func (c *Console) identityOf(idOrName string) (posture.Identity, error) {
+	id, err := c.opts.Store.Identity(idOrName)
+	if !errors.Is(err, posture.ErrNotFound) {
+		return id, err
+	}
+	id, err = c.opts.Store.IdentityByName(idOrName)
+	if errors.Is(err, posture.ErrNotFound) {
+		return id, posture.Errorf(posture.CodeNotFound, "No identity has the id or name %q.", idOrName)
+	}
+	return id, err
 }
 
 // checkRow is a posture check on the checks page, with its enforcement as

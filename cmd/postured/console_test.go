@@ -653,3 +653,35 @@ func TestConsoleIdentityWindow(t *testing.T) {
 		t.Fatalf("an empty window: %d\n%s", p.Status, p.Body)
 	}
 }
+
+// TestConsoleExplainByName: explain takes an identity's name as well as its
+// id, says on the form when neither names one, and keeps a service that no
+// policy grants the identity as the one chosen.
+func TestConsoleExplainByName(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	st := denyThenGrant(t, n)
+	hr := n.create(t, n.adminToken(t), "services", map[string]any{"name": "hr"})
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	b.signIn("admin", testAdminPassword)
+
+	p := b.get("/console/explain?identity=laptop-1&service=" + st.service)
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Decision: <strong>granted</strong>") ||
+		!strings.Contains(p.Body, `name="identity" value="`+st.identity+`"`) {
+		t.Fatalf("explain by name: %d\n%s", p.Status, p.Body)
+	}
+	p = b.get("/console/explain?identity=laptop-9")
+	if p.Status != http.StatusNotFound || !strings.Contains(p.Body, `id="explain-error" role="alert">No identity has the id or name &#34;laptop-9&#34;.</p>`) ||
+		!strings.Contains(p.Body, `name="identity" value="laptop-9"`) {
+		t.Fatalf("explain of a name no identity has: %d\n%s", p.Status, p.Body)
+	}
+	// hr is granted to no one: the select keeps it chosen, and crm too.
+	selected := regexp.MustCompile(`<option value="([^"]+)" selected>([^<]*)</option>`)
+	p = b.get("/console/explain?identity=" + st.identity + "&service=" + hr)
+	if m := selected.FindAllStringSubmatch(p.Body, -1); len(m) != 1 || m[0][1] != hr || m[0][2] != "hr (not granted to this identity)" {
+		t.Fatalf("explain of a service not granted: %d, selected %q\n%s", p.Status, m, p.Body)
+	}
+	p = b.get("/console/explain?identity=" + st.identity + "&service=" + st.service)
+	if m := selected.FindAllStringSubmatch(p.Body, -1); len(m) != 1 || m[0][1] != st.service || m[0][2] != "crm" {
+		t.Fatalf("explain of crm: selected %q", m)
+	}
+}
