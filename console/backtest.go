@@ -290,6 +290,11 @@ func (c *Console) backtestJob(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	if a.status == http.StatusNotFound {
+		c.render(w, r, http.StatusNotFound, "error", map[string]any{"Title": "Backtest not found", "Message": "No backtest job " +
+			strconv.Quote(r.PathValue("id")) + " on this node: a job is kept in the node's memory for an hour after it ends, and forgotten when the node restarts."})
+		return
+	}
 	if a.status != http.StatusOK {
 		c.apiFail(w, r, a)
 		return

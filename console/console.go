@@ -141,6 +141,7 @@ func New(opts Options) (*Console, error) {
 	m.Handle("GET /console/checks/{id}/backtest", c.admin(c.backtestPage))
 	m.Handle("POST /console/checks/{id}/backtest", c.admin(c.startBacktest))
 	m.Handle("GET /console/backtests/{id}", c.admin(c.backtestJob))
+	m.Handle("GET /console/", c.admin(c.notFound))
 	// Forms are refused from other origins (Sec-Fetch-Site, Origin), on top
 	// of the token each one carries.
 	c.h = secure(http.NewCrossOriginProtection().Handler(c.csrf(m)))
@@ -191,6 +192,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if err := c.pages[name].Execute(w, data); err != nil {
 		c.opts.Logger.Error("console: render", "page", name, "err", err)
 	}
+}
+
+// notFound answers a console address that is no page with the error page,
+// in the console's layout.
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusNotFound, "error", map[string]any{"Title": "Not found", "Message": "No page at " + r.URL.Path + "."})
 }
 
 // fail renders the error page with pageError's status and message.

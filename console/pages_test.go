@@ -69,3 +69,26 @@ func TestChecksImpactLosesNothing(t *testing.T) {
 		t.Fatalf("an identity that loses nothing:\n%s", body)
 	}
 }
+
+// TestNotFoundPages: an address under /console/ that is no page is
+// answered in the console's layout; a backtest job the node does not know
+// is said to be forgotten after an hour or a restart.
+func TestNotFoundPages(t *testing.T) {
+	c := newPagesConsole(t)
+	w := get(t, c, "/console/nope")
+	if body := w.Body.String(); w.Code != http.StatusNotFound || !strings.Contains(body, `<a href="/console/checks">Checks</a>`) ||
+		!strings.Contains(body, `<p class="error" role="alert">No page at /console/nope.</p>`) {
+		t.Fatalf("an unknown page: %d\n%s", w.Code, body)
+	}
+	w = get(t, c, "/console/backtests/gone")
+	if body := w.Body.String(); w.Code != http.StatusNotFound || !strings.Contains(body, "for an hour after it ends, and forgotten when the node restarts") {
+		t.Fatalf("an unknown backtest job: %d\n%s", w.Code, body)
+	}
+	// The console's other addresses are unchanged.
+	if w := get(t, c, "/console/"); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/fleet" {
+		t.Fatalf("/console/: %d %v", w.Code, w.Header())
+	}
+	if w := get(t, c, "/console/assets/console.css"); w.Code != http.StatusOK {
+		t.Fatalf("an asset: %d", w.Code)
+	}
+}
