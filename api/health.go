@@ -97,6 +97,9 @@ type Health struct {
 	// Disk, when set, makes a node whose log or projection is out of disk
 	// space not ready, with the reason.
 	Disk DiskStater
+	// Altered, when set, says how the log differs from its signed
+	// checkpoints ("": it does not, or that is not known).
+	Altered func() string
 }
 
 // ReadyView is the body of /readyz.
@@ -116,6 +119,10 @@ type ReadyView struct {
 	// wrong.
 	MissingMessages int    `json:"missingMessages,omitempty"`
 	Warning         string `json:"warning,omitempty"`
+	// LogAltered says how the log differs from its signed checkpoints, as
+	// the node found when it rebuilt its projection from it. The node
+	// stays ready.
+	LogAltered string `json:"logAltered,omitempty"`
 }
 
 // Check reports readiness.
@@ -156,6 +163,9 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 	v := ReadyView{Ready: err == nil, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
 	if st.Missing > 0 {
 		v.MissingMessages, v.Warning = st.Missing, MissingWarning(st.Missing)
+	}
+	if h.Altered != nil {
+		v.LogAltered = h.Altered()
 	}
 	switch {
 	case err != nil:

@@ -66,6 +66,32 @@ func (n *node) runCheckpoints(ctx context.Context) {
 	}
 }
 
+// verifyRebuilt checks the whole log against its checkpoints, as audit
+// verify does, when the projection is built from the log's start at this
+// start (a new node, a restore, a projection removed): a running node
+// hashes only what no checkpoint covers yet, so one rebuilt from a log
+// altered in its checked range would serve that history without a word.
+// A log that does not verify is logged as an error and shown by /readyz
+// (logAltered); the node stays ready, as with missing messages.
+func (n *node) verifyRebuilt(ctx context.Context) {
+	if !n.rebuilding || n.checkpointer == nil {
+		return
+	}
+	v, err := n.elog.Verify(ctx, eventlog.VerifyOptions{Verify: checkpointVerifier(n.ca.Certificate()), MaxProblems: 10})
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		n.log.Warn("verifying the log the projection was rebuilt from", "err", err)
+	case !v.OK():
+		what := v.Summary()
+		n.altered.Store(&what)
+		n.log.Error("the log the projection was rebuilt from does not match its signed checkpoints: its history was altered or damaged; "+
+			"run postured audit verify, then restore the log from a backup", "finding", what)
+	default:
+		n.log.Info("the log the projection was rebuilt from matches its signed checkpoints", "covered", v.Covered)
+	}
+}
+
 // projectionSource is the log as the projection reads it: through the
 // checkpointer, which hashes each message as it is delivered instead of
 // reading the log a second time.

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/eventlog/natstest"
 )
@@ -238,6 +239,30 @@ func TestAuditVerifyRepublished(t *testing.T) {
 	if !errors.Is(err, errVerifyFailed) || !strings.HasPrefix(out, want) {
 		t.Fatalf("after republishing %d altered: %v\n%s\nwant a line starting %q", seq, err, out, want)
 	}
+}
+
+// rebuiltReady starts a node on dir without its projection and snapshots,
+// waits until its log says what it found of the log it rebuilt from (a
+// line holding finding) and returns its readiness. The node is stopped at
+// the end of t.
+func rebuiltReady(t *testing.T, dir, finding string) api.ReadyView {
+	t.Helper()
+	for _, d := range []string{"projections", "snapshots"} {
+		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs lockedBuffer
+	n := startTestNodeLog(t, defaultTestConfig(dir), slog.New(slog.NewTextHandler(&logs, nil)))
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), finding) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log:\n%s", finding, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, v := n.readyz(t)
+	return v
 }
 
 // Two nodes on a NATS cluster both checkpoint the log they share: one
@@ -537,5 +562,40 @@ func TestGracefulStopCoversTheLog(t *testing.T) {
 	// The last checkpoint's own message is after it.
 	if v.Covered == 0 || v.Checkpoints != 1 || v.Uncovered != 1 {
 		t.Fatalf("after a graceful stop: %s", out)
+	}
+	// A node that rebuilds its projection from it finds it untouched.
+	t.Run("untouched", func(t *testing.T) {
+		if r := rebuiltReady(t, dir, "matches its signed checkpoints"); r.LogAltered != "" || !r.Ready {
+			t.Fatalf("readyz after a rebuild from an untouched log: %+v", r)
+		}
+	})
+
+	// Someone who may append to the log adds an event and a checkpoint of
+	// it that the CA did not sign: a node that rebuilds from that log says
+	// so, and stays ready.
+	ctx := t.Context()
+	l, err := eventlog.Open(ctx, eventlog.Options{Dir: filepath.Join(dir, "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := l.Append(ctx, posture.MustEvent(posture.APISessionTouched{ID: "nosuchsess", IdentityID: "nosuchid00", At: time.Now()}, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger, err := eventlog.NewCheckpointer(l, eventlog.CheckpointOptions{Every: 1, Sign: func([]byte) ([]byte, error) { return []byte("forged"), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- forger.Run(fctx) }()
+	if err := forger.WaitFor(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	<-done
+	l.Close()
+	if r := rebuiltReady(t, dir, "does not match its signed checkpoints"); !strings.HasPrefix(r.LogAltered, "FAIL: checkpoint at seq") || !r.Ready {
+		t.Fatalf("readyz after a rebuild from a log with a forged checkpoint: %+v", r)
 	}
 }

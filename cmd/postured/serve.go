@@ -505,6 +505,10 @@ type node struct {
 	checkpointer    *eventlog.Checkpointer // signs checkpoints of the log; nil with --no-checkpoints
 	snapshots       *projections.Snapshots // checkpoints of the projection that past moments start from
 	checkpointsDone chan struct{}          // closed when the checkpointer returns
+	// rebuilding: the projection is built from the start of the log at
+	// this start; altered is what verifyRebuilt found wrong with that log.
+	rebuilding bool
+	altered    atomic.Pointer[string]
 }
 
 // startNode opens the log, the projection and the PKI and starts the
@@ -592,6 +596,7 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err := checkLogEnd(openCtx, n.elog, n.store.Cursor(), n.snapshots.List(), s.DataDir); err != nil {
 		return nil, err
 	}
+	n.rebuilding = n.store.Cursor() == 0
 	// The projection keeps its cursor, not the time of the event there,
 	// which tells the past from the present (explain): the log has it.
 	if c := n.store.Cursor(); c > 0 {
@@ -626,7 +631,13 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	n.instanceID = posture.NewID()
 	var starting *echo.Echo
 	n.health = &api.Health{Progress: n.store, State: n.logState, Halt: n.halt, Disk: n.disk,
-		Starting: func() bool { return n.serving.Load() == starting }}
+		Starting: func() bool { return n.serving.Load() == starting },
+		Altered: func() string {
+			if a := n.altered.Load(); a != nil {
+				return *a
+			}
+			return ""
+		}}
 	starting = n.newEcho()
 	starting.Any("/*", func(echo.Context) error {
 		return &posture.Error{Code: posture.CodeUnavailable, Message: "postured is catching up with the event log; try again later"}
@@ -773,6 +784,7 @@ func (n *node) Run(ctx context.Context) error {
 	g.Go(func() error { return relay.Run(gctx) })
 	g.Go(func() error { return n.hooks.Run(gctx) })
 	g.Go(func() error { return n.snapshots.Run(gctx, n.store, n.elog) })
+	g.Go(func() error { n.verifyRebuilt(gctx); return nil })
 	return g.Wait()
 }
 
