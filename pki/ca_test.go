@@ -180,4 +180,7 @@ func TestParseCertificatesPEM(t *testing.T) {
 	if _, err := ParseCACertificatePEM(EncodePEM(leaf)); !errors.Is(err, ErrInvalidCertificate) {
 		t.Errorf("ParseCACertificatePEM(leaf) = %v, want ErrInvalidCertificate", err)
 	}
+	if _, err := ParseCACertificatePEM(weakCAPEM(t)); !errors.Is(err, ErrInvalidCertificate) || !strings.Contains(err.Error(), "1024-bit RSA key is too weak") {
+		t.Errorf("ParseCACertificatePEM(a CA with a 1024-bit RSA key) = %v, want ErrInvalidCertificate", err)
+	}
 }

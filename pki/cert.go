@@ -100,8 +100,8 @@ func parseCertificates(data []byte, first bool) ([]*x509.Certificate, error) {
 }
 
 // ParseCACertificatePEM returns the first certificate of PEM data and checks
-// that it is a CA certificate (basic constraints with CA set). It is the check
-// for a CA that an administrator adds.
+// that it is a CA certificate (basic constraints with CA set) with a key
+// that passes CheckKey. It is the check for a CA that an administrator adds.
 func ParseCACertificatePEM(data []byte) (*x509.Certificate, error) {
 	cert, err := ParseCertificatePEM(data)
 	if err != nil {
@@ -109,6 +109,9 @@ func ParseCACertificatePEM(data []byte) (*x509.Certificate, error) {
 	}
 	if !cert.BasicConstraintsValid || !cert.IsCA {
 		return nil, fmt.Errorf("%w: %q is not a CA certificate", ErrInvalidCertificate, cert.Subject.CommonName)
+	}
+	if err := CheckKey(cert.PublicKey); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCertificate, err)
 	}
 	return cert, nil
 }

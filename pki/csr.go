@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
@@ -18,13 +19,34 @@ import (
 // SignRequest gives no NotAfter.
 const DefaultValidity = 365 * 24 * time.Hour
 
-// MinRSABits is the smallest RSA key a CSR may carry (NIST SP 800-131A);
-// MaxCSRNames bounds its subject alternative names, far more than a router
-// or an endpoint needs.
+// MinRSABits is the smallest RSA key a CSR or a certificate an
+// administrator adds may carry (NIST SP 800-131A); MaxCSRNames and
+// MaxCSRSubject bound a CSR's subject alternative names and its subject
+// (DER), far more than a router or an endpoint needs.
 const (
-	MinRSABits  = 2048
-	MaxCSRNames = 100
+	MinRSABits    = 2048
+	MaxCSRNames   = 100
+	MaxCSRSubject = 1024
 )
+
+// CheckKey refuses a public key that is not ECDSA on P-256 or a larger
+// curve, Ed25519, or RSA of at least MinRSABits bits.
+func CheckKey(pub crypto.PublicKey) error {
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n < MinRSABits {
+			return fmt.Errorf("a %d-bit RSA key is too weak (at least %d bits)", n, MinRSABits)
+		}
+	case *ecdsa.PublicKey:
+		if k.Curve.Params().BitSize < 256 {
+			return fmt.Errorf("ECDSA on %s is too weak (P-256, P-384 or P-521)", k.Curve.Params().Name)
+		}
+	case ed25519.PublicKey:
+	default:
+		return fmt.Errorf("unsupported public key type %T (ECDSA, RSA or Ed25519)", pub)
+	}
+	return nil
+}
 
 // SignRequest says how SignCSR issues a certificate.
 type SignRequest struct {
@@ -48,9 +70,9 @@ type SignRequest struct {
 // PEM ("CERTIFICATE REQUEST" or "NEW CERTIFICATE REQUEST"), DER, or base64 of
 // DER without PEM headers. Errors wrap ErrMissingCSR (empty input),
 // ErrInvalidCSR (not a CSR, or a key type other than ECDSA, RSA, Ed25519), or
-// ErrCSRSignature (the self-signature does not verify). An RSA key must have
-// at least MinRSABits bits, and the CSR may ask for at most MaxCSRNames
-// subject alternative names.
+// ErrCSRSignature (the self-signature does not verify). Its key must pass
+// CheckKey, its subject be at most MaxCSRSubject bytes, and it may ask for
+// at most MaxCSRNames subject alternative names.
 func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 	der, err := csrDER(data)
 	if err != nil {
@@ -60,18 +82,11 @@ func ParseCSR(data []byte) (*x509.CertificateRequest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCSR, err)
 	}
-	switch k := csr.PublicKey.(type) {
-	case *rsa.PublicKey:
-		if n := k.N.BitLen(); n < MinRSABits {
-			return nil, fmt.Errorf("%w: a %d-bit RSA key is too weak (at least %d bits)", ErrInvalidCSR, n, MinRSABits)
-		}
-	case *ecdsa.PublicKey:
-		if n := k.Curve.Params().BitSize; n < 256 {
-			return nil, fmt.Errorf("%w: ECDSA on %s is too weak (P-256, P-384 or P-521)", ErrInvalidCSR, k.Curve.Params().Name)
-		}
-	case ed25519.PublicKey:
-	default:
-		return nil, fmt.Errorf("%w: unsupported public key algorithm %v", ErrInvalidCSR, csr.PublicKeyAlgorithm)
+	if err := CheckKey(csr.PublicKey); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCSR, err)
+	}
+	if n := len(csr.RawSubject); n > MaxCSRSubject {
+		return nil, fmt.Errorf("%w: a subject of %d bytes (at most %d)", ErrInvalidCSR, n, MaxCSRSubject)
 	}
 	if n := len(csr.DNSNames) + len(csr.IPAddresses) + len(csr.EmailAddresses) + len(csr.URIs); n > MaxCSRNames {
 		return nil, fmt.Errorf("%w: %d subject alternative names (at most %d)", ErrInvalidCSR, n, MaxCSRNames)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -150,6 +151,7 @@ func TestSignCSRErrors(t *testing.T) {
 		{"RSA 1024", makeCSR(t, weak, "x", nil, nil), ErrInvalidCSR},
 		{"P-224", makeCSR(t, p224, "x", nil, nil), ErrInvalidCSR},
 		{"too many names", makeCSR(t, newP256(t), "x", names(MaxCSRNames+1), nil), ErrInvalidCSR},
+		{"a long subject", makeCSR(t, newP256(t), strings.Repeat("x", MaxCSRSubject), nil, nil), ErrInvalidCSR},
 	}
 	for _, tt := range tests {
 		if _, _, err := ca.SignCSR(tt.in, SignRequest{}); !errors.Is(err, tt.want) {

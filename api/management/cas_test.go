@@ -1,10 +1,17 @@
 package management
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api/apitest"
@@ -29,6 +36,7 @@ func TestCAHandlers(t *testing.T) {
 	flags := `"isAuthEnabled":true,"isAutoCaEnrollmentEnabled":false,"isOttCaEnrollmentEnabled":true`
 	other := testCA(t)
 	otherPEM, _ := json.Marshal(string(other.PEM()))
+	weakPEM, _ := json.Marshal(string(weakCAPEM(t)))
 	known := posture.CA{ID: "ca1", Name: "corp", CertPEM: string(other.PEM()), Fingerprint: pki.Fingerprint(other.Certificate()),
 		IdentityRoles: []string{}, IdentityNameFormat: posture.DefaultIdentityNameFormat, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	verified := known
@@ -46,6 +54,8 @@ func TestCAHandlers(t *testing.T) {
 		{Name: "createCA: the certificate of another CA", Method: http.MethodPost, Path: "/cas", Body: `{"name":"partner","certPem":` + string(otherPEM) + `,` + flags + `}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "certPem"},
 		{Name: "createCA: no PEM", Method: http.MethodPost, Path: "/cas", Body: `{"name":"partner","certPem":"hello",` + flags + `}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "certPem"},
+		{Name: "createCA: a 1024-bit RSA key", Method: http.MethodPost, Path: "/cas", Body: `{"name":"partner","certPem":` + string(weakPEM) + `,` + flags + `}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "certPem"},
 		{Name: "createCA: a flag missing", Method: http.MethodPost, Path: "/cas", Body: `{"name":"partner","certPem":` + string(pemJSON) + `,"isAuthEnabled":true}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "isAutoCaEnrollmentEnabled"},
@@ -74,6 +84,7 @@ func TestExternalJWTSignerHandlers(t *testing.T) {
 		JWKSEndpoint: "https://idp.example/keys", Scopes: []string{}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	certJSON, _ := json.Marshal(string(testCA(t).PEM()))
 	base := `"audience":"postured","enabled":true`
+	weakJSON, _ := json.Marshal(string(weakCAPEM(t)))
 	runManagement(t, []apitest.Case{
 		{Name: "createExternalJWTSigner: with a JWKS endpoint", Method: http.MethodPost, Path: "/external-jwt-signers",
 			Body: `{"name":"idp2","issuer":"https://idp2.example",` + base + `,"jwksEndpoint":"https://idp2.example/keys"}`, Status: http.StatusCreated, Appended: []string{created[posture.ExternalJWTSigner]()}},
@@ -84,6 +95,9 @@ func TestExternalJWTSignerHandlers(t *testing.T) {
 					t.Fatalf("created %+v", s)
 				}
 			}},
+		{Name: "createExternalJWTSigner: a certificate with a 1024-bit RSA key", Method: http.MethodPost, Path: "/external-jwt-signers",
+			Body:   `{"name":"idp2","issuer":"https://idp2.example",` + base + `,"certPem":` + string(weakJSON) + `}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "certPem"},
 		{Name: "createExternalJWTSigner: both a certificate and a JWKS endpoint", Method: http.MethodPost, Path: "/external-jwt-signers",
 			Body:   `{"name":"idp2","issuer":"https://idp2.example",` + base + `,"certPem":` + string(certJSON) + `,"jwksEndpoint":"https://idp2.example/keys"}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "certPem"},
@@ -118,4 +132,20 @@ func TestExternalJWTSignerHandlers(t *testing.T) {
 				}
 			}},
 	}, idp)
+}
+
+// weakCAPEM is a self-signed CA certificate with a 1024-bit RSA key.
+func weakCAPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "weak"}, NotBefore: handlerNow.Add(-time.Hour),
+		NotAfter: handlerNow.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

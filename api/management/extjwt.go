@@ -1,9 +1,6 @@
 package management
 
 import (
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/rsa"
 	"net/url"
 	"strings"
 	"time"
@@ -147,10 +144,8 @@ func (a *API) buildExtJWTSigner(in extJWTInput, old *posture.ExternalJWTSigner, 
 		if err != nil {
 			return s, posture.Invalid("certPem", "must be a PEM certificate: "+err.Error(), nil)
 		}
-		switch cert.PublicKey.(type) {
-		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
-		default:
-			return s, posture.Invalid("certPem", "the certificate's key must be RSA, ECDSA or Ed25519", nil)
+		if err := pki.CheckKey(cert.PublicKey); err != nil {
+			return s, posture.Invalid("certPem", "the certificate's key: "+err.Error(), nil)
 		}
 		s.CertPEM, s.Fingerprint = certPEM+"\n", pki.Fingerprint(cert)
 	}
