@@ -1,10 +1,13 @@
 package management
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -146,6 +149,9 @@ func (a *API) configTypes() *resource[posture.ConfigType, configTypeInput] {
 			if t.Schema = in.Schema; t.Schema == nil {
 				t.Schema = map[string]any{}
 			}
+			if _, err := configSchema(t.Schema); err != nil {
+				return t, posture.Invalid("schema", "must be a JSON Schema: "+err.Error(), nil)
+			}
 			t.Tags, err = tags(in.Tags)
 			return t, err
 		},
@@ -211,6 +217,9 @@ func (a *API) configs() *resource[posture.Config, configInput] {
 			if in.Data == nil {
 				return c, posture.Invalid("data", "is required: a JSON object", nil)
 			}
+			if err := checkConfigData(ct, in.Data); err != nil {
+				return c, err
+			}
 			c.Data = in.Data
 			c.Tags, err = tags(in.Tags)
 			return c, err
@@ -254,4 +263,40 @@ func (a *API) configView(c posture.Config) any {
 		"configType": api.Ref(string(posture.KindConfigType), c.ConfigTypeID, typeName),
 		"data":       c.Data, "tags": c.Tags, "createdAt": api.Time(c.CreatedAt), "updatedAt": api.Time(c.UpdatedAt),
 		"_links": api.SelfLink(string(posture.KindConfig), c.ID)}
+}
+
+// configSchema compiles a config type's schema: JSON Schema of the draft its
+// $schema names (draft 4 to 2020-12; 2020-12 without one). References
+// resolve within the schema only: nothing is fetched, no file is read.
+func configSchema(schema map[string]any) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	const loc = "config-type.json"
+	if err := c.AddResource(loc, schema); err != nil {
+		return nil, err
+	}
+	return c.Compile(loc)
+}
+
+// checkConfigData refuses config data that its type's schema does not
+// accept, as the controller does: 400 on data, with where and why.
+func checkConfigData(t posture.ConfigType, data map[string]any) error {
+	schema, err := configSchema(t.Schema)
+	if err != nil {
+		// A type stored before schemas were checked: nothing to hold data to.
+		return nil
+	}
+	err = schema.Validate(any(data))
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	reason := ve.Error()
+	for _, u := range ve.BasicOutput().Errors {
+		if u.Error != nil {
+			reason = fmt.Sprintf("at %q: %s", cmp.Or(u.InstanceLocation, "/"), u.Error)
+			break
+		}
+	}
+	return posture.Invalid("data", "does not match the schema of config type "+t.Name+": "+reason, nil)
 }

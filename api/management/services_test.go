@@ -1,6 +1,7 @@
 package management
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 // TestServiceHandlers: the service resource with its configs, the config
 // types and configs it refers to, and what they refuse.
 func TestServiceHandlers(t *testing.T) {
-	hostV1 := posture.ConfigType{ID: "ct1", Name: "host.v1", Schema: map[string]any{}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
+	hostV1 := posture.ConfigType{ID: "ct1", Name: "host.v1", CreatedAt: handlerNow, UpdatedAt: handlerNow, Schema: map[string]any{
+		"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": []any{"port"},
+		"properties": map[string]any{"port": map[string]any{"type": "integer", "minimum": float64(1), "maximum": float64(65535)}}}}
 	hostCfg := posture.Config{ID: "cfg1", Name: "crm-host", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	otherCfg := posture.Config{ID: "cfg2", Name: "crm-host-2", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(8443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	runManagement(t, []apitest.Case{
@@ -77,6 +80,33 @@ func TestServiceHandlers(t *testing.T) {
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "configTypeId"},
 		{Name: "createConfig: data that is not an object", Method: http.MethodPost, Path: "/configs", Body: `{"name":"c3","configTypeId":"ct1","data":[1]}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
+		{Name: "createConfig: data its type's schema accepts", Method: http.MethodPost, Path: "/configs", Body: `{"name":"c3","configTypeId":"ct1","data":{"port":8080}}`,
+			Status: http.StatusCreated, Appended: []string{created[posture.Config]()}},
+		{Name: "createConfig: data its type's schema refuses", Method: http.MethodPost, Path: "/configs", Body: `{"name":"c3","configTypeId":"host.v1","data":{"port":70000}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if !strings.Contains(fmt.Sprint(r.Error.Cause), `does not match the schema of config type host.v1: at "/port": maximum`) {
+					t.Fatalf("error %+v", r.Error)
+				}
+			}},
+		{Name: "createConfig: data without what its type's schema requires", Method: http.MethodPost, Path: "/configs", Body: `{"name":"c3","configTypeId":"ct1","data":{"b":1}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data"},
+		{Name: "updateConfig: data its type's schema refuses", Method: http.MethodPatch, Path: "/configs/cfg1", Body: `{"data":{"port":"443"}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data"},
+		{Name: "createConfigType: a schema that is not one", Method: http.MethodPost, Path: "/config-types", Body: `{"name":"x.v1","schema":{"type":"nosuchtype"}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: a schema that refers to a file", Method: http.MethodPost, Path: "/config-types", Body: `{"name":"x.v1","schema":{"$ref":"file:///etc/passwd"}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if strings.Contains(fmt.Sprint(r.Error), "root:") {
+					t.Fatalf("the file was read: %+v", r.Error)
+				}
+			}},
+		{Name: "createConfigType: a schema that refers to a URL", Method: http.MethodPost, Path: "/config-types", Body: `{"name":"x.v1","schema":{"$ref":"https://example.com/s.json"}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: a draft-07 schema", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"p":{"type":"integer"}},"properties":{"port":{"$ref":"#/definitions/p"}}}}`,
+			Status: http.StatusCreated, Appended: []string{created[posture.ConfigType]()}},
 		{Name: "detailConfig", Method: http.MethodGet, Path: "/configs/cfg1", Status: http.StatusOK,
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
 				if d := dataOf(t, r); d["name"] != "crm-host" || d["configTypeId"] != "ct1" {
