@@ -149,7 +149,7 @@ func (ca *CA) SignCSR(csrData []byte, req SignRequest) (*x509.Certificate, []byt
 		return nil, nil, err
 	}
 	if name, ok := takenName(csr, req.Taken); ok {
-		return nil, nil, fmt.Errorf("%w: it names %s, which a controller's own certificate is for", ErrInvalidCSR, name)
+		return nil, nil, fmt.Errorf("%w: it names %s, which a controller's own certificate is for (a router on a controller's host needs a name of its own, such as a DNS alias)", ErrInvalidCSR, name)
 	}
 	now := ca.opts.Now()
 	notAfter := req.NotAfter
