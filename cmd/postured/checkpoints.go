@@ -87,7 +87,7 @@ func (n *node) verifyRebuilt(ctx context.Context) {
 		n.altered.Store(&what)
 		n.log.Error("the log the projection was rebuilt from does not match its signed checkpoints: its history was altered or damaged; "+
 			"run postured audit verify, then restore the log from a backup", "finding", what)
-	default:
+	case v.Checkpoints > 0: // a new log has none yet: nothing to say
 		n.log.Info("the log the projection was rebuilt from matches its signed checkpoints", "covered", v.Covered)
 	}
 }
