@@ -103,6 +103,7 @@ func startEmbedded(o embedded) (*server.Server, error) {
 		}
 		return nil, fmt.Errorf("eventlog: embedded NATS with store %s: not ready after %s", o.dir, embeddedReady)
 	}
+	logger.started.Store(true)
 	return ns, nil
 }
 

@@ -6,12 +6,16 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// serverLog routes the embedded nats-server's log to slog: notices at Info,
-// warnings at Warn, errors and fatal errors at Error (but a client's
+// serverLog routes the embedded nats-server's log to slog: notices at Info
+// (those of its start, the banner and the store's recovery, until started
+// is set, at Debug: postured says in its own lines what a user needs of
+// them, and the banner buried the first start's admin password), warnings
+// at Warn, errors and fatal errors at Error (but a client's
 // permission violation or failed login at Warn), debug and trace lines at
 // Debug. Every record carries component=nats-server.
 //
@@ -23,6 +27,8 @@ import (
 type serverLog struct {
 	log     *slog.Logger
 	onError func(string) // when set, hears every error line (the disk guard)
+
+	started atomic.Bool // the server is ready for connections
 
 	mu    sync.Mutex
 	fatal string // the first fatal message
@@ -42,7 +48,13 @@ func (s *serverLog) emit(level slog.Level, format string, v []any) {
 	s.log.Log(ctx, level, fmt.Sprintf(format, v...))
 }
 
-func (s *serverLog) Noticef(format string, v ...any) { s.emit(slog.LevelInfo, format, v) }
+func (s *serverLog) Noticef(format string, v ...any) {
+	level := slog.LevelInfo
+	if !s.started.Load() {
+		level = slog.LevelDebug
+	}
+	s.emit(level, format, v)
+}
 func (s *serverLog) Warnf(format string, v ...any)   { s.emit(slog.LevelWarn, format, v) }
 func (s *serverLog) Debugf(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
 func (s *serverLog) Tracef(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }

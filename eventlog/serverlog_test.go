@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,29 +44,30 @@ func (s *syncBuffer) records(t *testing.T) []map[string]any {
 }
 
 // TestEmbeddedServerLogsThroughSlog: the embedded server's notices reach the
-// logger at Info, tagged as the server's.
+// logger tagged as the server's: those of its start (the banner, up to
+// "Server is ready") at Debug, later ones at Info.
 func TestEmbeddedServerLogsThroughSlog(t *testing.T) {
 	var buf syncBuffer
-	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	l, err := eventlog.Open(context.Background(), eventlog.Options{Dir: t.TempDir(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
-	found := false
+	levels := map[string]string{}
 	for _, r := range buf.records(t) {
 		if r["component"] != "nats-server" {
 			continue
 		}
-		if r["level"] == "DEBUG" {
-			t.Errorf("debug record at info level: %v", r)
-		}
-		if r["level"] == "INFO" && strings.Contains(r["msg"].(string), "Server is ready") {
-			found = true
+		for _, msg := range []string{"Starting nats-server", "Server is ready", "Server Exiting"} {
+			if strings.Contains(r["msg"].(string), msg) {
+				levels[msg] = r["level"].(string)
+			}
 		}
 	}
-	if !found {
-		t.Errorf("no nats-server record \"Server is ready\" at INFO in:\n%s", buf.b.String())
+	want := map[string]string{"Starting nats-server": "DEBUG", "Server is ready": "DEBUG", "Server Exiting": "INFO"}
+	if !maps.Equal(levels, want) {
+		t.Errorf("levels %v, want %v, in:\n%s", levels, want, buf.b.String())
 	}
 }
 
