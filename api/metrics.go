@@ -160,17 +160,55 @@ func (m *Metrics) Middleware(e *echo.Echo) echo.MiddlewareFunc {
 			if !routes[[2]string{method, route}] {
 				route = "unmatched"
 			}
-			switch method {
-			case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions:
-			default:
-				method = "other"
-			}
-			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-			m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+			m.observe(method, route, status, start)
 			return err
 		}
 	}
 }
+
+// observe counts and times one request answered.
+func (m *Metrics) observe(method, route string, status int, start time.Time) {
+	switch method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions:
+	default:
+		method = "other"
+	}
+	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+}
+
+// Wrap counts and times the requests a handler outside echo answers (the
+// console), as Middleware does the APIs', under one route label.
+func (m *Metrics) Wrap(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		m.observe(r.Method, route, sw.status, start)
+	})
+}
+
+// statusWriter keeps the status a handler sent. Unwrap lets
+// http.ResponseController reach the connection's writer.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wroteHeader = true
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Log wraps l so that appends are timed and refused session requests are
 // counted by check type.

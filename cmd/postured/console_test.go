@@ -228,6 +228,17 @@ func TestConsolePages(t *testing.T) {
 	if p := b.do(http.MethodPost, "/console/sign-in", form); p.Status != http.StatusForbidden {
 		t.Fatalf("sign-in with a forged CSRF token: %d %s", p.Status, p.Body)
 	}
+	// The console's answers are counted beside the APIs'.
+	metrics := scrape(t, n)
+	for series, want := range map[string]float64{
+		`postured_http_requests_total{method="GET",route="/console/",status="303"}`:  1,
+		`postured_http_requests_total{method="GET",route="/console/",status="200"}`:  1,
+		`postured_http_requests_total{method="POST",route="/console/",status="403"}`: 2,
+	} {
+		if got := metricValue(t, metrics, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
 	// A form's body is bounded (4 MiB), before anyone signed in.
 	form.Set("username", strings.Repeat("a", 5<<20))
 	if p := b.do(http.MethodPost, "/console/sign-in", form); p.Status != http.StatusRequestEntityTooLarge || !strings.Contains(p.Body, "larger than 4 MiB") {

@@ -487,8 +487,8 @@ type node struct {
 	logLast    *api.Coalescer // the log's last sequence, for catchUp
 	client     *client.API
 	management *management.API
-	backtests  *backtest.Jobs   // backtest jobs (POST /backtests)
-	console    *console.Console // the web console under /console/, once ready
+	backtests  *backtest.Jobs // backtest jobs (POST /backtests)
+	console    http.Handler   // the web console under /console/, once ready (metered)
 	timeout    time.Duration
 	runCtx     context.Context // ends when Close is called
 	cancelRun  context.CancelFunc
@@ -734,10 +734,12 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	}
 	n.client.Register(n.handler)
 	n.management.Register(n.handler)
-	if n.console, err = console.New(console.Options{API: n.handler, ManagementBase: api.ManagementBase,
-		ClientBase: api.ClientBase, Store: n.store, Explainer: n.management.Explainer, Impact: n.store, Now: n.clock.Now, Logger: n.log}); err != nil {
+	con, err := console.New(console.Options{API: n.handler, ManagementBase: api.ManagementBase,
+		ClientBase: api.ClientBase, Store: n.store, Explainer: n.management.Explainer, Impact: n.store, Now: n.clock.Now, Logger: n.log})
+	if err != nil {
 		return err
 	}
+	n.console = n.metrics.Wrap(console.Base, con)
 	n.serving.Store(n.handler)
 	return nil
 }
