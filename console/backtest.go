@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,43 @@ const changesShown = 100
 // refreshSeconds is how often a running job's page reloads itself.
 const refreshSeconds = 2
 
+// candidatesKept bounds the candidates the console remembers, one per job
+// it started (the node keeps at most 16 jobs).
+const candidatesKept = 32
+
+// candidates are the edited bodies of the backtests this console started,
+// by job id, so that the job's page shows what was tested and "again"
+// opens the form with it. The API's job does not hold its candidate; like
+// the job, this is kept in the node's memory only, the newest
+// candidatesKept.
+type candidates struct {
+	mu    sync.Mutex
+	byJob map[string]backtestForm
+	order []string
+}
+
+func (cs *candidates) put(job string, f backtestForm) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.byJob == nil {
+		cs.byJob = map[string]backtestForm{}
+	}
+	f.Error, f.Field = "", ""
+	cs.byJob[job] = f
+	cs.order = append(cs.order, job)
+	for len(cs.order) > candidatesKept {
+		delete(cs.byJob, cs.order[0])
+		cs.order = cs.order[1:]
+	}
+}
+
+func (cs *candidates) get(job string) (backtestForm, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	f, ok := cs.byJob[job]
+	return f, ok
+}
+
 // readOnlyFields are the fields of a check's GET view that its PUT body
 // does not take.
 var readOnlyFields = []string{"id", "version", "createdAt", "updatedAt", "_links"}
@@ -46,9 +84,15 @@ type backtestForm struct {
 // backtestPage is GET /console/checks/{id}/backtest: the form, with the
 // check's current body (its GET view without the fields PUT does not take,
 // as pretty JSON) and the last 7 days (from a week ago; no until: to the
-// log's end).
+// log's end). With job=<id> of a backtest of this check that the console
+// started, the form holds that job's candidate and window instead: "again"
+// goes on from what was tested, not from the stored check.
 func (c *Console) backtestPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if f, ok := c.candidates.get(r.URL.Query().Get("job")); ok && f.CheckID == id {
+		c.renderBacktest(w, r, http.StatusOK, f)
+		return
+	}
 	a, err := c.call(r, http.MethodGet, c.opts.ManagementBase+"/posture-checks/"+urlPath(id), sessionOf(r), nil)
 	if err != nil {
 		c.fail(w, r, err)
@@ -158,6 +202,7 @@ func (c *Console) startBacktest(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, fmt.Errorf("console: backtest answer: %v", err))
 		return
 	}
+	c.candidates.put(env.Data.ID, f)
 	http.Redirect(w, r, "/console/backtests/"+urlPath(env.Data.ID)+"?check="+urlEscape(f.CheckID), http.StatusSeeOther)
 }
 
@@ -238,13 +283,7 @@ type Report struct {
 		ServiceName  string    `json:"serviceName"`
 		How          string    `json:"how"`
 	} `json:"lostAccess"`
-	FailingValues []struct {
-		CheckName  string `json:"checkName"`
-		CheckType  string `json:"checkType"`
-		Value      string `json:"value"`
-		Identities int    `json:"identities"`
-		Requests   int    `json:"requests"`
-	} `json:"failingValues"`
+	FailingValues  []FailingValue `json:"failingValues"`
 	Changes        []ReportChange `json:"changes"`
 	ChangesOmitted int            `json:"changesOmitted"`
 }
@@ -259,6 +298,42 @@ type ReportImpact struct {
 	NewlyDeniedRequests    int    `json:"newlyDeniedRequests"`
 	NewlyAllowedIdentities int    `json:"newlyAllowedIdentities"`
 	NewlyAllowedRequests   int    `json:"newlyAllowedRequests"`
+}
+
+// FailingValue is a value reported to a check that refuses newly denied
+// requests.
+type FailingValue struct {
+	CheckID    string `json:"checkId"`
+	CheckName  string `json:"checkName"`
+	CheckType  string `json:"checkType"`
+	Value      string `json:"value"`
+	Identities int    `json:"identities"`
+	Requests   int    `json:"requests"`
+}
+
+// edited splits a report's per-check rows and failing values into those
+// of the edited check and those of the others: a request the edit newly
+// denies is refused by every policy it could have passed, so the checks
+// of the other policies that the identity fails are counted too, though
+// they did not change.
+func (rep *Report) edited(checkID string) map[string]any {
+	var mine, others []ReportImpact
+	for _, ch := range rep.Checks {
+		if ch.ID == checkID {
+			mine = append(mine, ch)
+		} else {
+			others = append(others, ch)
+		}
+	}
+	var myValues, otherValues []FailingValue
+	for _, v := range rep.FailingValues {
+		if v.CheckID == checkID {
+			myValues = append(myValues, v)
+		} else {
+			otherValues = append(otherValues, v)
+		}
+	}
+	return map[string]any{"Checks": mine, "OtherChecks": others, "Values": myValues, "OtherValues": otherValues}
 }
 
 // ReportChange is a decision or transition that differs.
@@ -307,13 +382,22 @@ func (c *Console) backtestJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job := env.Data
-	data := map[string]any{"Title": "Backtest " + job.ID, "Job": job, "CheckID": r.URL.Query().Get("check")}
+	checkID := r.URL.Query().Get("check")
+	cand, known := c.candidates.get(job.ID)
+	if known {
+		checkID = cand.CheckID
+	}
+	data := map[string]any{"Title": "Backtest " + job.ID, "Job": job, "CheckID": checkID}
+	if known {
+		data["Candidate"] = cand
+	}
 	if job.Status == "running" {
 		data["Refresh"] = refreshSeconds
 	}
 	if rep := job.Report; rep != nil {
 		data["Shown"] = rep.Changes[:min(len(rep.Changes), changesShown)]
 		data["NotShown"] = len(rep.Changes) - min(len(rep.Changes), changesShown) + rep.ChangesOmitted
+		data["Edited"] = rep.edited(checkID)
 	}
 	c.render(w, r, http.StatusOK, "backtestjob", data)
 }

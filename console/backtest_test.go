@@ -1,10 +1,13 @@
 package console
 
 import (
+	"html"
+	"html/template"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -145,5 +148,77 @@ func TestBacktestRunning(t *testing.T) {
 	}
 	if w := get(t, c, "/console/backtests/j0"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "event 0 of 0 (0%)") {
 		t.Fatalf("a job that has not started reading: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestBacktestReportCandidate: the report of a backtest the console started
+// shows the edited body that was tested, "again" opens the form with it
+// (not the stored check's body), and the checks the edit did not change
+// are set apart from the edited one.
+func TestBacktestReportCandidate(t *testing.T) {
+	m := http.NewServeMux()
+	m.Handle("/", fakeAPI(t))
+	m.HandleFunc("POST /m/backtests", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"data":{"id":"j2","status":"running","createdAt":"2026-11-24T01:00:00Z"}}`)
+	})
+	m.HandleFunc("GET /m/backtests/j2", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":{"id":"j2","status":"done","createdAt":"2026-11-24T01:00:00Z","report":{"changed":true,
+			"totals":{"decisions":3,"newlyDenied":2},
+			"checks":[{"id":"c1","name":"os <new>","type":"OS","newlyDeniedIdentities":2,"newlyDeniedRequests":2},
+			          {"id":"c9","name":"windows-11","type":"OS","newlyDeniedIdentities":1,"newlyDeniedRequests":1}],
+			"failingValues":[{"checkId":"c9","checkName":"windows-11","checkType":"OS","value":"Linux 6.1","identities":1,"requests":1},
+			                 {"checkId":"c1","checkName":"os <new>","checkType":"OS","value":"Windows 10.0.19045","identities":2,"requests":2}],
+			"changes":[]}}}`)
+	})
+	c, err := New(Options{API: m, ManagementBase: "/m", ClientBase: "/c", Store: adminStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := `{"typeId": "OS", "name": "os <new>", "operatingSystems": [{"type": "Windows", "versions": [">=10.0.22000"]}]}`
+	w := post(t, c, "/console/checks/c1/backtest", url.Values{"body": {edited}, "name": {"os <new>"}, "from": {"2026-11-17T00:00:00Z"}})
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/backtests/j2?check=c1" {
+		t.Fatalf("start: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	w = get(t, c, "/console/backtests/j2?check=c1")
+	body := w.Body.String()
+	if w.Code != http.StatusOK {
+		t.Fatalf("report: %d %s", w.Code, body)
+	}
+	if !strings.Contains(body, `<pre id="candidate-body">`+template.HTMLEscapeString(edited)+`</pre>`) {
+		t.Errorf("the report does not show the candidate that was tested:\n%s", body)
+	}
+	again := regexp.MustCompile(`<a id="again" href="([^"]+)"`).FindStringSubmatch(body)
+	if again == nil {
+		t.Fatalf("no link to backtest the candidate again:\n%s", body)
+	}
+	// The edited check is marked; the other one is apart, said not edited.
+	impact := regexp.MustCompile(`(?s)<table id="impact-table">.*?</table>`).FindString(body)
+	others := regexp.MustCompile(`(?s)<table id="other-checks-table">.*?</table>`).FindString(body)
+	if !strings.Contains(impact, `<tr class="edited"><td>Check os &lt;new&gt; (OS) <strong class="tag">edited</strong></td><td>2</td>`) ||
+		strings.Contains(impact, "windows-11") || !strings.Contains(others, "<td>Check windows-11 (OS)</td><td>1</td>") ||
+		!strings.Contains(body, "Other checks that refuse the same requests (not edited)") {
+		t.Errorf("the per-check rows do not set the edited check apart:\n%s\n%s", impact, others)
+	}
+	values := regexp.MustCompile(`(?s)<table id="values-table">.*?</table>`).FindString(body)
+	otherValues := regexp.MustCompile(`(?s)<table id="other-values-table">.*?</table>`).FindString(body)
+	if !strings.Contains(values, "<code>Windows 10.0.19045</code>") || strings.Contains(values, "Linux 6.1") ||
+		!strings.Contains(otherValues, "<td>windows-11 (OS)</td><td><code>Linux 6.1</code>") {
+		t.Errorf("the failing values do not set the edited check apart:\n%s\n%s", values, otherValues)
+	}
+
+	// Again: the form holds the candidate and its window, not the stored
+	// check's body.
+	w = get(t, c, html.UnescapeString(again[1]))
+	body = w.Body.String()
+	if w.Code != http.StatusOK || !strings.Contains(body, `id="candidate" rows="18" spellcheck="false" required>`+template.HTMLEscapeString(edited)+`</textarea>`) ||
+		!strings.Contains(body, `value="2026-11-17T00:00:00Z"`) || strings.Contains(body, "10.0.19041") {
+		t.Fatalf("again does not open the form with the candidate: %d\n%s", w.Code, body)
+	}
+	// Another check's form is not filled with this job's candidate.
+	if w := get(t, c, "/console/checks/c2/backtest?job=j2"); w.Code != http.StatusNotFound {
+		t.Errorf("another check's form with the job: %d", w.Code)
 	}
 }

@@ -89,6 +89,8 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	h     http.Handler
+	// candidates are the backtests' candidates, by job.
+	candidates candidates
 }
 
 //go:embed templates/*.html

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"html/template"
 	"io"
 	"log"
 	"net/http"
@@ -581,7 +582,8 @@ func TestConsoleBacktest(t *testing.T) {
 	for _, want := range []string{
 		`<span class="n" id="decisions">2</span>`, `<span class="n" id="newly-denied">1</span>`, `<span class="n" id="newly-allowed">0</span>`,
 		"<td>Service crm</td><td>1</td><td>1</td><td>0</td><td>0</td>",
-		"<td>Check modern-windows (OS)</td><td>1</td><td>1</td><td>0</td><td>0</td>",
+		`<tr class="edited"><td>Check modern-windows (OS) <strong class="tag">edited</strong></td><td>1</td><td>1</td><td>0</td><td>0</td>`,
+		`<pre id="candidate-body">` + template.HTMLEscapeString(stricter) + `</pre>`,
 		`<td><a href="/console/identities/` + st.identity + `">laptop-1</a></td>`,
 		"<code>Windows 10.0.19045</code>",
 		"<td>granted</td><td><strong>denied</strong></td>",
@@ -589,6 +591,15 @@ func TestConsoleBacktest(t *testing.T) {
 		if !strings.Contains(p.Body, want) {
 			t.Errorf("report lacks %s", want)
 		}
+	}
+	// Again: the form holds the stricter body that was tested, not the
+	// stored check's.
+	again := regexp.MustCompile(`<a id="again" href="([^"]+)"`).FindStringSubmatch(p.Body)
+	if again == nil {
+		t.Fatalf("no link to backtest the candidate again:\n%s", p.Body)
+	}
+	if p := b.get(html.UnescapeString(again[1])); p.Status != http.StatusOK || !strings.Contains(p.Body, template.HTMLEscapeString(stricter)+"</textarea>") {
+		t.Fatalf("again does not open the form with the candidate: %d\n%s", p.Status, p.Body)
 	}
 	// The changed decision links to laptop-1's timeline around it, at its
 	// event, and the timeline has that event.
