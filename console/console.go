@@ -25,6 +25,10 @@ type Store interface {
 	// IdentityPage reads at most limit identities in id order after the
 	// id, without scanning the rest.
 	IdentityPage(after string, limit int) ([]posture.Identity, error)
+	// IdentitiesByNamePrefix reads at most limit identities whose name
+	// starts with the prefix, in name order, from the name index (without
+	// scanning the identities).
+	IdentitiesByNamePrefix(prefix string, limit int) ([]posture.Identity, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)
 	FailedRequests(identityID string) ([]posture.FailedServiceRequest, error)
 	WouldDenies(identityID string) ([]posture.WouldDeny, error)

@@ -17,18 +17,36 @@ import (
 func urlEscape(s string) string { return url.QueryEscape(s) }
 
 // fleet is GET /console/fleet: a page of identities (after=<id>) with
-// their posture ages and last failed requests, and the live counts.
+// their posture ages and last failed requests, and the live counts. With
+// name=<name> the identities are those whose name is the name or starts
+// with it, in name order, at most a page of them (read from the name
+// index; "more" says when there are others).
 func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 	after := r.URL.Query().Get("after")
-	ids, err := c.opts.Store.IdentityPage(after, c.opts.PageSize+1)
+	name := strings.TrimSpace(r.URL.Query().Get("name"))
+	var (
+		ids  []posture.Identity
+		err  error
+		next string
+		more bool
+	)
+	if name != "" {
+		ids, err = c.opts.Store.IdentitiesByNamePrefix(name, c.opts.PageSize+1)
+		after = ""
+	} else {
+		ids, err = c.opts.Store.IdentityPage(after, c.opts.PageSize+1)
+	}
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	next := ""
 	if len(ids) > c.opts.PageSize {
 		ids = ids[:c.opts.PageSize]
-		next = ids[len(ids)-1].ID
+		if name != "" {
+			more = true
+		} else {
+			next = ids[len(ids)-1].ID
+		}
 	}
 	now := c.opts.Now()
 	type row struct {
@@ -77,6 +95,7 @@ func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, r, http.StatusOK, "fleet", map[string]any{
 		"Title": "Fleet", "Rows": rows, "Failures": failures, "Next": next, "After": after, "Counts": counts,
+		"Name": name, "More": more, "PageSize": c.opts.PageSize,
 		"Policies": policies, "Checks": checks, "InGrace": c.timed(now, grace), "Losing": c.timed(now, losing),
 	})
 }

@@ -707,3 +707,58 @@ func TestConsoleExplainByName(t *testing.T) {
 		t.Fatalf("explain of crm: selected %q", m)
 	}
 }
+
+// TestConsoleFleetByName finds identities on the fleet page by their name:
+// an exact name, the beginning of names (in name order, at most a page,
+// saying when there are more), and a name nobody has; the search is said
+// back, escaped.
+func TestConsoleFleetByName(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ids := map[string]string{}
+	for i := range 55 {
+		name := fmt.Sprintf("kiosk-%02d", i)
+		ids[name] = n.create(t, admin, "identities", map[string]any{"name": name, "type": "Device"})
+	}
+	ids["kiosk"] = n.create(t, admin, "identities", map[string]any{"name": "kiosk", "type": "Device"})
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	if p := b.signIn("admin", testAdminPassword); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d %s", p.Status, p.Body)
+	}
+	if p := b.get("/console/fleet"); p.Status != http.StatusOK || !strings.Contains(p.Body, `<input name="name" id="name-search"`) {
+		t.Fatalf("the fleet page has no name search: %d\n%s", p.Status, p.Body)
+	}
+	listed := func(body string) []string {
+		table := regexp.MustCompile(`(?s)<table id="identities">.*?</table>`).FindString(body)
+		var out []string
+		for _, m := range regexp.MustCompile(`<a href="/console/identities/([^"]+)">([^<]+)</a>`).FindAllStringSubmatch(table, -1) {
+			if ids[m[2]] != "" && ids[m[2]] != m[1] {
+				t.Errorf("%s links to %s, not its id %s", m[2], m[1], ids[m[2]])
+			}
+			out = append(out, m[2])
+		}
+		return out
+	}
+	// A beginning: the names that start with it, in name order.
+	p := b.get("/console/fleet?name=kiosk-1")
+	if got := strings.Join(listed(p.Body), " "); p.Status != http.StatusOK || got != "kiosk-10 kiosk-11 kiosk-12 kiosk-13 kiosk-14 kiosk-15 kiosk-16 kiosk-17 kiosk-18 kiosk-19" ||
+		!strings.Contains(p.Body, `10 identities whose name is or starts with <q>kiosk-1</q>`) || !strings.Contains(p.Body, `value="kiosk-1"`) ||
+		strings.Contains(p.Body, `id="next-page"`) {
+		t.Fatalf("kiosk-1: %d %q\n%s", p.Status, got, p.Body)
+	}
+	// An exact name that others start with: it first.
+	p = b.get("/console/fleet?name=kiosk")
+	if got := listed(p.Body); len(got) != 50 || got[0] != "kiosk" || got[1] != "kiosk-00" || got[49] != "kiosk-48" ||
+		!strings.Contains(p.Body, "The first 50 identities whose name is or starts with <q>kiosk</q>") || !strings.Contains(p.Body, "there are more") {
+		t.Fatalf("kiosk: %d %q\n%s", p.Status, got, p.Body)
+	}
+	if p := b.get("/console/fleet?name=admin"); strings.Join(listed(p.Body), " ") != "admin" || !strings.Contains(p.Body, "1 identity whose name") {
+		t.Fatalf("admin: %d\n%s", p.Status, p.Body)
+	}
+	// Nobody: said, escaped, and no table.
+	p = b.get("/console/fleet?name=" + url.QueryEscape("<b>nobody"))
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "No identity's name is or starts with <q>&lt;b&gt;nobody</q>") ||
+		strings.Contains(p.Body, `<table id="identities">`) || strings.Contains(p.Body, "<b>nobody") {
+		t.Fatalf("nobody: %d\n%s", p.Status, p.Body)
+	}
+}
