@@ -364,12 +364,21 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	now := c.opts.Now()
+	graces, err := c.gracesOf(id.ID, now)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	if !explicit && len(history) > 0 {
 		// Fit the default window to what happened in it, so that events
-		// close together stay apart.
+		// close together stay apart; to now while a grace runs.
 		first, last := history[0].At, history[len(history)-1].At
 		pad := max(last.Sub(first)/10, time.Millisecond)
 		from, to = first.Add(-pad), last.Add(pad)
+		if len(graces) > 0 && to.Before(now) {
+			to = now
+		}
 	}
 	// Several entries of one event share its anchor (the first one).
 	type eventRow struct {
@@ -380,7 +389,6 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 	for i, h := range history {
 		events[i] = eventRow{h, i == 0 || history[i-1].Seq != h.Seq}
 	}
-	now := c.opts.Now()
 	serviceName := named(func(id string) (string, bool) {
 		svc, err := c.opts.Store.Service(id)
 		return svc.Name, err == nil
@@ -395,9 +403,35 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		data["WindowError"], data["From"], data["To"] = windowMsg, q.Get("from"), q.Get("to")
 	} else {
-		data["Timeline"] = buildTimeline(id.ID, history, failed, wouldDeny, serviceName, from, to)
+		data["Timeline"] = buildTimeline(id.ID, history, failed, wouldDeny, graces, serviceName, from, to, now)
 	}
 	c.render(w, r, status, "identity", data)
+}
+
+// gracesRead bounds the fleet's running grace windows the identity page
+// reads to find the identity's own.
+const gracesRead = 10_000
+
+// gracesOf is the identity's API sessions in a wake or unlock grace window
+// at now, with each window's end, from the fleet view's grace index (the
+// fleet page's "in a grace window"; its count walks the whole index
+// anyway). Of a fleet with more than gracesRead windows running, those
+// ending first are read.
+func (c *Console) gracesOf(identityID string, now time.Time) (map[string]time.Time, error) {
+	list, _, err := c.opts.Store.InGrace(now, gracesRead)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]time.Time
+	for _, g := range list {
+		if g.IdentityID == identityID {
+			if out == nil {
+				out = map[string]time.Time{}
+			}
+			out[g.APISessionID] = g.At
+		}
+	}
+	return out, nil
 }
 
 // postureRow is one posture fact with its age.

@@ -74,12 +74,15 @@ const (
 	tlMargin     = 10
 )
 
-// buildTimeline lays out the entries of the window [from, to].
+// buildTimeline lays out the entries of the window [from, to] at now.
 // A service's lane is named by serviceName (the service's name now, or
-// the one its entries recorded when it is gone). Its cost follows the
-// entries: the page holds at most maxTimelineEntries of them.
+// the one its entries recorded when it is gone). graces are the identity's
+// API sessions in a grace window at now, with the window's end (the fleet
+// view's grace index). Nothing is drawn past now: a policy's last state
+// and a running grace end there. Its cost follows the entries: the page
+// holds at most maxTimelineEntries of them.
 func buildTimeline(identityID string, history []posture.HistoryEntry, failed []posture.FailedServiceRequest, wouldDeny []posture.WouldDeny,
-	serviceName func(id, recorded string) string, from, to time.Time) Timeline {
+	graces map[string]time.Time, serviceName func(id, recorded string) string, from, to, now time.Time) Timeline {
 	tl := Timeline{From: from, To: to, Width: tlWidth}
 	span := to.Sub(from)
 	x := func(t time.Time) int {
@@ -181,9 +184,14 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		denial("would-deny", w.ServiceID, w.ServiceName, w.SessionType, w.When, "granted; report-only checks would deny it")
 	}
 	// Grace: from a wake or unlock to what ended it for that API session,
-	// an MFA pass or a deadline reached (none yet: nothing is drawn). Read
-	// from the newest entry back, each API session's next end is at hand.
+	// an MFA pass or a deadline reached. Read from the newest entry back,
+	// each API session's next end is at hand. A wake or unlock with no end
+	// yet, of an API session in a grace window now, is the running grace:
+	// drawn to now, marked running (the first wake or unlock since the
+	// session's last end starts it).
 	next := map[string]posture.HistoryEntry{}
+	started := map[string]posture.HistoryEntry{} // a running grace's first wake or unlock since its last end
+	endpointLane := lane("Wake / unlock")
 	for i := len(history) - 1; i >= 0; i-- {
 		h := history[i]
 		switch h.Kind {
@@ -196,6 +204,9 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		}
 		e, ok := next[h.APISessionID]
 		if !ok {
+			if _, in := graces[h.APISessionID]; in {
+				started[h.APISessionID] = h
+			}
 			continue
 		}
 		what := "until MFA passed at " + stamp(e.At)
@@ -204,17 +215,43 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 			what, class = "grace ended, "+e.Summary, "grace expired"
 		}
 		x0, x1 := x(h.At), x(e.At)
-		l := lane("Wake / unlock")
-		l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(e.Seq),
+		endpointLane.Segments = append(endpointLane.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(e.Seq),
 			Title: stamp(h.At) + " " + h.Summary + ": " + what})
+	}
+	// A running grace runs to now (or the window's end). In a window that
+	// reaches now, one whose wake or unlock is before the window (or not
+	// among the entries shown) runs from the window's start, and links to
+	// its API session; in an earlier window its start is not known.
+	graceIDs := make([]string, 0, len(graces))
+	for id := range graces {
+		graceIDs = append(graceIDs, id)
+	}
+	sort.Strings(graceIDs)
+	end := earliest(now, to)
+	for _, id := range graceIDs {
+		start, href, what := from, "#session-"+id, "API session "+id+" (its wake or unlock is before the window)"
+		if h, ok := started[id]; ok {
+			start, href, what = h.At, eventHref(h.Seq), stamp(h.At)+" "+h.Summary
+		} else if _, ended := next[id]; ended || to.Before(now) {
+			continue
+		}
+		if end.Before(from) || !end.After(start) {
+			continue
+		}
+		x0, x1 := x(start), x(end)
+		endpointLane.Segments = append(endpointLane.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: "grace running", Href: href,
+			Title: what + ": grace running, until " + stamp(graces[id]) + " unless MFA passes"})
 	}
 	for _, name := range policyOrder {
 		l := lane("Policy " + name)
 		states := policies[name]
 		for i, s := range states {
-			end := to
+			end := earliest(to, now)
 			if i+1 < len(states) {
 				end = states[i+1].at
+			}
+			if !end.After(s.at) && i+1 == len(states) {
+				continue // a last state that starts after now (or the window's end)
 			}
 			class := "failing"
 			switch s.state {
@@ -255,6 +292,14 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.UTC().Format(layout)})
 	}
 	return tl
+}
+
+// earliest is the earlier of two moments.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // shorten cuts s to at most n characters, the last an ellipsis.

@@ -37,7 +37,7 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 		}
 		return recorded
 	}
-	tl := buildTimeline("id1", history, failed, wouldDeny, names, at(0), at(100))
+	tl := buildTimeline("id1", history, failed, wouldDeny, nil, names, at(0), at(100), at(200))
 
 	lanes := map[string]Lane{}
 	var labels []string
@@ -79,12 +79,80 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 	}
 
 	// A window that ends before the denial leaves it out.
-	tl = buildTimeline("id1", history[:2], failed, wouldDeny, names, at(0), at(15))
+	tl = buildTimeline("id1", history[:2], failed, wouldDeny, nil, names, at(0), at(15), at(200))
 	for _, l := range tl.Lanes {
 		for _, m := range l.Marks {
 			if m.Class == "denied" {
 				t.Fatalf("denial outside the window: %+v", m)
 			}
+		}
+	}
+}
+
+// TestTimelineRunningGrace: a grace window running at now (the API
+// session is in the grace index, and no MFA pass or deadline ended it) is
+// drawn from its wake to now, marked running, and a policy's last state
+// ends at now, not at a window's end in the future. A grace whose wake is
+// before the window runs from the window's start.
+func TestTimelineRunningGrace(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	detail := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	history := []posture.HistoryEntry{
+		{Seq: 1, At: at(0), Kind: posture.HistoryAccess, Event: "apisession.created", Summary: "policy p: not applicable -> passing",
+			Detail: detail(map[string]string{"policyName": "p", "from": "not applicable", "to": "passing"})},
+		{Seq: 2, At: at(10), Kind: posture.HistoryEndpoint, Event: "posture.recorded", APISessionID: "a1", Summary: "endpoint woken"},
+		{Seq: 3, At: at(20), Kind: posture.HistoryMFA, Event: "mfa.passed", APISessionID: "a1", Summary: "MFA passed"},
+		{Seq: 4, At: at(30), Kind: posture.HistoryEndpoint, Event: "posture.recorded", APISessionID: "a1", Summary: "endpoint unlocked"},
+		{Seq: 5, At: at(40), Kind: posture.HistoryEndpoint, Event: "posture.recorded", APISessionID: "a1", Summary: "endpoint woken"},
+		{Seq: 6, At: at(45), Kind: posture.HistoryEndpoint, Event: "posture.recorded", APISessionID: "a3", Summary: "endpoint woken"},
+	}
+	names := func(id, recorded string) string { return recorded }
+	x := func(s int) int { return tlLabel + s*(tlWidth-tlLabel-tlMargin)/100 }
+	graces := map[string]time.Time{"a1": at(330), "a2": at(290)}
+	// The window runs to 100 s; now is 60 s.
+	tl := buildTimeline("id1", history, nil, nil, graces, names, at(0), at(100), at(60))
+	lanes := map[string]Lane{}
+	for _, l := range tl.Lanes {
+		lanes[l.Label] = l
+	}
+	segs := lanes["Wake / unlock"].Segments
+	byClass := map[string][]Segment{}
+	for _, g := range segs {
+		byClass[g.Class] = append(byClass[g.Class], g)
+	}
+	if g := byClass["grace"]; len(g) != 1 || g[0].X != x(10) || g[0].W != x(20)-x(10) {
+		t.Fatalf("the ended grace: %+v", segs)
+	}
+	run := byClass["grace running"]
+	if len(run) != 2 {
+		t.Fatalf("running graces (a1 from its unlock, a2 from the window's start; a3 is in none): %+v", segs)
+	}
+	if g := run[0]; g.X != x(30) || g.W != x(60)-x(30) || g.Href != "#event-4" || !strings.Contains(g.Title, "grace running, until 2026-11-23T10:05:30.000Z") {
+		t.Errorf("a1's running grace: %+v", g)
+	}
+	if g := run[1]; g.X != x(0) || g.W != x(60)-x(0) || g.Href != "#session-a2" || !strings.Contains(g.Title, "before the window") {
+		t.Errorf("a2's running grace: %+v", g)
+	}
+	if p := lanes["Policy p"].Segments; len(p) != 1 || p[0].Class != "passing" || p[0].X != x(0) || p[0].X+p[0].W != x(60) {
+		t.Fatalf("the policy passes to now, not to the window's end: %+v", p)
+	}
+
+	// A window that ends before now: the grace runs to its end; one whose
+	// start is not in the window is not drawn (it may start after it).
+	tl = buildTimeline("id1", history, nil, nil, graces, names, at(0), at(50), at(60))
+	for _, l := range tl.Lanes {
+		if l.Label != "Wake / unlock" {
+			continue
+		}
+		var run []Segment
+		for _, g := range l.Segments {
+			if g.Class == "grace running" {
+				run = append(run, g)
+			}
+		}
+		if len(run) != 1 || run[0].X != x(30*2) || run[0].X+run[0].W != x(100) {
+			t.Fatalf("running graces in an earlier window: %+v", run)
 		}
 	}
 }
@@ -97,7 +165,7 @@ func TestTimelineLongLabels(t *testing.T) {
 	history := []posture.HistoryEntry{{Seq: 1, At: at, Kind: posture.HistorySession, Event: "session.created",
 		Summary: "Dial session s1 for service " + long + " created by policies p", Detail: json.RawMessage(`{"serviceId":"svc"}`)}}
 	names := func(id, recorded string) string { return recorded }
-	tl := buildTimeline("id1", history, nil, nil, names, at.Add(-time.Second), at.Add(time.Second))
+	tl := buildTimeline("id1", history, nil, nil, nil, names, at.Add(-time.Second), at.Add(time.Second), at.Add(time.Hour))
 	l := tl.Lanes[len(tl.Lanes)-1]
 	if l.Label != "Service "+long || l.Short != "Service wiki-with-a-ra…" || len([]rune(l.Short)) != tlLabelRunes {
 		t.Fatalf("long lane: label %q, short %q", l.Label, l.Short)

@@ -13,9 +13,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -760,5 +763,53 @@ func TestConsoleFleetByName(t *testing.T) {
 	if p.Status != http.StatusOK || !strings.Contains(p.Body, "No identity's name is or starts with <q>&lt;b&gt;nobody</q>") ||
 		strings.Contains(p.Body, `<table id="identities">`) || strings.Contains(p.Body, "<b>nobody") {
 		t.Fatalf("nobody: %d\n%s", p.Status, p.Body)
+	}
+}
+
+// TestConsoleRunningGrace: an API session woken after its MFA pass is in a
+// grace window until its deadline (the fleet page lists it); the identity's
+// timeline draws that running grace from the wake to now, marked running,
+// before the deadline passes.
+func TestConsoleRunningGrace(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	clk := clockwork.NewFakeClockAt(time.Now().UTC().Truncate(time.Second))
+	cfg.clock = clk
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	svc := n.create(t, admin, "services", map[string]any{"name": "woken"})
+	onWake := n.create(t, admin, "posture-checks", map[string]any{"typeId": "MFA", "name": "mfa-wake", "promptOnWake": true})
+	n.create(t, admin, "service-policies", map[string]any{"name": "woken", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"@" + svc}, "postureCheckRoles": []string{"@" + onWake}})
+	ep := n.endpoint(t, admin, "laptop-1", "laptops")
+	if _, err := n.writer.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.MFAPassed{IdentityID: ep.id, APISessionID: ep.apiSessionID}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	woke := clk.Now()
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"typeId": "ENDPOINT_STATE", "id": "0", "woken": true}); r.Status != http.StatusCreated {
+		t.Fatalf("wake: %d %s", r.Status, r.Body)
+	}
+	clk.Advance(time.Minute)
+	if err := n.store.WaitFor(t.Context(), n.lastSeq(t)); err != nil {
+		t.Fatal(err)
+	}
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	if p := b.signIn("admin", testAdminPassword); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d %s", p.Status, p.Body)
+	}
+	until := woke.Add(5 * time.Minute).UTC()
+	if p := b.get("/console/fleet"); !strings.Contains(p.Body, `<td><a href="/console/identities/`+ep.id+`">laptop-1</a></td><td>`+ep.apiSessionID+`</td><td>`+until.Format(time.RFC3339)) {
+		t.Fatalf("the fleet page does not list laptop-1 in a grace window until %s:\n%s", until, p.Body)
+	}
+	p := b.get("/console/identities/" + ep.id)
+	running := regexp.MustCompile(`<rect class="seg grace running" x="(\d+)" y="\d+" width="(\d+)" height="16"><title>([^<]*)</title>`).FindStringSubmatch(p.Body)
+	if p.Status != http.StatusOK || running == nil {
+		t.Fatalf("no running grace on the timeline: %d\n%s", p.Status, p.Body)
+	}
+	if want := "endpoint woken: grace running, until " + until.Format("2006-01-02T15:04:05.000Z"); !strings.Contains(running[3], want) {
+		t.Errorf("running grace titled %q, want %q", running[3], want)
+	}
+	if w, _ := strconv.Atoi(running[2]); w <= 2 {
+		t.Errorf("the running grace is not drawn to now: width %d", w)
 	}
 }
