@@ -1,6 +1,12 @@
 package projections
 
-import "github.com/seed-0809debe/posture"
+import (
+	"crypto/x509"
+	"errors"
+	"encoding/pem"
+
+	"github.com/seed-0809debe/posture"
+)
 
 // CA keys (besides the entity record):
 //
@@ -20,7 +26,7 @@ func init() {
 				}
 			}
 		}
-		return nil
+		return endCASessions(tx, old)
 	}})
 	on(func(tx *Tx, e posture.Event, p posture.CAVerified) error {
 		ca, found, err := getOld[posture.CA](tx, posture.KindCA, p.ID)
@@ -37,3 +43,38 @@ func (s *Store) CA(id string) (posture.CA, error) { return Get[posture.CA](s, id
 
 // CAs lists every CA in id order.
 func (s *Store) CAs() ([]posture.CA, error) { return List[posture.CA](s) }
+
+// endCASessions ends the API sessions that logged in with a certificate the
+// deleted CA issued, as the controller does: its certificates no longer
+// log in, and a session they opened must not outlive it. The authenticators
+// stay (their certificates are refused).
+func endCASessions(tx *Tx, ca posture.CA) error {
+	caCert, err := parseCertPEM(ca.CertPEM)
+	if err != nil {
+		return nil // a CA's certificate parsed when it was added: not one to end sessions by
+	}
+	authenticators, err := listEntities[posture.Authenticator](tx.b, posture.KindAuthenticator)
+	if err != nil {
+		return err
+	}
+	for _, a := range authenticators {
+		if a.CertPEM == "" || a.IsIssuedByNetwork {
+			continue
+		}
+		if cert, err := parseCertPEM(a.CertPEM); err == nil && cert.CheckSignatureFrom(caCert) == nil {
+			if err := endAuthenticatorSessions(tx, a, "its CA was deleted"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// parseCertPEM parses the first PEM block of data as a certificate.
+func parseCertPEM(data string) (*x509.Certificate, error) {
+	block, _ := pem.Decode([]byte(data))
+	if block == nil {
+		return nil, errors.New("no PEM block")
+	}
+	return x509.ParseCertificate(block.Bytes)
+}

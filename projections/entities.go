@@ -281,7 +281,7 @@ func init() {
 		if err := dropAuthenticatorExtension(tx, old); err != nil {
 			return err
 		}
-		return endAuthenticatorSessions(tx, old)
+		return endAuthenticatorSessions(tx, old, "its authenticator was deleted")
 	}})
 	onEntity(entityHooks[posture.Check]{})
 	onEntity(entityHooks[posture.Service]{})
@@ -305,10 +305,11 @@ func endSessionsOnDisable(tx *Tx, old, updated posture.Identity) error {
 	return deleteAPISessions(tx, updated.ID, "identity disabled")
 }
 
-// endAuthenticatorSessions ends the API sessions that logged in with a
-// deleted authenticator, as the controller does: a removed password or
-// certificate must not keep working through a token it got before.
-func endAuthenticatorSessions(tx *Tx, a posture.Authenticator) error {
+// endAuthenticatorSessions ends the API sessions that logged in with an
+// authenticator, recording why: a deleted one, as the controller does (a
+// removed password or certificate must not keep working through a token it
+// got before), or one whose CA was deleted.
+func endAuthenticatorSessions(tx *Tx, a posture.Authenticator, why string) error {
 	for _, id := range tx.graph.sessionsOf(a.IdentityID) {
 		var s posture.APISession
 		found, err := getJSON(tx.r(), entityKey(KindAPISession, id), &s)
@@ -318,7 +319,7 @@ func endAuthenticatorSessions(tx *Tx, a posture.Authenticator) error {
 		if !found || s.AuthenticatorID != a.ID {
 			continue
 		}
-		tx.history(a.IdentityID, id, posture.HistoryAPISession, "API session ended (its authenticator was deleted)", nil)
+		tx.history(a.IdentityID, id, posture.HistoryAPISession, "API session ended ("+why+")", nil)
 		if err := deleteAPISession(tx, id); err != nil {
 			return err
 		}

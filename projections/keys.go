@@ -44,7 +44,8 @@ var (
 // layout 10 moves an identity's change indicator (p/c/) when a wake or
 // unlock starts or moves an MFA grace, and records one history entry per
 // fact a posture event set (postureHistory);
-// layout 11 ends the API sessions of a deleted authenticator.
+// layout 11 ends the API sessions of a deleted authenticator, and those of
+// certificates a deleted CA issued.
 const layout = 11
 
 // KindAPISession is the kind of API sessions: not part of the model, but

@@ -210,6 +210,20 @@ func TestCAAutoEnrollmentThenCertLogin(t *testing.T) {
 		t.Fatalf("patch: %d %s", r.Status, r.Body)
 	}
 	expectError(t, n.certLogin(t, kp), http.StatusUnauthorized, posture.CodeInvalidAuth, "")
+
+	// Deleting the CA ends the API sessions its certificates opened, and
+	// only those.
+	other := n.createUser(t, "ca-bystander", "bystander-password", false)
+	if r := n.do(t, http.MethodGet, clientAPI+"/current-api-session", tok, nil); r.Status != http.StatusOK {
+		t.Fatalf("the CA's session before the delete: %d", r.Status)
+	}
+	if r := n.do(t, http.MethodDelete, mgmt+"/cas/"+id, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete CA: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, clientAPI+"/current-api-session", tok, nil), http.StatusUnauthorized, posture.CodeUnauthorized, "")
+	if r := n.do(t, http.MethodGet, clientAPI+"/current-api-session", other, nil); r.Status != http.StatusOK {
+		t.Fatalf("another identity's session after the CA's delete: %d", r.Status)
+	}
 }
 
 // TestEnrollOTTCAThenCertLogin: a pre-created identity with an ottca
