@@ -150,10 +150,11 @@ func pairKey(subject, source string) string { return subject + "\x00" + source }
 // Allow answers 429 SERVER_TOO_MANY_REQUESTS, with a Retry-After header,
 // when the request's source, the subject from this source, or the subject
 // from a source it is not known at has no failure left. An allowed attempt
-// on a subject takes its failure of the subject at once, as if it will
+// on a subject holds its failure of the subject at once, as if it will
 // fail: concurrent guesses cannot all pass before the first failure is
 // recorded, and at most as many attempts on one subject are checked at
-// once as it has failures left. Succeeded gives it back; Failed keeps it.
+// once as it has failures left. Succeeded and Released give it back;
+// Failed takes it.
 // An empty subject checks the source only.
 func (l *Limiter) Allow(c echo.Context, subject string) error {
 	if l == nil {
@@ -175,18 +176,31 @@ func (l *Limiter) Allow(c echo.Context, subject string) error {
 		return &posture.Error{Code: posture.CodeTooManyRequests, Message: "too many failed authentication attempts, or too many at once; try again later"}
 	}
 	if subject != "" {
-		c.Set(attemptKey+subject, &attempt{
-			pair:    l.pairs.reserve(pairKey(subject, source), now),
-			subject: l.subjects.reserve(subject, now),
-		})
+		pair := pairKey(subject, source)
+		a := &attempt{pair: pair, subject: subject}
+		a.heldPair, a.heldSubject = l.pairs.hold(pair, now), l.subjects.hold(subject, now)
+		c.Set(attemptKey+subject, a)
 	}
 	return nil
 }
 
-// attempt is the failure of a subject an allowed attempt took (nil: none,
-// for want of a token or of room).
+// attempt is the failure of a subject an allowed attempt holds, in the
+// (subject, source) bucket and the subject's (false: none, for want of a
+// token or of room).
 type attempt struct {
-	pair, subject *rate.Reservation
+	pair, subject         string
+	heldPair, heldSubject bool
+}
+
+// release gives back what the attempt holds; with fail, it records the
+// failures instead.
+func (l *Limiter) release(a *attempt, fail bool, now time.Time) {
+	if a.heldPair {
+		l.pairs.unhold(a.pair, fail, now)
+	}
+	if a.heldSubject {
+		l.subjects.unhold(a.subject, fail, now)
+	}
 }
 
 // attemptKey is the request's attempt in its context, followed by its
@@ -204,7 +218,7 @@ func taken(c echo.Context, subject string) *attempt {
 
 // Failed records a failed attempt for the request's source and, if not
 // empty, for the subject from this source and for the subject (what Allow
-// took stays taken).
+// held is taken).
 func (l *Limiter) Failed(c echo.Context, subject string) {
 	if l == nil {
 		return
@@ -215,14 +229,18 @@ func (l *Limiter) Failed(c echo.Context, subject string) {
 	defer l.mu.Unlock()
 	now := l.opts.Now()
 	l.sources.take(source, now)
-	if subject != "" && r == nil {
+	switch {
+	case subject == "":
+	case r != nil:
+		l.release(r, true, now)
+	default:
 		l.pairs.take(pairKey(subject, source), now)
 		l.subjects.take(subject, now)
 	}
 }
 
 // Succeeded records that the subject authenticated from the request's
-// source: the failure Allow took is given back, the source becomes known to
+// source: the failure Allow held is given back, the source becomes known to
 // the subject, and the subject's failures from it are forgotten.
 func (l *Limiter) Succeeded(c echo.Context, subject string) {
 	if l == nil || subject == "" {
@@ -233,10 +251,10 @@ func (l *Limiter) Succeeded(c echo.Context, subject string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	if r != nil && r.subject != nil {
-		r.subject.CancelAt(now) // not a failure after all
+	if r != nil {
+		l.release(r, false, now) // not a failure after all
 	}
-	delete(l.pairs.m, pairKey(subject, source)) // r.pair with it
+	l.pairs.forget(pairKey(subject, source))
 	m := l.known[subject]
 	if m == nil {
 		if len(l.known) >= l.opts.MaxKeys {
@@ -257,7 +275,7 @@ func (l *Limiter) Succeeded(c echo.Context, subject string) {
 	}
 }
 
-// Released gives back the failure Allow took for an attempt that ended
+// Released gives back the failure Allow held for an attempt that ended
 // neither way (nothing to check a code against, a conflict, an error of
 // the node's): it is not counted, and the source does not become known.
 func (l *Limiter) Released(c echo.Context, subject string) {
@@ -270,12 +288,7 @@ func (l *Limiter) Released(c echo.Context, subject string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.opts.Now()
-	for _, res := range []*rate.Reservation{r.pair, r.subject} {
-		if res != nil {
-			res.CancelAt(now)
-		}
-	}
+	l.release(r, false, l.opts.Now())
 }
 
 func (l *Limiter) isKnown(subject, source string, now time.Time) bool {
@@ -307,7 +320,10 @@ func (l *Limiter) pruneKnown(now time.Time) {
 // buckets are the token buckets of one kind of key (sources, subjects or
 // pairs), at most bound of them.
 type buckets struct {
-	m         map[string]*rate.Limiter
+	m map[string]*rate.Limiter
+	// held counts the failures that attempts in progress hold in a key's
+	// bucket (hold): not taken from it yet, but not available to others.
+	held      map[string]int
 	every     time.Duration
 	burst     int
 	bound     int
@@ -315,7 +331,7 @@ type buckets struct {
 }
 
 func newBuckets(every time.Duration, burst, bound int) *buckets {
-	return &buckets{m: map[string]*rate.Limiter{}, every: every, burst: burst, bound: bound}
+	return &buckets{m: map[string]*rate.Limiter{}, held: map[string]int{}, every: every, burst: burst, bound: bound}
 }
 
 // pruneRetry is how long a map full of buckets that all hold failures is
@@ -335,7 +351,7 @@ func (b *buckets) room(now time.Time) bool {
 		return false
 	}
 	for k, lim := range b.m {
-		if lim.TokensAt(now) >= float64(lim.Burst()) {
+		if b.held[k] == 0 && lim.TokensAt(now) >= float64(lim.Burst()) {
 			delete(b.m, k)
 		}
 	}
@@ -357,7 +373,7 @@ func (b *buckets) waitFor(key string, now time.Time) time.Duration {
 		}
 		return b.every
 	}
-	tokens := lim.TokensAt(now)
+	tokens := b.available(lim, key, now)
 	if tokens >= 1 {
 		return 0
 	}
@@ -380,15 +396,40 @@ func (b *buckets) bucket(key string, now time.Time) *rate.Limiter {
 	return lim
 }
 
-// reserve takes a failure for key, as take, keeping the reservation so
-// that it can be given back (nil when nothing was taken).
-func (b *buckets) reserve(key string, now time.Time) *rate.Reservation {
-	lim := b.bucket(key, now)
-	if lim == nil || lim.TokensAt(now) < 1 {
-		return nil // no room, or none to take (a subject's bucket, from a known source)
-	}
-	return lim.ReserveN(now, 1)
+// available is the tokens of key's bucket that no attempt holds.
+func (b *buckets) available(lim *rate.Limiter, key string, now time.Time) float64 {
+	return lim.TokensAt(now) - float64(b.held[key])
 }
+
+// hold sets a failure of key's bucket aside for an attempt in progress,
+// and reports whether it did (not without room, nor when none is
+// available: a subject's bucket, from a known source). unhold ends it.
+func (b *buckets) hold(key string, now time.Time) bool {
+	lim := b.bucket(key, now)
+	if lim == nil || b.available(lim, key, now) < 1 {
+		return false
+	}
+	b.held[key]++
+	return true
+}
+
+// unhold ends a hold of key's bucket: with fail, the failure is taken.
+func (b *buckets) unhold(key string, fail bool, now time.Time) {
+	if b.held[key]--; b.held[key] <= 0 {
+		delete(b.held, key)
+	}
+	if fail {
+		// Taken even when others' failures emptied the bucket meanwhile
+		// (it then refills later): the attempt was counted on.
+		if lim := b.bucket(key, now); lim != nil {
+			lim.ReserveN(now, 1)
+		}
+	}
+}
+
+// forget drops key's bucket, its failures with it (not what attempts in
+// progress hold).
+func (b *buckets) forget(key string) { delete(b.m, key) }
 
 // take records a failure for key. With no room for a new key the failure
 // is not recorded (Allow refuses such keys before they are verified).
