@@ -354,7 +354,8 @@ func (s *Store) applyBatch(events []posture.Event, derived *[]posture.Transition
 		if !sameMessage && e.Seq != cursor+1 && cursor != 0 && !partial {
 			// A gap means the source skipped events: refusing keeps the
 			// projection a faithful function of the log.
-			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log", e.Seq, cursor))
+			return s.fail(fmt.Errorf("projections: event %d follows %d: gap in the log (messages %d..%d are missing: deleted, or damaged and dropped by the NATS server; "+
+				"postured audit verify names them; restore the log from a backup)", e.Seq, cursor, cursor+1, e.Seq-1))
 		}
 		if rewrite != nil {
 			seq, part := e.Seq, e.Part

@@ -1,13 +1,17 @@
 package management
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
+	"net/url"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -267,15 +271,146 @@ func (a *API) configView(c posture.Config) any {
 
 // configSchema compiles a config type's schema: JSON Schema of the draft its
 // $schema names (draft 4 to 2020-12; 2020-12 without one). References
-// resolve within the schema only: nothing is fetched, no file is read.
+// resolve within the schema only: nothing is fetched, no file is read. A
+// schema that refers to itself, or holds more than maxSchemaNodes schemas
+// once its references are written out, is refused: validating data against
+// it could take exponential time (anyOf of two references to a definition
+// that does the same, 22 levels deep, held 7 GB).
 func configSchema(schema map[string]any) (*jsonschema.Schema, error) {
+	if _, err := expandedSize(schema); err != nil {
+		return nil, err
+	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
-	const loc = "config-type.json"
+	const loc = "urn:postured:config-type"
 	if err := c.AddResource(loc, schema); err != nil {
 		return nil, err
 	}
 	return c.Compile(loc)
+}
+
+// maxSchemaNodes bounds a config type's schema with its references written
+// out: a hundred times OpenZiti's intercept.v1.
+const maxSchemaNodes = 10_000
+
+// expandedSize counts the objects of a schema, each local reference
+// ("#/json/pointer", or "#anchor" of $anchor or a draft-07 "$id": "#name")
+// counted as the schema it names. It refuses a schema that refers to itself
+// and one past maxSchemaNodes.
+func expandedSize(root map[string]any) (int, error) {
+	anchors := map[string]any{}
+	var collect func(v any)
+	collect = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range []string{"$anchor", "$dynamicAnchor", "$id", "id"} {
+				if a, ok := x[k].(string); ok {
+					anchors[strings.TrimPrefix(a, "#")] = x
+				}
+			}
+			for _, c := range x {
+				collect(c)
+			}
+		case []any:
+			for _, c := range x {
+				collect(c)
+			}
+		}
+	}
+	collect(root)
+	sizes := map[uintptr]int{}   // by node (its map's pointer)
+	active := map[uintptr]bool{} // nodes being counted: a reference back to one is a cycle
+	var size func(v any) (int, error)
+	size = func(v any) (int, error) {
+		switch x := v.(type) {
+		case map[string]any:
+			key := reflect.ValueOf(x).Pointer()
+			if n, ok := sizes[key]; ok {
+				return n, nil
+			}
+			if active[key] {
+				return 0, errors.New("the schema refers to itself (recursive schemas are not taken)")
+			}
+			active[key] = true
+			defer delete(active, key)
+			n := 1
+			for k, c := range x {
+				var m int
+				var err error
+				if ref, ok := c.(string); ok && (k == "$ref" || k == "$dynamicRef" || k == "$recursiveRef") {
+					target, err := resolveLocal(root, anchors, ref)
+					if err != nil {
+						return 0, err
+					}
+					m, err = size(target)
+					if err != nil {
+						return 0, err
+					}
+				} else if m, err = size(c); err != nil {
+					return 0, err
+				}
+				if n += m; n > maxSchemaNodes {
+					return 0, fmt.Errorf("the schema holds more than %d schemas once its references are written out", maxSchemaNodes)
+				}
+			}
+			sizes[key] = n
+			return n, nil
+		case []any:
+			n := 0
+			for _, c := range x {
+				m, err := size(c)
+				if err != nil {
+					return 0, err
+				}
+				if n += m; n > maxSchemaNodes {
+					return 0, fmt.Errorf("the schema holds more than %d schemas once its references are written out", maxSchemaNodes)
+				}
+			}
+			return n, nil
+		}
+		return 0, nil
+	}
+	return size(root)
+}
+
+// resolveLocal returns the part of root a local reference names: "#", a
+// JSON pointer ("#/$defs/port"), or an anchor ("#port").
+func resolveLocal(root map[string]any, anchors map[string]any, ref string) (any, error) {
+	frag, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, fmt.Errorf("the reference %q is outside the schema: nothing is fetched or read", ref)
+	}
+	if frag == "" {
+		return root, nil
+	}
+	if !strings.HasPrefix(frag, "/") {
+		if a, ok := anchors[frag]; ok {
+			return a, nil
+		}
+		return nil, fmt.Errorf("the reference %q names no anchor of the schema", ref)
+	}
+	var v any = root
+	for _, tok := range strings.Split(frag[1:], "/") {
+		if u, err := url.PathUnescape(tok); err == nil {
+			tok = u
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case map[string]any:
+			if v, ok = x[tok]; !ok {
+				return nil, fmt.Errorf("the reference %q names nothing in the schema", ref)
+			}
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, fmt.Errorf("the reference %q names nothing in the schema", ref)
+			}
+			v = x[i]
+		default:
+			return nil, fmt.Errorf("the reference %q names nothing in the schema", ref)
+		}
+	}
+	return v, nil
 }
 
 // checkConfigData refuses config data that its type's schema does not
@@ -291,12 +426,20 @@ func checkConfigData(t posture.ConfigType, data map[string]any) error {
 	if !errors.As(err, &ve) {
 		return err
 	}
-	reason := ve.Error()
-	for _, u := range ve.BasicOutput().Errors {
-		if u.Error != nil {
-			reason = fmt.Sprintf("at %q: %s", cmp.Or(u.InstanceLocation, "/"), u.Error)
-			break
-		}
+	// The first cause that has none of its own says where and why.
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
 	}
-	return posture.Invalid("data", "does not match the schema of config type "+t.Name+": "+reason, nil)
+	reason := ve.ErrorKind.LocalizedString(english)
+	if len(reason) > maxSchemaReason {
+		reason = strings.ToValidUTF8(reason[:maxSchemaReason], "") + "..."
+	}
+	at := "/" + strings.Join(ve.InstanceLocation, "/")
+	return posture.Invalid("data", fmt.Sprintf("does not match the schema of config type %s: at %q: %s", t.Name, at, reason), nil)
 }
+
+// english prints the schema library's reasons; maxSchemaReason bounds one
+// (a pattern's reason quotes the whole value).
+var english = message.NewPrinter(language.English)
+
+const maxSchemaReason = 300

@@ -1,6 +1,7 @@
 package management
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -16,6 +17,12 @@ func TestServiceHandlers(t *testing.T) {
 	hostV1 := posture.ConfigType{ID: "ct1", Name: "host.v1", CreatedAt: handlerNow, UpdatedAt: handlerNow, Schema: map[string]any{
 		"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": []any{"port"},
 		"properties": map[string]any{"port": map[string]any{"type": "integer", "minimum": float64(1), "maximum": float64(65535)}}}}
+	var interceptSchema map[string]any
+	if err := json.Unmarshal([]byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"r":{"type":"object",
+		"properties":{"low":{"type":"integer"},"high":{"type":"integer","maximum":65535}}}},"properties":{"portRanges":{"type":"array","items":{"$ref":"#/definitions/r"}}}}`), &interceptSchema); err != nil {
+		t.Fatal(err)
+	}
+	intercept := posture.ConfigType{ID: "ct2", Name: "intercept.v1", Schema: interceptSchema, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	hostCfg := posture.Config{ID: "cfg1", Name: "crm-host", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	otherCfg := posture.Config{ID: "cfg2", Name: "crm-host-2", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(8443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	runManagement(t, []apitest.Case{
@@ -104,9 +111,33 @@ func TestServiceHandlers(t *testing.T) {
 			}},
 		{Name: "createConfigType: a schema that refers to a URL", Method: http.MethodPost, Path: "/config-types", Body: `{"name":"x.v1","schema":{"$ref":"https://example.com/s.json"}}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: a schema that refers to itself", Method: http.MethodPost, Path: "/config-types", Body: `{"name":"x.v1","schema":{"$ref":"#"}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: a schema that is exponential once its references are written out", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":` + doubling(22, false) + `}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if !strings.Contains(fmt.Sprint(r.Error.Cause), "more than 10000 schemas") {
+					t.Fatalf("error %+v", r.Error)
+				}
+			}},
+		{Name: "createConfigType: the same through anchors", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":` + doubling(22, true) + `}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: a few doublings", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":` + doubling(4, false) + `}`,
+			Status: http.StatusCreated, Appended: []string{created[posture.ConfigType]()}},
 		{Name: "createConfigType: a draft-07 schema", Method: http.MethodPost, Path: "/config-types",
 			Body:   `{"name":"x.v1","schema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"p":{"type":"integer"}},"properties":{"port":{"$ref":"#/definitions/p"}}}}`,
 			Status: http.StatusCreated, Appended: []string{created[posture.ConfigType]()}},
+		{Name: "createConfig: data its type's schema refuses through a reference", Method: http.MethodPost, Path: "/configs",
+			Body:   `{"name":"c3","configTypeId":"ct2","data":{"portRanges":[{"low":1,"high":70000}]}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if cause := fmt.Sprint(r.Error.Cause); !strings.Contains(cause, `at "/portRanges/0/high": maximum: got 70,000, want 65,535`) || strings.Contains(cause, "file:") {
+					t.Fatalf("error %+v", r.Error)
+				}
+			}},
 		{Name: "detailConfig", Method: http.MethodGet, Path: "/configs/cfg1", Status: http.StatusOK,
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
 				if d := dataOf(t, r); d["name"] != "crm-host" || d["configTypeId"] != "ct1" {
@@ -114,5 +145,20 @@ func TestServiceHandlers(t *testing.T) {
 				}
 			}},
 		{Name: "detailConfigType: unknown id", Method: http.MethodGet, Path: "/config-types/ct9", Status: http.StatusNotFound, Code: posture.CodeNotFound},
-	}, crm, hostV1, hostCfg, otherCfg)
+	}, crm, hostV1, hostCfg, otherCfg, intercept)
+}
+
+// doubling is a schema whose levels are each anyOf two references to the
+// level below (through JSON pointers, or anchors): 2^levels schemas once
+// the references are written out.
+func doubling(levels int, anchors bool) string {
+	ref := func(i int) string { return fmt.Sprintf(`{"$ref":"#/$defs/L%d"}`, i) }
+	if anchors {
+		ref = func(i int) string { return fmt.Sprintf(`{"$ref":"#l%d"}`, i) }
+	}
+	defs := []string{`"L0":{"$anchor":"l0","type":"string"}`}
+	for i := 1; i <= levels; i++ {
+		defs = append(defs, fmt.Sprintf(`"L%d":{"$anchor":"l%d","anyOf":[%s,%s]}`, i, i, ref(i-1), ref(i-1)))
+	}
+	return fmt.Sprintf(`{"$defs":{%s},"properties":{"a":%s}}`, strings.Join(defs, ","), ref(levels))
 }
