@@ -55,9 +55,10 @@ func (s *serverLog) Noticef(format string, v ...any) {
 	}
 	s.emit(level, format, v)
 }
-func (s *serverLog) Warnf(format string, v ...any)   { s.emit(slog.LevelWarn, format, v) }
-func (s *serverLog) Debugf(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
-func (s *serverLog) Tracef(format string, v ...any)  { s.emit(slog.LevelDebug, format, v) }
+
+func (s *serverLog) Warnf(format string, v ...any)  { s.emit(slog.LevelWarn, format, v) }
+func (s *serverLog) Debugf(format string, v ...any) { s.emit(slog.LevelDebug, format, v) }
+func (s *serverLog) Tracef(format string, v ...any) { s.emit(slog.LevelDebug, format, v) }
 
 func (s *serverLog) Errorf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)

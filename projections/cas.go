@@ -2,8 +2,8 @@ package projections
 
 import (
 	"crypto/x509"
-	"errors"
 	"encoding/pem"
+	"errors"
 
 	"github.com/seed-0809debe/posture"
 )
