@@ -317,23 +317,22 @@ type FailingValue struct {
 // of the other policies that the identity fails are counted too, though
 // they did not change.
 func (rep *Report) edited(checkID string) map[string]any {
-	var mine, others []ReportImpact
-	for _, ch := range rep.Checks {
-		if ch.ID == checkID {
-			mine = append(mine, ch)
-		} else {
-			others = append(others, ch)
-		}
-	}
-	var myValues, otherValues []FailingValue
-	for _, v := range rep.FailingValues {
-		if v.CheckID == checkID {
-			myValues = append(myValues, v)
-		} else {
-			otherValues = append(otherValues, v)
-		}
-	}
+	mine, others := partition(rep.Checks, func(ch ReportImpact) bool { return ch.ID == checkID })
+	myValues, otherValues := partition(rep.FailingValues, func(v FailingValue) bool { return v.CheckID == checkID })
 	return map[string]any{"Checks": mine, "OtherChecks": others, "Values": myValues, "OtherValues": otherValues}
+}
+
+// partition splits list into the elements in keeps and the others, in
+// order.
+func partition[T any](list []T, in func(T) bool) (yes, no []T) {
+	for _, x := range list {
+		if in(x) {
+			yes = append(yes, x)
+		} else {
+			no = append(no, x)
+		}
+	}
+	return yes, no
 }
 
 // ReportChange is a decision or transition that differs.
