@@ -322,8 +322,8 @@ func (rep *Report) edited(checkID string) map[string]any {
 	return map[string]any{"Checks": mine, "OtherChecks": others, "Values": myValues, "OtherValues": otherValues}
 }
 
-// partition splits list into the elements in keeps and the others, in
-// order.
+// partition splits list into the elements in reports true of and the
+// others, each in order.
 func partition[T any](list []T, in func(T) bool) (yes, no []T) {
 	for _, x := range list {
 		if in(x) {
