@@ -228,7 +228,11 @@ func (l *Limiter) Failed(c echo.Context, subject string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.opts.Now()
-	l.sources.take(source, now)
+	// Charged even past an empty bucket: the source's attempts are not
+	// held while they run, so guesses sent at once can all be checked
+	// (up to the connections a source may hold); the overshoot is then
+	// owed, and the source waits it out.
+	l.sources.charge(source, now)
 	switch {
 	case subject == "":
 	case r != nil:
@@ -419,11 +423,18 @@ func (b *buckets) unhold(key string, fail bool, now time.Time) {
 		delete(b.held, key)
 	}
 	if fail {
-		// Taken even when others' failures emptied the bucket meanwhile
-		// (it then refills later): the attempt was counted on.
-		if lim := b.bucket(key, now); lim != nil {
-			lim.ReserveN(now, 1)
-		}
+		// Taken even when others' failures emptied the bucket meanwhile:
+		// the attempt was counted on.
+		b.charge(key, now)
+	}
+}
+
+// charge records a failure for key even when its bucket is empty (it then
+// owes it, and refills later). With no room for a new key the failure is
+// not recorded (Allow refuses such keys before they are verified).
+func (b *buckets) charge(key string, now time.Time) {
+	if lim := b.bucket(key, now); lim != nil {
+		lim.ReserveN(now, 1)
 	}
 }
 

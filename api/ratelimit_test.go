@@ -52,3 +52,36 @@ func TestLimiterGivesBackWhatSucceedsOrEndsOtherwise(t *testing.T) {
 		t.Fatal("a third source after two failures passed")
 	}
 }
+
+// TestLimiterChargesSourcesPastEmpty: guesses from one address that were
+// all let through at once, past its failures, are owed: the address then
+// waits for them.
+func TestLimiterChargesSourcesPastEmpty(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	l := NewLimiter(LimiterOptions{SourceBurst: 10, SourceEvery: time.Second, Now: func() time.Time { return now }})
+	e := echo.New()
+	from := func() echo.Context {
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		req.RemoteAddr = "10.0.0.9:1234"
+		return e.NewContext(req, httptest.NewRecorder())
+	}
+	var at []echo.Context
+	for range 20 { // all let through before any failed
+		c := from()
+		if err := l.Allow(c, ""); err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, c)
+	}
+	for _, c := range at {
+		l.Failed(c, "")
+	}
+	now = now.Add(5 * time.Second) // 5 failures' worth refilled: 5 still owed
+	if err := l.Allow(from(), ""); err == nil {
+		t.Fatal("the address owes 10 failures and was let through after 5 s")
+	}
+	now = now.Add(6 * time.Second)
+	if err := l.Allow(from(), ""); err != nil {
+		t.Fatalf("after the debt: %v", err)
+	}
+}
