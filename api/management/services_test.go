@@ -124,6 +124,15 @@ func TestServiceHandlers(t *testing.T) {
 		{Name: "createConfigType: the same through anchors", Method: http.MethodPost, Path: "/config-types",
 			Body:   `{"name":"x.v1","schema":` + doubling(22, true) + `}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: doublings inside a schema that changes the base URI", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":{"$defs":{"L0":{}},"properties":{"x":{"$id":"urn:r","$defs":{"L0":{"type":"string"}},"$ref":"#/$defs/L0"}}}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: a dynamic reference", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":{"$dynamicAnchor":"a","properties":{"x":{"$dynamicRef":"#a"}}}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: fragment ids inside, and a default that looks like a reference", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":{"$schema":"http://json-schema.org/draft-07/schema#","$id":"http://example.com/root.json","properties":{"x":{"$id":"#/properties/x","type":"string","default":{"$ref":"#/nowhere","id":"elsewhere"}}}}}`,
+			Status: http.StatusCreated, Appended: []string{created[posture.ConfigType]()}},
 		{Name: "createConfigType: a few doublings", Method: http.MethodPost, Path: "/config-types",
 			Body:   `{"name":"x.v1","schema":` + doubling(4, false) + `}`,
 			Status: http.StatusCreated, Appended: []string{created[posture.ConfigType]()}},
@@ -135,6 +144,14 @@ func TestServiceHandlers(t *testing.T) {
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data",
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
 				if cause := fmt.Sprint(r.Error.Cause); !strings.Contains(cause, `at "/portRanges/0/high": maximum: got 70,000, want 65,535`) || strings.Contains(cause, "file:") {
+					t.Fatalf("error %+v", r.Error)
+				}
+			}},
+		{Name: "createConfig: more data than its type's schema can be checked against", Method: http.MethodPost, Path: "/configs",
+			Body:   `{"name":"c3","configTypeId":"ct2","data":{"portRanges":[` + strings.Repeat(`{"low":1,"high":2},`, 50_000) + `{"low":1}]}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if !strings.Contains(fmt.Sprint(r.Error.Cause), "too many to check") {
 					t.Fatalf("error %+v", r.Error)
 				}
 			}},
