@@ -3,9 +3,6 @@ package management
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -153,7 +150,7 @@ func (a *API) configTypes() *resource[posture.ConfigType, configTypeInput] {
 			if t.Schema = in.Schema; t.Schema == nil {
 				t.Schema = map[string]any{}
 			}
-			if _, err := configSchema(t.Schema); err != nil {
+			if _, _, err := configSchema(t.Schema); err != nil {
 				return t, posture.Invalid("schema", "must be a JSON Schema: "+err.Error(), nil)
 			}
 			t.Tags, err = tags(in.Tags)
@@ -271,22 +268,27 @@ func (a *API) configView(c posture.Config) any {
 
 // configSchema compiles a config type's schema: JSON Schema of the draft its
 // $schema names (draft 4 to 2020-12; 2020-12 without one). References
-// resolve within the schema only: nothing is fetched, no file is read. A
-// schema that refers to itself, or holds more than maxSchemaNodes schemas
-// once its references are written out, is refused: validating data against
-// it could take exponential time (anyOf of two references to a definition
-// that does the same, 22 levels deep, held 7 GB).
-func configSchema(schema map[string]any) (*jsonschema.Schema, error) {
-	if _, err := expandedSize(schema); err != nil {
-		return nil, err
-	}
+// resolve within the schema only: nothing is fetched, no file is read. It
+// returns the schema with the number of its schemas once its references
+// are written out (schemaNodes), and refuses one that could take
+// exponential time to check data against (anyOf of two references to a
+// definition that does the same, 22 levels deep, held 7 GB).
+func configSchema(schema map[string]any) (*jsonschema.Schema, int, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
 	const loc = "urn:postured:config-type"
 	if err := c.AddResource(loc, schema); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return c.Compile(loc)
+	compiled, err := c.Compile(loc)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := schemaNodes(compiled)
+	if err != nil {
+		return nil, 0, err
+	}
+	return compiled, n, nil
 }
 
 // maxSchemaNodes bounds a config type's schema with its references written
@@ -299,114 +301,77 @@ const (
 	maxSchemaWork  = 250_000
 )
 
-// dataKeywords hold values, not schemas: what they hold is not walked.
-var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true, "example": true}
-
-// expandedSize counts the objects of a schema, each local reference
-// ("#/json/pointer", or "#anchor" of $anchor or a fragment "$id": "#name")
-// counted as the schema it names. It refuses what it cannot count as the
-// validator resolves it: a schema inside that changes the base URI ($id
-// or id other than a fragment: only the root's may), and dynamic
-// references. It refuses a schema that refers to itself and one past
-// maxSchemaNodes.
-func expandedSize(root map[string]any) (int, error) {
-	anchors := map[string]any{}
-	var collect func(v any, top bool) error
-	collect = func(v any, top bool) error {
-		switch x := v.(type) {
-		case map[string]any:
-			for _, k := range []string{"$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"} {
-				if _, ok := x[k]; ok {
-					return fmt.Errorf("%s is not taken (dynamic references)", k)
-				}
-			}
-			for _, k := range []string{"$anchor", "$id", "id"} {
-				a, ok := x[k].(string)
-				if !ok {
-					continue
-				}
-				frag, isFrag := strings.CutPrefix(a, "#")
-				if !isFrag && k != "$anchor" && !top {
-					return fmt.Errorf("a schema inside may not change the base URI (%s %q): only the root's may", k, a)
-				}
-				if isFrag || k == "$anchor" {
-					anchors[frag] = x
-				}
-			}
-			for k, c := range x {
-				if dataKeywords[k] {
-					continue
-				}
-				if err := collect(c, false); err != nil {
-					return err
-				}
-			}
-		case []any:
-			for _, c := range x {
-				if err := collect(c, false); err != nil {
-					return err
-				}
-			}
+// schemaNodes counts the schemas of a compiled schema as the validator
+// walks them, each reference counted as the schema it resolves to (the
+// compiler's resolution, whatever the base URI), boolean schemas too. It
+// refuses a schema that refers to itself, dynamic references (resolved
+// only while validating) and a count past maxSchemaNodes.
+func schemaNodes(root *jsonschema.Schema) (int, error) {
+	sizes := map[*jsonschema.Schema]int{}
+	active := map[*jsonschema.Schema]bool{} // being counted: a reference back to one is a cycle
+	var size func(s *jsonschema.Schema) (int, error)
+	size = func(s *jsonschema.Schema) (int, error) {
+		if s == nil {
+			return 0, nil
 		}
-		return nil
-	}
-	if err := collect(root, true); err != nil {
-		return 0, err
-	}
-	tooBig := fmt.Errorf("the schema holds more than %d schemas once its references are written out", maxSchemaNodes)
-	sizes := map[uintptr]int{}   // by node (its map's pointer)
-	active := map[uintptr]bool{} // nodes being counted: a reference back to one is a cycle
-	var size func(v any) (int, error)
-	size = func(v any) (int, error) {
-		switch x := v.(type) {
-		case map[string]any:
-			key := reflect.ValueOf(x).Pointer()
-			if n, ok := sizes[key]; ok {
-				return n, nil
-			}
-			if active[key] {
-				return 0, errors.New("the schema refers to itself (recursive schemas are not taken)")
-			}
-			active[key] = true
-			defer delete(active, key)
-			n := 1
-			for k, c := range x {
-				if dataKeywords[k] {
-					continue
-				}
-				target := c
-				if ref, ok := c.(string); ok && k == "$ref" {
-					var err error
-					if target, err = resolveLocal(root, anchors, ref); err != nil {
-						return 0, err
-					}
-				}
-				m, err := size(target)
-				if err != nil {
-					return 0, err
-				}
-				if n += m; n > maxSchemaNodes {
-					return 0, tooBig
-				}
-			}
-			sizes[key] = n
-			return n, nil
-		case []any:
-			n := 0
-			for _, c := range x {
-				m, err := size(c)
-				if err != nil {
-					return 0, err
-				}
-				if n += m; n > maxSchemaNodes {
-					return 0, tooBig
-				}
-			}
+		if n, ok := sizes[s]; ok {
 			return n, nil
 		}
-		return 0, nil
+		if active[s] {
+			return 0, errors.New("the schema refers to itself (recursive schemas are not taken)")
+		}
+		if s.DynamicRef != nil || s.RecursiveRef != nil {
+			return 0, errors.New("dynamic references ($dynamicRef, $recursiveRef) are not taken")
+		}
+		active[s] = true
+		defer delete(active, s)
+		n := 1
+		for _, c := range subschemas(s) {
+			m, err := size(c)
+			if err != nil {
+				return 0, err
+			}
+			if n += m; n > maxSchemaNodes {
+				return 0, fmt.Errorf("the schema holds more than %d schemas once its references are written out", maxSchemaNodes)
+			}
+		}
+		sizes[s] = n
+		return n, nil
 	}
 	return size(root)
+}
+
+// subschemas are the schemas s applies to a value or its parts.
+func subschemas(s *jsonschema.Schema) []*jsonschema.Schema {
+	out := []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else, s.PropertyNames, s.UnevaluatedProperties,
+		s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema}
+	out = append(out, s.AllOf...)
+	out = append(out, s.AnyOf...)
+	out = append(out, s.OneOf...)
+	out = append(out, s.PrefixItems...)
+	for _, c := range s.Properties {
+		out = append(out, c)
+	}
+	for _, c := range s.PatternProperties {
+		out = append(out, c)
+	}
+	for _, c := range s.DependentSchemas {
+		out = append(out, c)
+	}
+	for _, v := range s.Dependencies {
+		if c, ok := v.(*jsonschema.Schema); ok {
+			out = append(out, c)
+		}
+	}
+	for _, v := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
+		switch c := v.(type) {
+		case *jsonschema.Schema:
+			out = append(out, c)
+		case []*jsonschema.Schema:
+			out = append(out, c...)
+		}
+	}
+	return out
 }
 
 // dataValues counts the JSON values of config data.
@@ -425,55 +390,14 @@ func dataValues(v any) int {
 	return n
 }
 
-// resolveLocal returns the part of root a local reference names: "#", a
-// JSON pointer ("#/$defs/port"), or an anchor ("#port").
-func resolveLocal(root map[string]any, anchors map[string]any, ref string) (any, error) {
-	frag, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil, fmt.Errorf("the reference %q is outside the schema: nothing is fetched or read", ref)
-	}
-	if frag == "" {
-		return root, nil
-	}
-	if !strings.HasPrefix(frag, "/") {
-		if a, ok := anchors[frag]; ok {
-			return a, nil
-		}
-		return nil, fmt.Errorf("the reference %q names no anchor of the schema", ref)
-	}
-	var v any = root
-	for _, tok := range strings.Split(frag[1:], "/") {
-		if u, err := url.PathUnescape(tok); err == nil {
-			tok = u
-		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch x := v.(type) {
-		case map[string]any:
-			if v, ok = x[tok]; !ok {
-				return nil, fmt.Errorf("the reference %q names nothing in the schema", ref)
-			}
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil, fmt.Errorf("the reference %q names nothing in the schema", ref)
-			}
-			v = x[i]
-		default:
-			return nil, fmt.Errorf("the reference %q names nothing in the schema", ref)
-		}
-	}
-	return v, nil
-}
-
 // checkConfigData refuses config data that its type's schema does not
 // accept, as the controller does: 400 on data, with where and why.
 func checkConfigData(t posture.ConfigType, data map[string]any) error {
-	schema, err := configSchema(t.Schema)
+	schema, nodes, err := configSchema(t.Schema)
 	if err != nil {
 		// A type stored before schemas were checked: nothing to hold data to.
 		return nil
 	}
-	nodes, _ := expandedSize(t.Schema) // configSchema counted them
 	if values := dataValues(data); values*nodes > maxSchemaWork {
 		return posture.Invalid("data", fmt.Sprintf("holds %d values, too many to check against the %d schemas of config type %s (at most %d values times schemas)",
 			values, nodes, t.Name, maxSchemaWork), nil)

@@ -23,6 +23,12 @@ func TestServiceHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	intercept := posture.ConfigType{ID: "ct2", Name: "intercept.v1", Schema: interceptSchema, CreatedAt: handlerNow, UpdatedAt: handlerNow}
+	falses := make([]any, 1000)
+	for i := range falses {
+		falses[i] = false
+	}
+	booleans := posture.ConfigType{ID: "ct3", Name: "booleans.v1", CreatedAt: handlerNow, UpdatedAt: handlerNow,
+		Schema: map[string]any{"properties": map[string]any{"a": map[string]any{"items": map[string]any{"anyOf": falses}}}}}
 	hostCfg := posture.Config{ID: "cfg1", Name: "crm-host", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	otherCfg := posture.Config{ID: "cfg2", Name: "crm-host-2", ConfigTypeID: "ct1", Data: map[string]any{"port": float64(8443)}, CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	runManagement(t, []apitest.Case{
@@ -124,8 +130,14 @@ func TestServiceHandlers(t *testing.T) {
 		{Name: "createConfigType: the same through anchors", Method: http.MethodPost, Path: "/config-types",
 			Body:   `{"name":"x.v1","schema":` + doubling(22, true) + `}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
-		{Name: "createConfigType: doublings inside a schema that changes the base URI", Method: http.MethodPost, Path: "/config-types",
-			Body:   `{"name":"x.v1","schema":{"$defs":{"L0":{}},"properties":{"x":{"$id":"urn:r","$defs":{"L0":{"type":"string"}},"$ref":"#/$defs/L0"}}}}`,
+		{Name: "createConfigType: doublings inside a schema that changes the base URI, beside decoys at the root", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":{"$defs":{"L0":{},"L22":{}},"properties":{"x":{"$id":"urn:r",` + strings.TrimPrefix(doubling(22, false), "{") + `}}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: doublings under a property named like a keyword", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":{"dependentSchemas":{"enum":` + doubling(22, false) + `}}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
+		{Name: "createConfigType: a self-reference through a percent-encoded pointer", Method: http.MethodPost, Path: "/config-types",
+			Body:   `{"name":"x.v1","schema":{"$defs":{"a/b":{},"a":{"b":{"properties":{"x":{"$ref":"#/$defs/a%2Fb"}}}}},"$ref":"#/$defs/a/b"}}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "schema"},
 		{Name: "createConfigType: a dynamic reference", Method: http.MethodPost, Path: "/config-types",
 			Body:   `{"name":"x.v1","schema":{"$dynamicAnchor":"a","properties":{"x":{"$dynamicRef":"#a"}}}}`,
@@ -147,6 +159,14 @@ func TestServiceHandlers(t *testing.T) {
 					t.Fatalf("error %+v", r.Error)
 				}
 			}},
+		{Name: "createConfig: data against many boolean schemas", Method: http.MethodPost, Path: "/configs",
+			Body:   `{"name":"c3","configTypeId":"ct3","data":{"a":[` + strings.Repeat(`1,`, 999) + `1]}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if !strings.Contains(fmt.Sprint(r.Error.Cause), "too many to check") {
+					t.Fatalf("error %+v", r.Error)
+				}
+			}},
 		{Name: "createConfig: more data than its type's schema can be checked against", Method: http.MethodPost, Path: "/configs",
 			Body:   `{"name":"c3","configTypeId":"ct2","data":{"portRanges":[` + strings.Repeat(`{"low":1,"high":2},`, 50_000) + `{"low":1}]}}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "data",
@@ -162,7 +182,7 @@ func TestServiceHandlers(t *testing.T) {
 				}
 			}},
 		{Name: "detailConfigType: unknown id", Method: http.MethodGet, Path: "/config-types/ct9", Status: http.StatusNotFound, Code: posture.CodeNotFound},
-	}, crm, hostV1, hostCfg, otherCfg, intercept)
+	}, crm, hostV1, hostCfg, otherCfg, intercept, booleans)
 }
 
 // doubling is a schema whose levels are each anyOf two references to the
