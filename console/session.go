@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/seed-0809debe/posture"
@@ -125,10 +126,15 @@ func (a *apiAnswer) errorMessage() string {
 	var env struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
-	if json.Unmarshal(a.body.Bytes(), &env) != nil || env.Error.Message == "" {
-		return http.StatusText(a.status)
+	msg := http.StatusText(a.status)
+	if json.Unmarshal(a.body.Bytes(), &env) == nil && env.Error.Message != "" {
+		msg = env.Error.Message
 	}
-	return env.Error.Message
+	// A refusal for now (429) says when to try again.
+	if s, err := strconv.Atoi(a.header.Get("Retry-After")); err == nil && s > 0 {
+		msg = strings.TrimSuffix(strings.TrimSuffix(msg, "; try again later"), ".") + fmt.Sprintf(" (try again in %d s)", s)
+	}
+	return msg
 }
 
 // call runs an API operation in process on behalf of the browser's
@@ -247,7 +253,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	token := a.header.Get(headerSession)
 	if a.status != http.StatusOK || token == "" {
-		again(http.StatusUnauthorized, a.errorMessage())
+		status := http.StatusUnauthorized
+		if a.status == http.StatusTooManyRequests {
+			status = a.status
+			w.Header().Set("Retry-After", a.header.Get("Retry-After"))
+		}
+		again(status, a.errorMessage())
 		return
 	}
 	var env struct {

@@ -256,6 +256,16 @@ func TestConsolePages(t *testing.T) {
 	if p := b.signIn("admin", "wrong-password"); p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, `class="error"`) {
 		t.Fatalf("wrong password: %d %s", p.Status, p.Body)
 	}
+	// Past a username's failures from one address, the form says when to
+	// try again.
+	n.createUser(t, "console-guesser", "guesser-password", false)
+	for range 10 {
+		b.signIn("console-guesser", "wrong-password")
+	}
+	if p := b.signIn("console-guesser", "wrong-password"); p.Status != http.StatusTooManyRequests || p.Header.Get("Retry-After") == "" ||
+		!regexp.MustCompile(`too many failed authentication attempts, or too many at once \(try again in \d+ s\)`).MatchString(p.Body) {
+		t.Fatalf("sign-in past the failures: %d %v %s", p.Status, p.Header, p.Body)
+	}
 	p = b.signIn("admin", testAdminPassword)
 	if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/fleet" {
 		t.Fatalf("sign in: %d %v %s", p.Status, p.Header, p.Body)
@@ -583,7 +593,8 @@ func TestConsoleBacktest(t *testing.T) {
 		t.Fatalf("finished job page: %d %s", p.Status, p.Body)
 	}
 	for _, want := range []string{
-		`<span class="n" id="decisions">2</span>`, `<span class="n" id="newly-denied">1</span>`, `<span class="n" id="newly-allowed">0</span>`,
+		`<span class="n" id="decisions">2</span>`, `<span class="n" id="newly-denied">1</span>newly denied (1 identity)`,
+		`<span class="n" id="newly-allowed">0</span>newly allowed (0 identities)`,
 		"<td>Service crm</td><td>1</td><td>1</td><td>0</td><td>0</td>",
 		`<tr class="edited"><td>Check modern-windows (OS) <strong class="tag">edited</strong></td><td>1</td><td>1</td><td>0</td><td>0</td>`,
 		`<pre id="candidate-body">` + template.HTMLEscapeString(stricter) + `</pre>`,
