@@ -476,6 +476,13 @@ func TestConsoleMFA(t *testing.T) {
 	if p := b.post("/console/mfa", "/console/mfa", url.Values{"code": {wrongCode(t, secret, clk.Now())}}); p.Status != http.StatusUnauthorized {
 		t.Fatalf("wrong code: %d %s", p.Status, p.Body)
 	}
+	// The code's page can be left: its session ends.
+	if p := b.post("/console/mfa", "/console/sign-out", url.Values{}); p.Status != http.StatusOK || !strings.Contains(p.Body, "Signed out.") || n.apiSessionsOf(t, "mfa-admin") != 1 {
+		t.Fatalf("cancel at the code: %d %s", p.Status, p.Body)
+	}
+	if p = b.signIn("mfa-admin", "admin-password"); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in again: %d", p.Status)
+	}
 	if p := b.post("/console/mfa", "/console/mfa", url.Values{"code": {totpAt(t, secret, clk.Now())}, "next": {"/console/checks"}}); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/checks" {
 		t.Fatalf("right code: %d %v %s", p.Status, p.Header, p.Body)
 	}
