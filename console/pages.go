@@ -219,10 +219,13 @@ func (c *Console) summary() (policies, checks []standing, err error) {
 	return policies, checks, nil
 }
 
-// timedRow is an identity with a moment and the time left until it.
+// timedRow is an identity with a moment and the time left until it (in
+// words and in seconds, which the page's script counts down from: the
+// browser's clock may not be the node's).
 type timedRow struct {
 	IdentityID, Name, APISessionID, Left string
 	At                                   time.Time
+	LeftSeconds                          int64
 }
 
 func (c *Console) timed(now time.Time, list []posture.TimedIdentity) []timedRow {
@@ -232,7 +235,7 @@ func (c *Console) timed(now time.Time, list []posture.TimedIdentity) []timedRow 
 		if id, err := c.opts.Store.Identity(t.IdentityID); err == nil {
 			name = id.Name
 		}
-		out = append(out, timedRow{t.IdentityID, name, t.APISessionID, left(now, t.At), t.At})
+		out = append(out, timedRow{t.IdentityID, name, t.APISessionID, left(now, t.At), t.At, int64(max(t.At.Sub(now).Round(time.Second), 0) / time.Second)})
 	}
 	return out
 }

@@ -327,3 +327,28 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("non-admin: %q", refusal)
 	}
 }
+
+// TestConsoleTimeLeftCountsDown: the fleet page's "Time left" of a grace
+// window counts down in the browser from what the node wrote (4m0s, on
+// the node's clock, which is not the browser's).
+func TestConsoleTimeLeftCountsDown(t *testing.T) {
+	n, _, _ := graceStory(t)
+	srv := consoleServer(t, n)
+	base := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	ctx := newBrowser(t, n)
+	browse(t, ctx, "sign in",
+		chromedp.Navigate(base+"/console/fleet"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), "admin"),
+		chromedp.SendKeys(chromedp.CSS("#password"), testAdminPassword),
+		chromedp.Click(chromedp.CSS("#sign-in")),
+		chromedp.WaitVisible(chromedp.CSS("#grace")),
+	)
+	if left := read(t, ctx, "#grace td[data-left]"); left != "4m0s" {
+		t.Fatalf("time left as the page came: %q", left)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`/^3m5[0-9]s$/.test(document.querySelector("#grace td[data-left]").textContent)`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("time left does not count down: %v (now %q)", err, read(t, ctx, "#grace td[data-left]"))
+	}
+}

@@ -784,11 +784,12 @@ func TestConsoleFleetByName(t *testing.T) {
 	}
 }
 
-// TestConsoleRunningGrace: an API session woken after its MFA pass is in a
-// grace window until its deadline (the fleet page lists it); the identity's
-// timeline draws that running grace from the wake to now, marked running,
-// before the deadline passes.
-func TestConsoleRunningGrace(t *testing.T) {
+// graceStory runs a node on a fake clock where laptop-1, with an MFA check
+// that prompts on wake, passed MFA, woke a minute later and is a minute
+// into its 5-minute grace window; it returns the node, laptop-1 and when it
+// woke.
+func graceStory(t *testing.T) (*testNode, endpoint, time.Time) {
+	t.Helper()
 	cfg := defaultTestConfig(t.TempDir())
 	clk := clockwork.NewFakeClockAt(time.Now().UTC().Truncate(time.Second))
 	cfg.clock = clk
@@ -811,6 +812,15 @@ func TestConsoleRunningGrace(t *testing.T) {
 	if err := n.store.WaitFor(t.Context(), n.lastSeq(t)); err != nil {
 		t.Fatal(err)
 	}
+	return n, ep, woke
+}
+
+// TestConsoleRunningGrace: an API session woken after its MFA pass is in a
+// grace window until its deadline (the fleet page lists it); the identity's
+// timeline draws that running grace from the wake to now, marked running,
+// before the deadline passes.
+func TestConsoleRunningGrace(t *testing.T) {
+	n, ep, woke := graceStory(t)
 	b := newConsoleBrowser(t, n, consoleServer(t, n))
 	if p := b.signIn("admin", testAdminPassword); p.Status != http.StatusSeeOther {
 		t.Fatalf("sign in: %d %s", p.Status, p.Body)

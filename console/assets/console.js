@@ -1,4 +1,4 @@
-// postured console: live fleet counts and timeline event details. No
+// postured console: live fleet counts, time left and timeline event details. No
 // inline script anywhere; the Content-Security-Policy allows this file only.
 "use strict";
 (function () {
@@ -17,6 +17,24 @@
         .catch(function () {});
     };
     setInterval(refresh, 5000);
+  }
+  // "Time left" counts down from what the node wrote when it made the page
+  // (the browser's clock may not be the node's), as it writes it: "4m2s",
+  // "now" once past.
+  var lefts = document.querySelectorAll("[data-left]");
+  if (lefts.length) {
+    var loaded = Date.now();
+    var tick = function () {
+      var gone = Math.round((Date.now() - loaded) / 1000);
+      lefts.forEach(function (el) {
+        var s = parseInt(el.dataset.left, 10) - gone;
+        if (isNaN(s)) { return; }
+        if (s <= 0) { el.textContent = "now"; return; }
+        var h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60), r = s % 60;
+        el.textContent = (h ? h + "h" + m + "m" : m ? m + "m" : "") + r + "s";
+      });
+    };
+    setInterval(tick, 1000);
   }
   var detail = document.getElementById("event-detail");
   if (detail) {
