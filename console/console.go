@@ -46,6 +46,9 @@ type Store interface {
 	// identities).
 	FleetCounts() ([]posture.FleetCount, error)
 	InGrace(now time.Time, limit int) ([]posture.TimedIdentity, int, error)
+	// Graces is the identity's API sessions in a grace window at now, with
+	// each window's end (those of InGrace, read from the identity's own).
+	Graces(identityID string, now time.Time) (map[string]time.Time, error)
 	LosingAccess(now, until time.Time, limit int) ([]posture.TimedIdentity, int, error)
 	Cursor() uint64
 	PendingDeadlines() (int, error)

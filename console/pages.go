@@ -368,7 +368,7 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := c.opts.Now()
-	graces, err := c.gracesOf(id.ID, now)
+	graces, err := c.opts.Store.Graces(id.ID, now)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -409,32 +409,6 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		data["Timeline"] = buildTimeline(id.ID, history, failed, wouldDeny, graces, serviceName, from, to, now)
 	}
 	c.render(w, r, status, "identity", data)
-}
-
-// gracesRead bounds the fleet's running grace windows the identity page
-// reads to find the identity's own.
-const gracesRead = 10_000
-
-// gracesOf is the identity's API sessions in a wake or unlock grace window
-// at now, with each window's end, from the fleet view's grace index (the
-// fleet page's "in a grace window"; its count walks the whole index
-// anyway). Of a fleet with more than gracesRead windows running, those
-// ending first are read.
-func (c *Console) gracesOf(identityID string, now time.Time) (map[string]time.Time, error) {
-	list, _, err := c.opts.Store.InGrace(now, gracesRead)
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]time.Time
-	for _, g := range list {
-		if g.IdentityID == identityID {
-			if out == nil {
-				out = map[string]time.Time{}
-			}
-			out[g.APISessionID] = g.At
-		}
-	}
-	return out, nil
 }
 
 // postureRow is one posture fact with its age.

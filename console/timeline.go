@@ -77,8 +77,8 @@ const (
 // buildTimeline lays out the entries of the window [from, to] at now.
 // A service's lane is named by serviceName (the service's name now, or
 // the one its entries recorded when it is gone). graces are the identity's
-// API sessions in a grace window at now, with the window's end (the fleet
-// view's grace index). Nothing is drawn past now: a policy's last state
+// API sessions in a grace window at now, with the window's end
+// (Store.Graces). Nothing is drawn past now: a policy's last state
 // and a running grace end there. Its cost follows the entries: the page
 // holds at most maxTimelineEntries of them.
 func buildTimeline(identityID string, history []posture.HistoryEntry, failed []posture.FailedServiceRequest, wouldDeny []posture.WouldDeny,

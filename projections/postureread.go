@@ -18,21 +18,47 @@ func (s *Store) PostureData(identityID string) (ip posture.IdentityPosture, sess
 		if _, err := getJSON(r, identityPostureKey(identityID), &ip); err != nil {
 			return err
 		}
-		ids, err := childIDs(r, posture.KindIdentity, identityID, KindAPISession)
+		return sessionStates(r, identityID, func(_ string, st sessionState) { sessions = append(sessions, st.Posture) })
+	})
+	return ip, sessions, err
+}
+
+// Graces returns the identity's API sessions in a wake or unlock grace
+// window at now, with each window's end: those the fleet's InGrace lists,
+// read from the identity's own sessions.
+func (s *Store) Graces(identityID string, now time.Time) (map[string]time.Time, error) {
+	var out map[string]time.Time
+	err := s.view(func(r reader) error {
+		return sessionStates(r, identityID, func(id string, st sessionState) {
+			if !st.GraceUntil.IsZero() && !st.GraceUntil.Before(now) {
+				if out == nil {
+					out = map[string]time.Time{}
+				}
+				out[id] = st.GraceUntil
+			}
+		})
+	})
+	return out, err
+}
+
+// sessionStates calls fn with the state of each of the identity's API
+// sessions, in API session id order.
+func sessionStates(r reader, identityID string, fn func(id string, st sessionState)) error {
+	ids, err := childIDs(r, posture.KindIdentity, identityID, KindAPISession)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		var st sessionState
+		found, err := getJSON(r, sessionStateKey(id), &st)
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			var st sessionState
-			if found, err := getJSON(r, sessionStateKey(id), &st); err != nil {
-				return err
-			} else if found {
-				sessions = append(sessions, st.Posture)
-			}
+		if found {
+			fn(id, st)
 		}
-		return nil
-	})
-	return ip, sessions, err
+	}
+	return nil
 }
 
 // FailedRequests returns an identity's failed service requests, oldest
