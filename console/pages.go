@@ -219,13 +219,21 @@ func (c *Console) summary() (policies, checks []standing, err error) {
 	return policies, checks, nil
 }
 
-// timedRow is an identity with a moment and the time left until it (in
-// words and in seconds, which the page's script counts down from: the
-// browser's clock may not be the node's).
+// timedRow is an identity with a moment and the seconds left until it,
+// which the page's script counts down from (the browser's clock may not be
+// the node's).
 type timedRow struct {
-	IdentityID, Name, APISessionID, Left string
-	At                                   time.Time
-	LeftSeconds                          int64
+	IdentityID, Name, APISessionID string
+	At                             time.Time
+	LeftSeconds                    int64
+}
+
+// Left is the time left, for people: "4m2s", or "now" once past.
+func (r timedRow) Left() string {
+	if r.LeftSeconds <= 0 {
+		return "now"
+	}
+	return (time.Duration(r.LeftSeconds) * time.Second).String()
 }
 
 func (c *Console) timed(now time.Time, list []posture.TimedIdentity) []timedRow {
@@ -235,18 +243,10 @@ func (c *Console) timed(now time.Time, list []posture.TimedIdentity) []timedRow 
 		if id, err := c.opts.Store.Identity(t.IdentityID); err == nil {
 			name = id.Name
 		}
-		out = append(out, timedRow{t.IdentityID, name, t.APISessionID, left(now, t.At), t.At, int64(max(t.At.Sub(now).Round(time.Second), 0) / time.Second)})
+		left := max(t.At.Sub(now).Round(time.Second), 0)
+		out = append(out, timedRow{t.IdentityID, name, t.APISessionID, t.At, int64(left / time.Second)})
 	}
 	return out
-}
-
-// left is the time from now to a moment, for people.
-func left(now, t time.Time) string {
-	d := t.Sub(now).Round(time.Second)
-	if d <= 0 {
-		return "now"
-	}
-	return d.String()
 }
 
 // counts is GET /console/fleet/counts, read by the fleet page's script to
