@@ -153,7 +153,11 @@ func New(opts Options) (*Console, error) {
 	m.Handle("GET /console/", c.admin(c.notFound))
 	// Forms are refused from other origins (Sec-Fetch-Site, Origin), on top
 	// of the token each one carries.
-	c.h = secure(http.NewCrossOriginProtection().Handler(c.csrf(m)))
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.refuse(w, r, http.StatusForbidden, crossOriginRefused)
+	}))
+	c.h = secure(cop.Handler(c.csrf(m)))
 	return c, nil
 }
 

@@ -41,15 +41,19 @@ const (
 // it).
 func (c *Console) csrf(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := ""
+		token, fresh := "", false
 		if ck, err := r.Cookie(CSRFCookie); err == nil && len(ck.Value) == 43 {
 			token = ck.Value
+		} else {
+			token, fresh = random(), true
+			http.SetCookie(w, &http.Cookie{Name: CSRFCookie, Value: token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 		}
+		r = r.WithContext(context.WithValue(r.Context(), csrfKey, token))
 		if r.Method == http.MethodPost {
 			// Without the cookie no form can be right: refused before its
 			// body is read. With it, the body is read up to maxForm.
-			if token == "" {
-				refuse(w, http.StatusForbidden, csrfRefused)
+			if fresh {
+				c.refuse(w, r, http.StatusForbidden, csrfRefused)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
@@ -61,37 +65,37 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 			}
 			if err != nil {
 				if errors.As(err, new(*http.MaxBytesError)) {
-					refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d MiB.", maxForm>>20))
+					c.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d MiB.", maxForm>>20))
 				} else {
-					refuse(w, http.StatusBadRequest, "The form could not be read.")
+					c.refuse(w, r, http.StatusBadRequest, "The form could not be read.")
 				}
 				return
 			}
 			if subtle.ConstantTimeCompare([]byte(r.PostFormValue(CSRFField)), []byte(token)) != 1 {
-				refuse(w, http.StatusForbidden, csrfRefused)
+				c.refuse(w, r, http.StatusForbidden, csrfRefused)
 				return
 			}
 		}
-		if token == "" {
-			token = random()
-			http.SetCookie(w, &http.Cookie{Name: CSRFCookie, Value: token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), csrfKey, token)))
+		next.ServeHTTP(w, r)
 	})
 }
 
 // csrfRefused answers a post without the right CSRF token.
 const csrfRefused = "The form's CSRF token is missing or wrong: reload the page and try again."
 
+// crossOriginRefused answers a form posted from another site.
+const crossOriginRefused = "The form was sent from another site; the console takes forms from its own pages only."
+
 // maxForm bounds a form's body: a backtest's candidate (at most the API's
 // 1 MiB) URL-encoded, with room.
 const maxForm = 4 << 20
 
-// refuse answers a form the console does not take, in plain text.
-func refuse(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, msg+"\n")
+// refuse answers a form the console does not take with the error page. The
+// admin is not known yet (forms are refused before a session is read), so
+// the page offers to sign in; its token is the browser's, or the one just
+// given.
+func (c *Console) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	c.render(w, r, status, "error", map[string]any{"Title": "Form refused", "Message": msg})
 }
 
 func csrfToken(r *http.Request) string { s, _ := r.Context().Value(csrfKey).(string); return s }

@@ -229,15 +229,36 @@ func TestConsolePages(t *testing.T) {
 		t.Fatalf("sign-in without CSRF token: %d %s", p.Status, p.Body)
 	}
 	form.Set(console.CSRFField, "forged-forged-forged-forged-forged-forged-ab")
-	if p := b.do(http.MethodPost, "/console/sign-in", form); p.Status != http.StatusForbidden {
-		t.Fatalf("sign-in with a forged CSRF token: %d %s", p.Status, p.Body)
+	p = b.do(http.MethodPost, "/console/sign-in", form)
+	if p.Status != http.StatusForbidden || !strings.HasPrefix(p.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(p.Body, "<title>Form refused · postured</title>") || !strings.Contains(p.Body, `href="/console/sign-in"`) {
+		t.Fatalf("sign-in with a forged CSRF token, want the console's error page: %d %v\n%s", p.Status, p.Header, p.Body)
+	}
+	// A form from another site is refused with the same page, whatever its
+	// token (the browser says where the form came from).
+	m := csrfField.FindStringSubmatch(b.get("/console/sign-in").Body)
+	req, err := http.NewRequest(http.MethodPost, b.base+"/console/sign-in",
+		strings.NewReader(url.Values{"username": {"admin"}, "password": {testAdminPassword}, console.CSRFField: {m[1]}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cross, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(cross), "another site") || !strings.Contains(string(cross), "<title>Form refused") || b.sessionToken() != "" {
+		t.Fatalf("cross-site sign-in: %d\n%s", resp.StatusCode, cross)
 	}
 	// The console's answers are counted beside the APIs'.
 	metrics := scrape(t, n)
 	for series, want := range map[string]float64{
 		`postured_http_requests_total{method="GET",route="/console/",status="303"}`:  1,
-		`postured_http_requests_total{method="GET",route="/console/",status="200"}`:  1,
-		`postured_http_requests_total{method="POST",route="/console/",status="403"}`: 2,
+		`postured_http_requests_total{method="GET",route="/console/",status="200"}`:  2,
+		`postured_http_requests_total{method="POST",route="/console/",status="403"}`: 3,
 	} {
 		if got := metricValue(t, metrics, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
