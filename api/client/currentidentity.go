@@ -1,7 +1,6 @@
 package client
 
 import (
-	"encoding/json"
 	"errors"
 
 	"github.com/labstack/echo/v4"
@@ -94,71 +93,6 @@ func (a *API) updateAuthenticator(c echo.Context) error { return a.changeAuthent
 // (unchanged).
 func (a *API) patchAuthenticator(c echo.Context) error { return a.changeAuthenticator(c, true) }
 
-// authenticatorChange is a validated update of a password authenticator.
-type authenticatorChange struct {
-	username        *string
-	password        *string
-	currentPassword string
-	tags            *posture.Tags
-}
-
-// parseAuthenticatorChange validates an update body against the bounds of
-// the seed (section 2.7): username 4 to 100 characters, password and
-// currentPassword 5 to 100; currentPassword is always required, username
-// and password on a full update.
-func parseAuthenticatorChange(body []byte, patch bool) (authenticatorChange, error) {
-	var ch authenticatorChange
-	var fields map[string]json.RawMessage
-	if err := api.DecodeBytes(body, &fields); err != nil {
-		return ch, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object"}
-	}
-	str := func(name string, lo, hi int, required bool) (*string, error) {
-		raw, ok := fields[name]
-		if !ok || string(raw) == "null" {
-			if required {
-				return nil, posture.Invalid(name, "is required", nil)
-			}
-			return nil, nil
-		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			var value any = json.RawMessage(raw)
-			if name != "username" {
-				value = "********" // never echo a password
-			}
-			return nil, posture.Invalid(name, "must be a string", value)
-		}
-		if err := api.CheckLength(name, s, lo, hi); err != nil {
-			return nil, err
-		}
-		return &s, nil
-	}
-	cur, err := str("currentPassword", 5, 100, true)
-	if err != nil {
-		return ch, err
-	}
-	ch.currentPassword = *cur
-	if ch.username, err = str("username", 4, 100, !patch); err != nil {
-		return ch, err
-	}
-	if ch.password, err = str("password", 5, 100, !patch); err != nil {
-		return ch, err
-	}
-	if raw, ok := fields["tags"]; ok || !patch {
-		var t posture.Tags
-		if ok {
-			if err := json.Unmarshal(raw, &t); err != nil {
-				return ch, posture.Invalid("tags", "must be an object or null", json.RawMessage(raw))
-			}
-		}
-		if t, err = api.CheckTags(t); err != nil {
-			return ch, err
-		}
-		ch.tags = &t
-	}
-	return ch, nil
-}
-
 // changeAuthenticator updates the caller's own password authenticator. The
 // body is validated first (400), then currentPassword is checked against
 // the stored hash: a wrong one is 401 and changes nothing (and counts as a
@@ -173,7 +107,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	if err != nil {
 		return err
 	}
-	ch, err := parseAuthenticatorChange(body, patch)
+	ch, err := api.ParseAuthenticatorChange(body, patch, true)
 	if err != nil {
 		return err
 	}
@@ -185,7 +119,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	if err := limiter.Allow(c, subject); err != nil {
 		return err
 	}
-	ok, err := api.CheckPassword(c.Request().Context(), au.PasswordHash, ch.currentPassword)
+	ok, err := api.CheckPassword(c.Request().Context(), au.PasswordHash, ch.CurrentPassword)
 	if err != nil {
 		limiter.Released(c, subject)
 		return err
@@ -197,8 +131,8 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	limiter.Succeeded(c, subject)
 	checked := au.PasswordHash
 	newHash := ""
-	if ch.password != nil {
-		if newHash, err = api.HashPassword(c.Request().Context(), *ch.password); err != nil {
+	if ch.Password != nil {
+		if newHash, err = api.HashPassword(c.Request().Context(), *ch.Password); err != nil {
 			return err
 		}
 	}
@@ -209,7 +143,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		}
 		// The password changed since it was checked: check it again.
 		if cur.PasswordHash != checked {
-			ok, err := api.CheckPassword(c.Request().Context(), cur.PasswordHash, ch.currentPassword)
+			ok, err := api.CheckPassword(c.Request().Context(), cur.PasswordHash, ch.CurrentPassword)
 			if err != nil {
 				return nil, err
 			}
@@ -219,24 +153,24 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		}
 		checked = cur.PasswordHash
 		next := cur
-		if ch.username != nil && *ch.username != cur.Username {
-			if err := api.CheckVisible("username", *ch.username); err != nil {
+		if ch.Username != nil && *ch.Username != cur.Username {
+			if err := api.CheckVisible("username", *ch.Username); err != nil {
 				return nil, err
 			}
-			other, err := a.Identities.AuthenticatorByUsername(*ch.username)
+			other, err := a.Identities.AuthenticatorByUsername(*ch.Username)
 			if err == nil && other.ID != cur.ID {
-				return nil, posture.Invalid("username", "username is already in use", *ch.username)
+				return nil, posture.Invalid("username", "username is already in use", *ch.Username)
 			}
 			if err != nil && !errors.Is(err, posture.ErrNotFound) {
 				return nil, err
 			}
-			next.Username = *ch.username
+			next.Username = *ch.Username
 		}
 		if newHash != "" {
 			next.PasswordHash = newHash
 		}
-		if ch.tags != nil {
-			next.Tags = *ch.tags
+		if ch.Tags != nil {
+			next.Tags = *ch.Tags
 		}
 		next.UpdatedAt = a.Writer.Now().UTC()
 		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: next}}, nil

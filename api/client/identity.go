@@ -42,12 +42,16 @@ type ExtJWTStore interface {
 
 // SharedRoutes are the client API's operations the management API serves
 // too, as OpenZiti's does: an admin who logs in there with MFA finishes the
-// login there (the partial API session is the same), and reads the current
-// identity.
+// login there (the partial API session is the same), reads the current
+// identity and reads and changes its own authenticators.
 func (a *API) SharedRoutes() []api.Route {
 	return []api.Route{
 		{Method: http.MethodPost, Path: "/authenticate/mfa", Access: api.Partial, Handler: a.mfa().authenticateMFA},
 		{Method: http.MethodGet, Path: "/current-identity", Access: api.Admin, Handler: a.currentIdentity},
+		{Method: http.MethodGet, Path: "/current-identity/authenticators", Access: api.Admin, Handler: a.listAuthenticators},
+		{Method: http.MethodGet, Path: "/current-identity/authenticators/:id", Access: api.Admin, Handler: a.detailAuthenticator},
+		{Method: http.MethodPut, Path: "/current-identity/authenticators/:id", Access: api.Admin, Handler: a.updateAuthenticator},
+		{Method: http.MethodPatch, Path: "/current-identity/authenticators/:id", Access: api.Admin, Handler: a.patchAuthenticator},
 	}
 }
 

@@ -121,6 +121,72 @@ func (a *API) createAuthenticator(c echo.Context) error {
 	return api.CreatedAt(c, string(posture.KindAuthenticator), id)
 }
 
+// updateAuthenticator is PUT /authenticators/:id (username and password
+// required) and patchAuthenticator PATCH (each optional): an administrator
+// sets a updb authenticator's username, password or tags, without its
+// current password. The new password is hashed here; the log holds the
+// hash. API sessions opened with the old password stay, as in OpenZiti.
+func (a *API) updateAuthenticator(c echo.Context) error { return a.changeAuthenticator(c, false) }
+
+func (a *API) patchAuthenticator(c echo.Context) error { return a.changeAuthenticator(c, true) }
+
+func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
+	id := c.Param("id")
+	if _, err := get[posture.Authenticator](a.Store, "authenticator", id); err != nil {
+		return err
+	}
+	body, err := api.ReadBody(c)
+	if err != nil {
+		return err
+	}
+	ch, err := api.ParseAuthenticatorChange(body, patch, false)
+	if err != nil {
+		return err
+	}
+	if ch.Username != nil {
+		if err := api.CheckVisible("username", *ch.Username); err != nil {
+			return err
+		}
+	}
+	hash := ""
+	if ch.Password != nil {
+		if hash, err = api.HashPassword(c.Request().Context(), *ch.Password); err != nil {
+			return err
+		}
+	}
+	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+		au, err := get[posture.Authenticator](a.Store, "authenticator", id)
+		if err != nil {
+			return nil, err
+		}
+		if au.Method != posture.MethodPassword {
+			return nil, posture.Invalid("method", "only a updb (username and password) authenticator can be updated", au.Method)
+		}
+		if ch.Username != nil && *ch.Username != au.Username {
+			other, err := a.Store.AuthenticatorByUsername(*ch.Username)
+			if err == nil && other.ID != au.ID {
+				return nil, posture.Invalid("username", "username is already in use", *ch.Username)
+			}
+			if err != nil && !errors.Is(err, posture.ErrNotFound) {
+				return nil, err
+			}
+			au.Username = *ch.Username
+		}
+		if hash != "" {
+			au.PasswordHash = hash
+		}
+		if ch.Tags != nil {
+			au.Tags = *ch.Tags
+		}
+		au.UpdatedAt = a.Writer.Now().UTC()
+		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: au}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}
+
 func (a *API) deleteAuthenticator(c echo.Context) error {
 	id := c.Param("id")
 	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
@@ -152,6 +218,8 @@ func (a *API) authenticatorRoutes() []api.Route {
 		{Method: http.MethodGet, Path: "/authenticators", Access: api.Admin, Handler: a.listAuthenticators},
 		{Method: http.MethodPost, Path: "/authenticators", Access: api.Admin, Handler: a.createAuthenticator},
 		{Method: http.MethodGet, Path: "/authenticators/:id", Access: api.Admin, Handler: a.detailAuthenticator},
+		{Method: http.MethodPut, Path: "/authenticators/:id", Access: api.Admin, Handler: a.updateAuthenticator},
+		{Method: http.MethodPatch, Path: "/authenticators/:id", Access: api.Admin, Handler: a.patchAuthenticator},
 		{Method: http.MethodDelete, Path: "/authenticators/:id", Access: api.Admin, Handler: a.deleteAuthenticator},
 	}
 }

@@ -221,5 +221,39 @@ func (a *API) identityRoutes() []api.Route {
 		{Method: http.MethodPost, Path: "/identities/:id/disable", Access: api.Admin, Handler: a.disableIdentity},
 		{Method: http.MethodPost, Path: "/identities/:id/enable", Access: api.Admin, Handler: a.enableIdentity},
 		{Method: http.MethodGet, Path: "/identities/:id/authenticators", Access: api.Admin, Handler: a.identityAuthenticators},
+		{Method: http.MethodGet, Path: "/identity-types", Access: api.Admin, Handler: listIdentityTypes},
+		{Method: http.MethodGet, Path: "/identity-types/:id", Access: api.Admin, Handler: detailIdentityType},
 	}
+}
+
+// identityTypeView is a built-in identity type: its id is its name.
+type identityTypeView struct {
+	ID        string       `json:"id"`
+	Name      string       `json:"name"`
+	CreatedAt api.Time     `json:"createdAt"`
+	UpdatedAt api.Time     `json:"updatedAt"`
+	Tags      posture.Tags `json:"tags"`
+	Links     api.Links    `json:"_links"`
+}
+
+func identityTypeViews() []identityTypeView {
+	out := make([]identityTypeView, len(posture.IdentityTypes))
+	for i, t := range posture.IdentityTypes {
+		out[i] = identityTypeView{ID: t, Name: t, CreatedAt: api.Time(api.BuiltinTime), UpdatedAt: api.Time(api.BuiltinTime),
+			Tags: posture.Tags{}, Links: api.SelfLink("identity-types", t)}
+	}
+	return out
+}
+
+func listIdentityTypes(c echo.Context) error { return api.List(c, identityTypeViews()) }
+
+func detailIdentityType(c echo.Context) error {
+	if t, ok := identityType(c.Param("id")); ok && c.Param("id") != "" {
+		for _, v := range identityTypeViews() {
+			if v.ID == t {
+				return api.OK(c, v)
+			}
+		}
+	}
+	return posture.NotFound("identity type", c.Param("id"))
 }

@@ -100,6 +100,8 @@ func (a *API) relationRoutes() []api.Route {
 		sub(a, posture.KindService, "service", "service-edge-router-policies", "service edge router policy", selecting(serp, serviceRoles), serpView),
 		sub(a, posture.KindService, "service", "edge-routers", "edge router", a.serviceRouters, routerView),
 		sub(a, posture.KindService, "service", "configs", "config", a.serviceConfigs, pure(a.configView)),
+		sub(a, posture.KindConfigType, "config type", "configs", "config", a.typeConfigs, pure(a.configView)),
+		sub(a, posture.KindConfig, "config", "services", "service", a.configServices, serviceView),
 		sub(a, posture.KindCheck, "posture check", "service-policies", "service policy", selecting(sp, postureCheckRoles), policyView),
 		sub(a, posture.KindEdgeRouter, "edge router", "edge-router-policies", "edge router policy", selecting(erp, edgeRouterRoles), erpView),
 		sub(a, posture.KindEdgeRouter, "edge router", "service-edge-router-policies", "service edge router policy", selecting(serp, edgeRouterRoles), serpView),
@@ -136,6 +138,28 @@ func (a *API) serviceConfigs(id string) []string {
 		return nil
 	}
 	return s.Configs
+}
+
+// typeConfigs are the configs of a config type.
+func (a *API) typeConfigs(id string) []string {
+	ids, _ := a.Store.ConfigsOfType(id)
+	return ids
+}
+
+// configServices are the services that use a config (read from every
+// service: no index keeps them).
+func (a *API) configServices(id string) []string {
+	all, err := list[posture.Service](a.Store)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, s := range all {
+		if slices.Contains(s.Configs, id) {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids
 }
 
 // attributeRoute lists the role attributes in use by a kind, filtered on

@@ -196,3 +196,57 @@ func TestDeletedAuthenticatorEndsItsSessions(t *testing.T) {
 	}
 	expectRebuiltEqual(t, n, cfg)
 }
+
+// TestAdminSetsAuthenticators: an administrator sets a updb authenticator's
+// password and username on the management API (PUT needs both, PATCH
+// either), without the current password; the identity then logs in with
+// the new ones only. A certificate authenticator and a taken username are
+// refused and change nothing. The admin's own authenticators are on the
+// management API too.
+func TestAdminSetsAuthenticators(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	n.createUser(t, "taken-name", "taken-password", false)
+	tok := n.createUser(t, "forgetful", "first-password", false)
+	id := n.ownAuthenticators(t, tok)[0].ID
+	path := mgmt + "/authenticators/" + id
+
+	expectError(t, n.do(t, http.MethodPut, path, admin, map[string]any{"password": "second-password"}), 400, posture.CodeCouldNotValidate, "username")
+	expectError(t, n.do(t, http.MethodPatch, path, admin, map[string]any{"password": "abc"}), 400, posture.CodeCouldNotValidate, "password")
+	expectError(t, n.do(t, http.MethodPatch, path, admin, map[string]any{"username": "taken-name"}), 400, posture.CodeCouldNotValidate, "username")
+	expectError(t, n.do(t, http.MethodPatch, path, tok, map[string]any{"password": "second-password"}), 401, posture.CodeUnauthorized, "")
+	n.login(t, api.ClientBase, "forgetful", "first-password") // nothing changed
+
+	if r := n.do(t, http.MethodPatch, path, admin, map[string]any{"password": "second-password"}); r.Status != http.StatusOK {
+		t.Fatalf("patch password: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodPost, api.ClientBase+"/authenticate?method=password", "", map[string]string{"username": "forgetful", "password": "first-password"}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the old password still logs in: %d %s", r.Status, r.Body)
+	}
+	n.login(t, api.ClientBase, "forgetful", "second-password")
+	if r := n.do(t, http.MethodPut, path, admin, map[string]any{"username": "remembered", "password": "third-password", "tags": map[string]any{"reset": "ticket-42"}}); r.Status != http.StatusOK {
+		t.Fatalf("put: %d %s", r.Status, r.Body)
+	}
+	n.login(t, api.ClientBase, "remembered", "third-password")
+	var got ownAuthenticator
+	data, _ := n.do(t, http.MethodGet, path, admin, nil).envelope(t)
+	if err := json.Unmarshal(data, &got); err != nil || got.Username != "remembered" || got.Tags["reset"] != "ticket-42" {
+		t.Fatalf("after put: %s", data)
+	}
+
+	// A certificate authenticator has no password to set.
+	device, enr := n.enrolledIdentity(t, admin, "cert-device", map[string]any{"ott": true})
+	n.enrollOTT(t, enr.Token)
+	certAuth, _ := n.listIDs(t, admin, "/identities/"+device+"/authenticators", "")
+	if len(certAuth) != 1 {
+		t.Fatalf("cert-device authenticators: %v", certAuth)
+	}
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/authenticators/"+certAuth[0], admin, map[string]any{"password": "second-password"}), 400, posture.CodeCouldNotValidate, "method")
+
+	// The admin's own, as on the client API: the current password is asked.
+	own, _ := n.listIDs(t, admin, "/current-identity/authenticators", "")
+	if len(own) != 1 {
+		t.Fatalf("admin's own authenticators: %v", own)
+	}
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/current-identity/authenticators/"+own[0], admin, map[string]any{"password": "new-admin-password"}), 400, posture.CodeCouldNotValidate, "currentPassword")
+}

@@ -63,8 +63,8 @@ func TestEveryOperationMatchesItsDocument(t *testing.T) {
 		patch          map[string]any
 		subs           []string
 	}{
-		{"config-types", ct, map[string]any{"name": "intercept.v2"}, map[string]any{"tags": map[string]any{"a": "b"}}, nil},
-		{"configs", cfg, map[string]any{"name": "crm-intercept", "data": map[string]any{"port": 8443}}, map[string]any{"name": "crm-intercept-2"}, nil},
+		{"config-types", ct, map[string]any{"name": "intercept.v2"}, map[string]any{"tags": map[string]any{"a": "b"}}, []string{"configs"}},
+		{"configs", cfg, map[string]any{"name": "crm-intercept", "data": map[string]any{"port": 8443}}, map[string]any{"name": "crm-intercept-2"}, []string{"services"}},
 		{"services", svc, map[string]any{"name": "crm", "roleAttributes": []string{"apps"}, "configs": []string{cfg}}, map[string]any{"maxIdleTimeMillis": 1000},
 			[]string{"configs", "edge-routers", "service-edge-router-policies", "service-policies"}},
 		{"posture-checks", check, map[string]any{"typeId": "MFA", "name": "mfa", "timeoutSeconds": 300}, map[string]any{"promptOnUnlock": true}, []string{"service-policies"}},
@@ -97,9 +97,22 @@ func TestEveryOperationMatchesItsDocument(t *testing.T) {
 	}
 	for _, p := range []string{"/identity-role-attributes", "/service-role-attributes", "/edge-router-role-attributes", "/posture-check-role-attributes",
 		"/posture-check-types", "/posture-check-types/MFA", "/authenticators", "/enrollments", "/enrollments/" + enr, "/cas", "/controllers",
-		"/identities/" + ep.id + "/policy-advice/" + svc} {
+		"/identities/" + ep.id + "/policy-advice/" + svc, "/identity-types", "/identity-types/Device", "/current-identity/authenticators"} {
 		ok(http.MethodGet, mgmt+p, admin, nil, http.StatusOK)
 	}
+	ok(http.MethodGet, mgmt+"/identity-types/Nobody", admin, nil, http.StatusNotFound)
+	// Authenticators: an admin sets another identity's, and its own as the
+	// client API lets any identity do.
+	epAuth, _ := n.listIDs(t, admin, "/identities/"+ep.id+"/authenticators", "")
+	auth := epAuth[0]
+	ok(http.MethodPut, mgmt+"/authenticators/"+auth, admin, map[string]any{"username": "laptop", "password": "laptop-password-2"}, http.StatusOK)
+	ok(http.MethodPatch, mgmt+"/authenticators/"+auth, admin, map[string]any{"tags": map[string]any{"set": "by admin"}}, http.StatusOK)
+	ok(http.MethodPatch, mgmt+"/authenticators/x0000000x", admin, map[string]any{"password": "whatever"}, http.StatusNotFound)
+	ids, _ := n.listIDs(t, admin, "/current-identity/authenticators", "")
+	own := ids[0]
+	ok(http.MethodGet, mgmt+"/current-identity/authenticators/"+own, admin, nil, http.StatusOK)
+	ok(http.MethodPatch, mgmt+"/current-identity/authenticators/"+own, admin, map[string]any{"currentPassword": testAdminPassword, "tags": map[string]any{"a": "b"}}, http.StatusOK)
+	ok(http.MethodPut, mgmt+"/current-identity/authenticators/"+own, admin, map[string]any{"currentPassword": testAdminPassword, "username": "admin", "password": testAdminPassword}, http.StatusOK)
 
 	// The client API: services, sessions, the service's routers and
 	// terminators, and the admin-only service operations.

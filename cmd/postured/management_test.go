@@ -503,3 +503,38 @@ func TestListsNameTheirFields(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigRelations: a config type lists its configs, a config the
+// services that use it, and a service carries its configs' data under
+// their types' names ("config", which OpenZiti's serviceDetail requires).
+// An address under an entity that is no operation is a route 404, not a
+// missing entity named after the rest of the path.
+func TestConfigRelations(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ct := n.create(t, admin, "config-types", map[string]any{"name": "host.v1", "schema": map[string]any{"type": "object"}})
+	other := n.create(t, admin, "config-types", map[string]any{"name": "intercept.v1", "schema": map[string]any{"type": "object"}})
+	cfg := n.create(t, admin, "configs", map[string]any{"name": "crm-host", "configTypeId": ct, "data": map[string]any{"port": 443}})
+	n.create(t, admin, "configs", map[string]any{"name": "crm-intercept", "configTypeId": other, "data": map[string]any{"port": 80}})
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "configs": []string{cfg}})
+	n.create(t, admin, "services", map[string]any{"name": "wiki"})
+
+	if ids, total := n.listIDs(t, admin, "/config-types/"+ct+"/configs", ""); total != 1 || ids[0] != cfg {
+		t.Fatalf("configs of host.v1: %v", ids)
+	}
+	if ids, total := n.listIDs(t, admin, "/configs/"+cfg+"/services", ""); total != 1 || ids[0] != svc {
+		t.Fatalf("services of crm-host: %v", ids)
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/config-types/x0000000x/configs", admin, nil), 404, posture.CodeNotFound, "")
+	data, _ := n.do(t, http.MethodGet, mgmt+"/services/"+svc, admin, nil).envelope(t)
+	var got struct {
+		Config map[string]map[string]any `json:"config"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil || len(got.Config) != 1 || got.Config["host.v1"]["port"] != float64(443) {
+		t.Fatalf("service's config: %s", data)
+	}
+	r := n.do(t, http.MethodGet, mgmt+"/config-types/"+ct+"/nothing-here", admin, nil)
+	if r.Status != http.StatusNotFound || strings.Contains(string(r.Body), "nothing-here") && strings.Contains(string(r.Body), "config type") {
+		t.Fatalf("an unknown sub-path: %d %s", r.Status, r.Body)
+	}
+}

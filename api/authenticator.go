@@ -1,0 +1,77 @@
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/seed-0809debe/posture"
+)
+
+// AuthenticatorChange is a validated update of a password authenticator:
+// a nil field is left as it is.
+type AuthenticatorChange struct {
+	Username        *string
+	Password        *string
+	CurrentPassword string
+	Tags            *posture.Tags
+}
+
+// ParseAuthenticatorChange validates an update body against the bounds of
+// the seed (section 2.7): username 4 to 100 characters, password and
+// currentPassword 5 to 100. Username and password are required on a full
+// update (PUT), currentPassword whenever needCurrent (an identity changing
+// its own; an administrator does not give it).
+func ParseAuthenticatorChange(body []byte, patch, needCurrent bool) (AuthenticatorChange, error) {
+	var ch AuthenticatorChange
+	var fields map[string]json.RawMessage
+	if err := DecodeBytes(body, &fields); err != nil {
+		return ch, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object"}
+	}
+	str := func(name string, lo, hi int, required bool) (*string, error) {
+		raw, ok := fields[name]
+		if !ok || string(raw) == "null" {
+			if required {
+				return nil, posture.Invalid(name, "is required", nil)
+			}
+			return nil, nil
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			var value any = json.RawMessage(raw)
+			if name != "username" {
+				value = "********" // never echo a password
+			}
+			return nil, posture.Invalid(name, "must be a string", value)
+		}
+		if err := CheckLength(name, s, lo, hi); err != nil {
+			return nil, err
+		}
+		return &s, nil
+	}
+	var err error
+	if needCurrent {
+		cur, err := str("currentPassword", MinPassword, MaxPassword, true)
+		if err != nil {
+			return ch, err
+		}
+		ch.CurrentPassword = *cur
+	}
+	if ch.Username, err = str("username", MinUsername, MaxUsername, !patch); err != nil {
+		return ch, err
+	}
+	if ch.Password, err = str("password", MinPassword, MaxPassword, !patch); err != nil {
+		return ch, err
+	}
+	if raw, ok := fields["tags"]; ok || !patch {
+		var t posture.Tags
+		if ok {
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return ch, posture.Invalid("tags", "must be an object or null", json.RawMessage(raw))
+			}
+		}
+		if t, err = CheckTags(t); err != nil {
+			return ch, err
+		}
+		ch.Tags = &t
+	}
+	return ch, nil
+}
