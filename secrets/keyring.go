@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -62,6 +65,7 @@ type Options struct {
 type Keyring struct {
 	kek   cipher.AEAD
 	kekID string
+	names []byte // keys DerivedKey
 	keys  KeyStore
 	ttl   time.Duration
 	now   func() time.Time
@@ -93,7 +97,11 @@ func New(opts Options) (*Keyring, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Keyring{kek: kek, kekID: KEKID(opts.KEK), keys: opts.Keys, ttl: opts.CacheTTL, now: opts.Now, cache: map[string]cachedKey{}}
+	names, err := hkdf.Key(sha256.New, opts.KEK, nil, "postured derived keys", 32)
+	if err != nil {
+		return nil, err
+	}
+	k := &Keyring{kek: kek, kekID: KEKID(opts.KEK), names: names, keys: opts.Keys, ttl: opts.CacheTTL, now: opts.Now, cache: map[string]cachedKey{}}
 	if k.ttl <= 0 {
 		k.ttl = time.Minute
 	}
@@ -101,6 +109,16 @@ func New(opts Options) (*Keyring, error) {
 		k.now = time.Now
 	}
 	return k, nil
+}
+
+// DerivedKey is a 32-byte key for a purpose, derived from the KEK (HKDF,
+// then HMAC-SHA256 of the purpose): the same on every node that shares the
+// KEK, and unknown to anyone without it. It keys what must be neither
+// guessed nor kept anywhere, such as the names of the webhooks' consumers.
+func (k *Keyring) DerivedKey(purpose string) []byte {
+	mac := hmac.New(sha256.New, k.names)
+	mac.Write([]byte(purpose))
+	return mac.Sum(nil)
 }
 
 func newAEAD(key []byte) (cipher.AEAD, error) {

@@ -186,3 +186,17 @@ func BenchmarkSealOpen(b *testing.B) {
 		}
 	}
 }
+
+// A derived key is the same for the same KEK and purpose, and differs with
+// either.
+func TestDerivedKey(t *testing.T) {
+	kek := bytes.Repeat([]byte{7}, secrets.KEKSize)
+	a := newKeyring(t, kek, newMemKeys()).DerivedKey("names")
+	if len(a) != 32 || !bytes.Equal(a, newKeyring(t, kek, newMemKeys()).DerivedKey("names")) {
+		t.Fatalf("derived key %x is not stable", a)
+	}
+	if bytes.Equal(a, newKeyring(t, kek, newMemKeys()).DerivedKey("other")) ||
+		bytes.Equal(a, newKeyring(t, bytes.Repeat([]byte{8}, secrets.KEKSize), newMemKeys()).DerivedKey("names")) {
+		t.Fatal("a derived key does not depend on its purpose and KEK")
+	}
+}

@@ -2,6 +2,9 @@ package webhooks
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +62,12 @@ type Options struct {
 	Deny []*net.IPNet
 	// Poll is how often the list of webhooks is read again (default 1s).
 	Poll time.Duration
+	// NameKey keys the names of the webhooks' consumers (ConsumerName):
+	// the same on every node, and secret, so that a reader of the
+	// transitions stream (the auditor's credentials may create, pull and
+	// acknowledge consumers) cannot name a webhook's consumer to take its
+	// deliveries or change its filter.
+	NameKey []byte
 }
 
 // Dispatcher delivers transitions to the webhooks. Every node may run one:
@@ -93,8 +102,21 @@ func New(opts Options) *Dispatcher {
 	return &Dispatcher{opts: opts}
 }
 
-// ConsumerName is the durable consumer of a webhook.
-func ConsumerName(webhookID string) string { return "webhook-" + webhookID }
+// ConsumerName is the durable consumer of a webhook: "webhook-" and 32 hex
+// characters of an HMAC of its id under the name key. The id alone is in
+// the log; the name cannot be derived from it without the key.
+func ConsumerName(nameKey []byte, webhookID string) string {
+	mac := hmac.New(sha256.New, nameKey)
+	mac.Write([]byte(webhookID))
+	return "webhook-" + hex.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// legacyConsumerName is a webhook's consumer as earlier versions named it,
+// after its id alone; consumer moves what such a consumer left to its
+// keyed name.
+func legacyConsumerName(webhookID string) string { return "webhook-" + webhookID }
+
+func (d *Dispatcher) name(webhookID string) string { return ConsumerName(d.opts.NameKey, webhookID) }
 
 // worker is a running delivery loop of one webhook version.
 type worker struct {
@@ -157,8 +179,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			for id := range known {
 				if !live[id] {
 					delete(known, id)
-					if err := d.opts.Stream.DeleteConsumer(ctx, ConsumerName(id)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
-						d.opts.Logger.Warn("deleting a webhook's consumer", "webhookId", id, "err", err)
+					for _, name := range []string{d.name(id), legacyConsumerName(id)} {
+						if err := d.opts.Stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+							d.opts.Logger.Warn("deleting a webhook's consumer", "webhookId", id, "err", err)
+						}
 					}
 				}
 			}
@@ -172,32 +196,67 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // consumer creates or updates the webhook's durable consumer: from the
-// webhook's creation on, its kinds only, one message outstanding.
+// webhook's creation on, its kinds only, one message outstanding. An
+// existing consumer keeps where it is and gets the webhook's kinds again
+// (whatever changed them). A consumer under the webhook's legacy name is
+// moved: the new one starts after the last message the old one had
+// acknowledged (the one outstanding, if any, is delivered again), and the
+// old one is deleted.
 func (d *Dispatcher) consumer(ctx context.Context, h posture.Webhook) (jetstream.Consumer, error) {
-	subjects := []string{d.opts.Subjects + ">"}
-	if len(h.Kinds) > 0 {
-		subjects = subjects[:0]
-		for _, k := range h.Kinds {
-			subjects = append(subjects, d.opts.Subjects+"*."+k)
+	name := d.name(h.ID)
+	cfg := jetstream.ConsumerConfig{
+		Durable:       name,
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
+		OptStartTime:  &h.CreatedAt,
+	}
+	existing, err := d.opts.Stream.Consumer(ctx, name)
+	switch {
+	case err == nil:
+		cfg = existing.CachedInfo().Config
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, err
+	}
+	var legacy jetstream.Consumer
+	if existing == nil {
+		if legacy, err = d.opts.Stream.Consumer(ctx, legacyConsumerName(h.ID)); err == nil {
+			if floor := legacy.CachedInfo().AckFloor.Stream; floor > 0 {
+				cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, floor+1
+			}
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, err
 		}
 	}
-	start := h.CreatedAt
-	cfg := jetstream.ConsumerConfig{
-		Durable:       ConsumerName(h.ID),
-		Description:   "deliveries of webhook " + h.Name,
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
-		OptStartTime:  &start,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       2*d.opts.Timeout + 5*time.Second,
-		MaxAckPending: 1,
-		MaxDeliver:    -1,
-	}
-	if len(subjects) == 1 {
-		cfg.FilterSubject = subjects[0]
+	cfg.Description = "deliveries of a webhook"
+	cfg.AckPolicy = jetstream.AckExplicitPolicy
+	cfg.AckWait = 2*d.opts.Timeout + 5*time.Second
+	cfg.MaxAckPending = 1
+	cfg.MaxDeliver = -1
+	cfg.FilterSubject, cfg.FilterSubjects = "", nil
+	if len(h.Kinds) == 0 {
+		cfg.FilterSubject = d.opts.Subjects + ">"
 	} else {
-		cfg.FilterSubjects = subjects
+		for _, k := range h.Kinds {
+			cfg.FilterSubjects = append(cfg.FilterSubjects, d.opts.Subjects+"*."+k)
+		}
+		if len(cfg.FilterSubjects) == 1 {
+			cfg.FilterSubject, cfg.FilterSubjects = cfg.FilterSubjects[0], nil
+		}
 	}
-	return d.opts.Stream.CreateOrUpdateConsumer(ctx, cfg)
+	var cons jetstream.Consumer
+	if existing != nil {
+		cons, err = d.opts.Stream.UpdateConsumer(ctx, cfg)
+	} else {
+		cons, err = d.opts.Stream.CreateConsumer(ctx, cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if legacy != nil {
+		if err := d.opts.Stream.DeleteConsumer(ctx, legacyConsumerName(h.ID)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			d.opts.Logger.Warn("deleting a webhook's consumer under its legacy name", "webhookId", h.ID, "err", err)
+		}
+	}
+	return cons, nil
 }
 
 // deliver runs the delivery loop of one webhook until ctx ends.

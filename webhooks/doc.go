@@ -1,8 +1,8 @@
 // Package webhooks delivers posture transitions to HTTP receivers.
 //
 // Each enabled webhook has a durable JetStream consumer of the transitions
-// stream ("webhook-<id>", filtered by the webhook's kinds), shared by every
-// node, with at most one message outstanding: deliveries are in stream
+// stream (named with a key, ConsumerName; filtered by the webhook's kinds),
+// shared by every node, with at most one message outstanding: deliveries are in stream
 // order, so in order per identity, and a message is acknowledged only when
 // the receiver answered 2xx. A failed attempt is negatively acknowledged
 // with a delay (exponential backoff with jitter, from MinBackoff up to

@@ -370,6 +370,10 @@ func (s *serveCmd) metricsServer(n *node, log *slog.Logger) (*http.Server, net.L
 	return srv, ln, nil
 }
 
+// webhookNames is the purpose of the key of the webhooks' consumer names
+// (secrets.Keyring.DerivedKey): changing it renames every consumer.
+const webhookNames = "webhook consumer names"
+
 // Limits of the HTTP server that have no flag.
 const (
 	readHeaderTimeout = 10 * time.Second
@@ -720,7 +724,8 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		Secrets: n.secrets, Budget: budget}
 	n.hooks = webhooks.New(webhooks.Options{Stream: n.trans.Stream(), Subjects: n.trans.Subjects(),
 		Store: n.store, Secrets: n.secrets, Log: w.Log, Logger: n.log, Timeout: s.WebhookTimeout,
-		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp, Deny: deny})
+		MinBackoff: s.WebhookBackoff, MaxBackoff: s.WebhookMaxBackoff, GiveUpAfter: s.WebhookGiveUp, Deny: deny,
+		NameKey: n.secrets.DerivedKey(webhookNames)})
 	n.management = &management.API{Info: info, Login: login, Auth: n.auth, Store: n.store, Posture: n.store, Fleet: n.store, Report: n.store, Writer: w,
 		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store, snapshots: n.snapshots}, Signer: signer, Enrollments: n.store,
