@@ -509,12 +509,26 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	}
 	// The form asks again by id, whatever it was asked by.
 	data["Identity"], data["IdentityID"] = id, id.ID
+	var (
+		svc      posture.Service
+		svcKnown bool
+	)
+	if serviceID != "" {
+		if svc, svcKnown, err = c.serviceOf(r, serviceID); err != nil {
+			again(err)
+			return
+		}
+		if svcKnown {
+			serviceID = svc.ID
+			data["ServiceID"] = svc.ID
+		}
+	}
 	services := c.services(id.ID)
 	if serviceID != "" && !slices.ContainsFunc(services, func(s service) bool { return s.ID == serviceID }) {
 		// A service no policy grants the identity is still the one asked
 		// about: the choice keeps it, so that asking again asks the same.
-		name := serviceID + " (no such service)"
-		if svc, err := c.opts.Store.Service(serviceID); err == nil {
+		name := serviceID + " (no service has this id or name now)"
+		if svcKnown {
 			name = svc.Name + " (not granted to this identity)"
 		}
 		services = append([]service{{serviceID, name}}, services...)
@@ -531,14 +545,51 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// What did not exist at the moment is said as it is known now.
+	switch {
+	case at.IsZero():
+	case at.Before(id.CreatedAt):
+		again(posture.Errorf(posture.CodeNotFound, "%s did not exist at %s (created %s).", id.Name, stamp(at), stamp(id.CreatedAt)))
+		return
+	case svcKnown && at.Before(svc.CreatedAt):
+		again(posture.Errorf(posture.CodeNotFound, "Service %s did not exist at %s (created %s).", svc.Name, stamp(at), stamp(svc.CreatedAt)))
+		return
+	}
 	x, err := c.opts.Explainer.Explain(r.Context(), id.ID, serviceID, typ, at)
 	if err != nil {
-		again(err)
+		again(explainError(err, id, serviceID, svc, svcKnown, at))
 		return
 	}
 	data["Explanation"] = x
 	data["At"] = x.At.UTC().Format(time.RFC3339Nano)
+	data["OtherType"] = posture.Dial
+	if typ == posture.Dial {
+		data["OtherType"] = posture.Bind
+	}
 	c.render(w, r, http.StatusOK, "explain", data)
+}
+
+// explainError says what the explainer could not find at the moment in
+// words: the identity's or the service's name and the moment; a service
+// that no id or name names now is said to be unknown by either.
+func explainError(err error, id posture.Identity, serviceID string, svc posture.Service, svcKnown bool, at time.Time) error {
+	var pe *posture.Error
+	if !asPostureError(err, &pe) || pe.Code != posture.CodeNotFound {
+		return err
+	}
+	when := "now"
+	if !at.IsZero() {
+		when = "at " + stamp(at)
+	}
+	switch msg := pe.Message; {
+	case strings.HasPrefix(msg, "no identity "):
+		return posture.Errorf(posture.CodeNotFound, "%s did not exist %s.", id.Name, when)
+	case !svcKnown:
+		return posture.Errorf(posture.CodeNotFound, "No service has the id or name %q now, and none had that id %s.", serviceID, when)
+	case strings.HasPrefix(msg, "no service "):
+		return posture.Errorf(posture.CodeNotFound, "Service %s did not exist %s.", svc.Name, when)
+	}
+	return err
 }
 
 // identityOf reads the identity an explain question names by its id or by
@@ -553,6 +604,43 @@ func (c *Console) identityOf(idOrName string) (posture.Identity, error) {
 		return id, posture.Errorf(posture.CodeNotFound, "No identity has the id or name %q.", idOrName)
 	}
 	return id, err
+}
+
+// serviceOf reads the service an explain question names by its id or, when
+// no service has that id now, by its name: the management API's list of
+// services filtered by name, called in process with the admin's session.
+// It reports false when neither names one now (one deleted since may have
+// had the id at the moment asked).
+func (c *Console) serviceOf(r *http.Request, idOrName string) (posture.Service, bool, error) {
+	svc, err := c.opts.Store.Service(idOrName)
+	if err == nil {
+		return svc, true, nil
+	}
+	if !errors.Is(err, posture.ErrNotFound) {
+		return svc, false, err
+	}
+	quoted, err := json.Marshal(idOrName) // the filter's strings are JSON's
+	if err != nil {
+		return svc, false, err
+	}
+	q := url.Values{"limit": {"1"}, "filter": {"name=" + string(quoted)}}
+	a, err := c.call(r, http.MethodGet, c.opts.ManagementBase+"/services?"+q.Encode(), sessionOf(r), nil)
+	if err != nil {
+		return svc, false, err
+	}
+	if a.status != http.StatusOK {
+		return svc, false, fmt.Errorf("console: services named %q: %d %s", idOrName, a.status, a.errorMessage())
+	}
+	var env struct {
+		Data []posture.Service `json:"data"`
+	}
+	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil {
+		return svc, false, fmt.Errorf("console: services named %q: %w", idOrName, err)
+	}
+	if len(env.Data) == 0 || env.Data[0].Name != idOrName {
+		return svc, false, nil
+	}
+	return env.Data[0], true, nil
 }
 
 // checkRow is a posture check on the checks page, with its enforcement as

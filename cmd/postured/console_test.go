@@ -718,9 +718,10 @@ func TestConsoleIdentityWindow(t *testing.T) {
 	}
 }
 
-// TestConsoleExplainByName: explain takes an identity's name as well as its
-// id, says on the form when neither names one, and keeps a service that no
-// policy grants the identity as the one chosen.
+// TestConsoleExplainByName: explain takes an identity's and a service's name
+// as well as their ids, says on the form when neither names one or when
+// the identity did not exist at the moment, keeps a service that no policy
+// grants the identity as the one chosen, and says what no-permission means.
 func TestConsoleExplainByName(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	st := denyThenGrant(t, n)
@@ -747,6 +748,38 @@ func TestConsoleExplainByName(t *testing.T) {
 	p = b.get("/console/explain?identity=" + st.identity + "&service=" + st.service)
 	if m := selected.FindAllStringSubmatch(p.Body, -1); len(m) != 1 || m[0][1] != st.service || m[0][2] != "crm" {
 		t.Fatalf("explain of crm: selected %q", m)
+	}
+	// The service by its name, as the identity: answered, and asked again
+	// by id; the choice lists crm once.
+	p = b.get("/console/explain?identity=laptop-1&service=crm")
+	if m := selected.FindAllStringSubmatch(p.Body, -1); p.Status != http.StatusOK || !strings.Contains(p.Body, "Decision: <strong>granted</strong>") ||
+		len(m) != 1 || m[0][1] != st.service || m[0][2] != "crm" || strings.Count(p.Body, ">crm") != 1 || strings.Contains(p.Body, "no such service") {
+		t.Fatalf("explain of the service crm by name: %d, selected %q\n%s", p.Status, m, p.Body)
+	}
+	// A name no service has: said, with what was asked kept.
+	p = b.get("/console/explain?identity=laptop-1&service=payroll")
+	if p.Status != http.StatusNotFound || !strings.Contains(p.Body, `No service has the id or name &#34;payroll&#34; now`) ||
+		!regexp.MustCompile(`<option value="payroll" selected>payroll \(no service has this id or name now\)</option>`).MatchString(p.Body) ||
+		strings.Contains(p.Body, "ids, not names") {
+		t.Fatalf("explain of a service nobody has: %d\n%s", p.Status, p.Body)
+	}
+	// Before the identity existed: said in words, with its creation.
+	laptop, err := n.store.Identity(st.identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := laptop.CreatedAt.Add(-time.Hour).UTC().Truncate(time.Second)
+	p = b.get("/console/explain?identity=laptop-1&service=crm&at=" + url.QueryEscape(before.Format(time.RFC3339)))
+	want := "laptop-1 did not exist at " + before.Format("2006-01-02T15:04:05.000Z") + " (created " + laptop.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") + ")."
+	if p.Status != http.StatusNotFound || !strings.Contains(p.Body, want) || strings.Contains(p.Body, "ids, not names") {
+		t.Fatalf("explain before laptop-1 existed: %d, want %q\n%s", p.Status, want, p.Body)
+	}
+	// Bind, where only Dial is granted: the decision in words.
+	p = b.get("/console/explain?identity=laptop-1&service=crm&type=Bind")
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Decision: <strong>no-permission</strong>") ||
+		!strings.Contains(p.Body, "No Bind service policy granted laptop-1 the service crm at that moment") ||
+		!strings.Contains(p.Body, `id="other-type"`) {
+		t.Fatalf("explain Bind: %d\n%s", p.Status, p.Body)
 	}
 }
 
