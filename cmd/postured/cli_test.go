@@ -354,3 +354,60 @@ func TestTransitionsTail(t *testing.T) {
 		t.Fatalf("a log without the stream: %v", err)
 	}
 }
+
+// TestOfflineCommandOnARunningNode: an offline command on the data
+// directory of a node started with --nats-listen says how to ask the node,
+// flags and paths in full, and those flags work as given; a connection
+// without the CA or without credentials names the flag it lacks.
+func TestOfflineCommandOnARunningNode(t *testing.T) {
+	dir := t.TempDir()
+	listen := freeAddr(t)
+	node := startBinary(t, dir, "POSTURED_ADMIN_PASSWORD="+testAdminPassword, "POSTURED_NATS_LISTEN="+listen)
+	_, err := command(t, "audit", "identity", "nosuch", "--data-dir", dir)
+	ca, seed := filepath.Join(dir, "pki", "ca.pem"), filepath.Join(dir, "nats", "creds", "auditor.nk")
+	flags := []string{"--nats-url", "tls://" + listen, "--nats-tls-ca", ca, "--nats-nkey", seed}
+	if want := strings.Join(flags, " ") + " in place of --data-dir"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("audit on a running node's data directory: %v, want %q", err, want)
+	}
+	if _, err := command(t, append([]string{"audit", "identity", "nosuch"}, flags...)...); posture.CodeOf(err) != posture.CodeNotFound {
+		t.Fatalf("audit with the flags it was given: %v, want a not found", err)
+	}
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{flags[:2], "give it with --nats-tls-ca"},
+		{flags[:4], "give --nats-nkey with the auditor's seed"},
+	} {
+		_, err := command(t, append([]string{"audit", "identity", "nosuch"}, c.flags...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("audit %v: %v, want %q", c.flags, err, c.want)
+		}
+	}
+	node.stop(t)
+}
+
+// TestAskNode: the flags of a node are read from its command line and
+// environment, and the hint names its port, its CA and the auditor's seed.
+func TestAskNode(t *testing.T) {
+	for _, c := range []struct {
+		args, env []string
+		want      nodeFlags
+	}{
+		{[]string{"postured", "explain"}, nil, nodeFlags{}},
+		{[]string{"postured", "serve"}, nil, nodeFlags{known: true}},
+		{[]string{"postured", "serve", "--nats-listen", ":4222"}, []string{"POSTURED_NATS_LISTEN=127.0.0.1:1"}, nodeFlags{known: true, natsListen: ":4222"}},
+		{[]string{"postured", "serve", "--pki-dir=pki"}, []string{"POSTURED_NATS_LISTEN=10.0.0.1:4222"}, nodeFlags{known: true, natsListen: "10.0.0.1:4222", pkiDir: "/srv/pki"}},
+	} {
+		if got := parseNodeFlags(c.args, c.env, "/srv"); got != c.want {
+			t.Errorf("%v %v: %+v, want %+v", c.args, c.env, got, c.want)
+		}
+	}
+	if got, want := askNode("data", nodeFlags{known: true, natsListen: "0.0.0.0:4222"}),
+		"--nats-url tls://127.0.0.1:4222 --nats-tls-ca data/pki/ca.pem --nats-nkey data/nats/creds/auditor.nk in place of --data-dir"; !strings.Contains(got, want) {
+		t.Errorf("askNode: %q, want %q", got, want)
+	}
+	if got := askNode("data", nodeFlags{known: true}); !strings.Contains(got, "started without --nats-listen") {
+		t.Errorf("askNode without --nats-listen: %q", got)
+	}
+}

@@ -42,7 +42,7 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 	if len(f.NatsURL) != 0 {
 		l, err := eventlog.Open(ctx, opts)
 		if err != nil {
-			return nil, err
+			return nil, f.connectHint(err)
 		}
 		return &offlineLog{Log: l}, nil
 	}
@@ -55,8 +55,7 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 	lock, err := datadir.Acquire(f.DataDir)
 	var inUse *datadir.InUseError
 	if errors.As(err, &inUse) {
-		return nil, fmt.Errorf("%w: a running node owns it; ask the node instead: --nats-url tls://<host:port> "+
-			"if it was started with --nats-listen, or its management API", err)
+		return nil, fmt.Errorf("%w: a running node owns it; %s", err, askNode(f.DataDir, readNodeFlags(inUse.PID)))
 	}
 	if err != nil {
 		return nil, err
