@@ -257,9 +257,22 @@ func (l *Log) orderedFrom(ctx context.Context, from uint64) (jetstream.Consumer,
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("eventlog: consumer from %d: %w", from, err)
+		return nil, fmt.Errorf("eventlog: consumer from %d: %w", from, consumerLimit(err))
 	}
 	return cons, nil
+}
+
+// consumerLimit makes the server's refusal of a consumer past its limit
+// per stream (a thousand by default) an answer that says what to do:
+// postured's own are few, so those of readers fill the stream (the
+// auditor's credentials may create consumers and not delete them).
+func consumerLimit(err error) error {
+	if !errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+		return err
+	}
+	return &posture.Error{Code: posture.CodeUnavailable, Err: err, Message: "the event log's server refuses another consumer: " +
+		"the stream has as many as the server allows, most of them left by readers; list them (nats consumer ls) and remove those " +
+		"no reader uses, with credentials allowed to delete consumers"}
 }
 
 func decodeMsg(prefix string, m jetstream.Msg) ([]posture.Event, error) {

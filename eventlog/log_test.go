@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
@@ -190,6 +193,42 @@ func TestEncodeMatchesMarshal(t *testing.T) {
 		}
 		if string(got) != string(want) {
 			t.Fatalf("%s: encode:\n%s\nwant\n%s", name, got, want)
+		}
+	}
+}
+
+// A stream full of consumers (readers may create them and not delete
+// them) refuses a read with SERVICE_UNAVAILABLE and what to do, not as an
+// unexplained error.
+func TestConsumerLimitIsExplained(t *testing.T) {
+	ctx := t.Context()
+	l := openLog(t, t.TempDir())
+	defer l.Close()
+	if _, err := l.Append(ctx, event("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.JetStream().Stream(ctx, "POSTURED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		_, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: fmt.Sprintf("left-%d", i), AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true})
+		if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+			break
+		}
+		if err != nil || i > 100_000 {
+			t.Fatalf("consumer %d: %v", i, err)
+		}
+	}
+	for name, read := range map[string]func() error{
+		"Read": func() error { return l.Read(ctx, 1, 1, func([]posture.Event) error { return nil }) },
+		"ReadSubjects": func() error {
+			return l.ReadSubjects(ctx, 1, 1, []string{"a"}, func([]posture.Event) error { return nil })
+		},
+	} {
+		err := read()
+		if posture.CodeOf(err) != posture.CodeUnavailable || !strings.Contains(err.Error(), "nats consumer ls") {
+			t.Errorf("%s on a stream full of consumers: %v", name, err)
 		}
 	}
 }

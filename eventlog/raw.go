@@ -59,7 +59,7 @@ func (l *Log) readRawOnce(ctx context.Context, next *uint64, filter string, fn f
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("eventlog: raw reader from %d: %w", *next, err)
+		return fmt.Errorf("eventlog: raw reader from %d: %w", *next, consumerLimit(err))
 	}
 	type item struct {
 		m   rawMsg

@@ -53,7 +53,7 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 		InactiveThreshold: time.Minute,
 	})
 	if err != nil {
-		return fmt.Errorf("eventlog: consumer of %d subjects from %d: %w", len(subjects), from, err)
+		return fmt.Errorf("eventlog: consumer of %d subjects from %d: %w", len(subjects), from, consumerLimit(err))
 	}
 	info := cons.CachedInfo()
 	defer func() {
