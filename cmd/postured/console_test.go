@@ -895,3 +895,25 @@ func TestConsoleRunningGrace(t *testing.T) {
 		t.Errorf("the running grace is not drawn to now: width %d", w)
 	}
 }
+
+// TestConsoleFreshNode: on a node without checks or policies the checks
+// page says there are none and how to create one (not that every check
+// enforces), and the fleet's posture summary says it has nothing yet
+// instead of an empty table.
+func TestConsoleFreshNode(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	if p := b.signIn("admin", testAdminPassword); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d %s", p.Status, p.Body)
+	}
+	p := b.get("/console/checks")
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, `<p id="no-checks">There are no posture checks yet.`) ||
+		!strings.Contains(p.Body, "POST /edge/management/v1/posture-checks") ||
+		strings.Contains(p.Body, "Every check enforces") || strings.Contains(p.Body, `<table id="checks">`) {
+		t.Fatalf("checks on a fresh node: %d\n%s", p.Status, p.Body)
+	}
+	p = b.get("/console/fleet")
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, `<p id="no-summary">Nothing to summarize yet`) || strings.Contains(p.Body, `<table id="summary">`) {
+		t.Fatalf("fleet on a fresh node: %d\n%s", p.Status, p.Body)
+	}
+}
