@@ -54,8 +54,13 @@ func (l *lockedBuffer) String() string {
 
 // postured runs a command line as main does, with its output in out.
 func postured(ctx context.Context, out *lockedBuffer, args ...string) error {
+	return posturedStreams(ctx, out, &lockedBuffer{}, args...)
+}
+
+// posturedStreams is postured with its messages in errOut.
+func posturedStreams(ctx context.Context, out, errOut *lockedBuffer, args ...string) error {
 	var c cli
-	s := streams{out: out, err: &lockedBuffer{}}
+	s := streams{out: out, err: errOut}
 	parser, err := newParser(&c, s)
 	if err != nil {
 		return err

@@ -272,6 +272,7 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
+	watchConnection(l.Conn(), s.err)
 	from := t.From
 	if from == 0 {
 		last, err := l.LastSeq(ctx)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,5 +239,71 @@ func TestTransitionsNotRepublishedAfterRebuild(t *testing.T) {
 	after := waitTransitions(t, 3, ep.id, n)
 	if len(before) != 3 || len(after) != 3 {
 		t.Fatalf("transitions before %d, after the rebuild %d, want 3 and 3", len(before), len(after))
+	}
+}
+
+// TestTailsAcrossARestart: while the node is away, transitions tail and
+// events tail say so on stderr, and again when it is back; transitions tail
+// then goes on with the next transition, and never asks the server to
+// delete a consumer, which the auditor may not.
+func TestTailsAcrossARestart(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.NatsListen = freeAddr(t)
+	var serverLog lockedBuffer
+	log := slog.New(slog.NewTextHandler(&serverLog, nil))
+	n := startTestNodeLog(t, cfg, log)
+	st := newStory(t, n)
+	auditor := []string{"--nats-url", "tls://" + cfg.NatsListen, "--nats-tls-ca", filepath.Join(cfg.DataDir, "pki", "ca.pem"),
+		"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", "auditor.nk")}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type tail struct {
+		out, err lockedBuffer
+		done     chan error
+	}
+	start := func(args ...string) *tail {
+		tl := &tail{done: make(chan error, 1)}
+		go func() { tl.done <- posturedStreams(ctx, &tl.out, &tl.err, append(args, auditor...)...) }()
+		return tl
+	}
+	waitFor := func(what string, b *lockedBuffer, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.String(), want); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no %q in:\n%s", what, want, b.String())
+			}
+		}
+	}
+	trans := start("transitions", "tail", "--all", "--identity", st.ep.id)
+	events := start("events", "tail", "--identity", st.ep.id)
+	st.play(t)
+	waitFor("transitions tail", &trans.out, `"kind":"policy-passing"`)
+	waitFor("events tail", &events.out, `"session.created"`)
+
+	n.srv.Close()
+	n.Close()
+	for _, tl := range []*tail{trans, events} {
+		waitFor("stderr", &tl.err, "postured: lost the connection to NATS")
+	}
+	n = startTestNodeLog(t, cfg, log)
+	for _, tl := range []*tail{trans, events} {
+		waitFor("stderr", &tl.err, "postured: connected to NATS again")
+	}
+	body := map[string]any{"id": st.check, "typeId": "OS", "type": "Windows", "version": "6.1.7601"} // failing again
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", st.ep.token, body); r.Status != http.StatusCreated {
+		t.Fatalf("posture: %d %s", r.Status, r.Body)
+	}
+	waitFor("transitions tail after the restart", &trans.out, `"kind":"policy-failing"`)
+	if got := strings.Count(trans.out.String(), `"kind":"policy-passing"`); got != 1 {
+		t.Errorf("policy-passing %d times after the restart:\n%s", got, trans.out.String())
+	}
+	cancel()
+	for _, tl := range []*tail{trans, events} {
+		if err := <-tl.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(serverLog.String(), "$JS.API.CONSUMER.DELETE."+eventlog.TransitionsStream("POSTURED")) {
+		t.Fatalf("transitions tail tried to delete its consumer:\n%s", serverLog.String())
 	}
 }
