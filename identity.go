@@ -47,12 +47,17 @@ const (
 
 // Authenticator is a credential of an identity: a username with a password
 // hash (method updb) or a client certificate (method cert). Passwords are
-// never stored in clear, not even in the log.
+// never stored in clear, not even in the log; their hashes are sealed
+// (PasswordHashSealed) so that a reader of the log cannot try guesses
+// against them offline.
 type Authenticator struct {
-	ID                string    `json:"id"`
-	IdentityID        string    `json:"identityId"`
-	Method            string    `json:"method"`
-	Username          string    `json:"username,omitempty"`
+	ID                 string `json:"id"`
+	IdentityID         string `json:"identityId"`
+	Method             string `json:"method"`
+	Username           string `json:"username,omitempty"`
+	PasswordHashSealed string `json:"passwordHashSealed,omitempty"`
+	// PasswordHash is the legacy clear form of the hash, in logs written
+	// before hashes were sealed.
 	PasswordHash      string    `json:"passwordHash,omitempty"`
 	CertPEM           string    `json:"certPem,omitempty"`
 	Fingerprint       string    `json:"fingerprint,omitempty"`

@@ -27,6 +27,7 @@ const (
 	FieldRouterEnrollJWT     = "edge-router.enrollmentJwt"
 	FieldCAVerificationToken = "ca.verificationToken"
 	FieldSessionToken        = "session.token"
+	FieldPasswordHash        = "authenticator.passwordHash"
 )
 
 // HashToken is the stored form of a token that only has to be matched: the

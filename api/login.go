@@ -42,6 +42,8 @@ type Login struct {
 	// Budget bounds the bytes each identity's logins may have this node
 	// keep (nil: no bound).
 	Budget *Budget
+	// Secrets opens sealed password hashes.
+	Secrets Secrets
 }
 
 // Authentication methods of POST /authenticate.
@@ -125,7 +127,12 @@ func (l *Login) password(c echo.Context) error {
 	}
 	// The password is checked (against a dummy hash when the user is
 	// unknown) before anything else, so that every failure costs the same.
-	ok, err := CheckPassword(c.Request().Context(), auth.PasswordHash, req.Password)
+	hash, err := PasswordHashOf(c.Request().Context(), l.Secrets, auth)
+	if err != nil {
+		l.Limiter.Released(c, subject)
+		return err
+	}
+	ok, err := CheckPassword(c.Request().Context(), hash, req.Password)
 	if err != nil {
 		l.Limiter.Released(c, subject)
 		return err

@@ -116,3 +116,20 @@ func checkPassword(hash, password string) bool {
 	got := argon2.IDKey([]byte(password), salt, uint32(t), uint32(m), uint8(p), uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1 && ok
 }
+
+// SealedPasswordHash hashes a password (HashPassword) and seals the hash
+// for its identity: the form an authenticator keeps, in the log too.
+func SealedPasswordHash(ctx context.Context, s Secrets, identityID, password string) (string, error) {
+	hash, err := HashPassword(ctx, password)
+	if err != nil {
+		return "", err
+	}
+	return Seal(ctx, s, identityID, posture.FieldPasswordHash, hash)
+}
+
+// PasswordHashOf is an authenticator's password hash: its sealed form
+// opened, or the clear one of a log written before hashes were sealed (""
+// for none, which CheckPassword takes as a wrong password).
+func PasswordHashOf(ctx context.Context, s Secrets, au posture.Authenticator) (string, error) {
+	return Reveal(ctx, s, au.IdentityID, posture.FieldPasswordHash, au.PasswordHashSealed, au.PasswordHash)
+}

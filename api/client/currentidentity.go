@@ -119,7 +119,13 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	if err := limiter.Allow(c, subject); err != nil {
 		return err
 	}
-	ok, err := api.CheckPassword(c.Request().Context(), au.PasswordHash, ch.CurrentPassword)
+	ctx := c.Request().Context()
+	hash, err := api.PasswordHashOf(ctx, a.Secrets, au)
+	if err != nil {
+		limiter.Released(c, subject)
+		return err
+	}
+	ok, err := api.CheckPassword(ctx, hash, ch.CurrentPassword)
 	if err != nil {
 		limiter.Released(c, subject)
 		return err
@@ -129,10 +135,10 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
 	}
 	limiter.Succeeded(c, subject)
-	checked := au.PasswordHash
+	checked := hash
 	newHash := ""
 	if ch.Password != nil {
-		if newHash, err = api.HashPassword(c.Request().Context(), *ch.Password); err != nil {
+		if newHash, err = api.SealedPasswordHash(ctx, a.Secrets, au.IdentityID, *ch.Password); err != nil {
 			return err
 		}
 	}
@@ -142,8 +148,12 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 			return nil, err
 		}
 		// The password changed since it was checked: check it again.
-		if cur.PasswordHash != checked {
-			ok, err := api.CheckPassword(c.Request().Context(), cur.PasswordHash, ch.CurrentPassword)
+		curHash, err := api.PasswordHashOf(ctx, a.Secrets, cur)
+		if err != nil {
+			return nil, err
+		}
+		if curHash != checked {
+			ok, err := api.CheckPassword(ctx, curHash, ch.CurrentPassword)
 			if err != nil {
 				return nil, err
 			}
@@ -151,7 +161,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 				return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the current password is not correct"}
 			}
 		}
-		checked = cur.PasswordHash
+		checked = curHash
 		next := cur
 		if ch.Username != nil && *ch.Username != cur.Username {
 			if err := api.CheckVisible("username", *ch.Username); err != nil {
@@ -167,7 +177,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 			next.Username = *ch.Username
 		}
 		if newHash != "" {
-			next.PasswordHash = newHash
+			next.PasswordHashSealed, next.PasswordHash = newHash, ""
 		}
 		if ch.Tags != nil {
 			next.Tags = *ch.Tags

@@ -83,7 +83,10 @@ func TestCurrentIdentityHandlers(t *testing.T) {
 			Appended: []string{posture.Updated[posture.Authenticator]{}.EventType()},
 			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
 				au := payload[posture.Updated[posture.Authenticator]](t, log).Entity
-				if ok, err := api.CheckPassword(t.Context(), au.PasswordHash, "another-password"); au.PasswordHash == laptopHash() || !ok || err != nil {
+				// The new hash is sealed for the identity (the fake seals
+				// reversibly); the legacy clear hash is gone.
+				hash, sealed := strings.CutPrefix(au.PasswordHashSealed, "sealed:ident1:"+posture.FieldPasswordHash+":")
+				if ok, err := api.CheckPassword(t.Context(), hash, "another-password"); !sealed || au.PasswordHash != "" || !ok || err != nil {
 					t.Fatalf("updated %+v", au)
 				}
 			}},

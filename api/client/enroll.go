@@ -324,7 +324,7 @@ func (a *API) enrollUPDB(c echo.Context) error {
 	if req.Username != "" && req.Username != enr.Username {
 		return posture.Invalid("username", "must be the username of the enrollment (or absent)", req.Username)
 	}
-	hash, err := api.HashPassword(c.Request().Context(), req.Password)
+	hash, err := api.SealedPasswordHash(c.Request().Context(), a.Secrets, enr.IdentityID, req.Password)
 	if err != nil {
 		return err
 	}
@@ -346,7 +346,7 @@ func (a *API) enrollUPDB(c echo.Context) error {
 		now := a.Writer.Now().UTC()
 		return posture.Authenticator{
 			ID: posture.NewID(), IdentityID: enr.IdentityID, Method: posture.MethodPassword, Username: enr.Username,
-			PasswordHash: hash, Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now,
+			PasswordHashSealed: hash, Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now,
 		}, nil
 	})
 	if err != nil {

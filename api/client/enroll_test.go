@@ -81,7 +81,8 @@ func TestEnrollHandlers(t *testing.T) {
 			Status: http.StatusOK, Appended: []string{enrolled},
 			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
 				au := payload[posture.IdentityEnrolled](t, log).Authenticator
-				if au.IdentityID != "ident2" || au.Username != "stranger-2" || au.Method != posture.MethodPassword || !strings.HasPrefix(au.PasswordHash, "$argon2id$") {
+				if au.IdentityID != "ident2" || au.Username != "stranger-2" || au.Method != posture.MethodPassword || au.PasswordHash != "" ||
+					!strings.HasPrefix(au.PasswordHashSealed, "sealed:ident2:"+posture.FieldPasswordHash+":$argon2id$") {
 					t.Fatalf("enrolled %+v", au)
 				}
 			}},

@@ -63,7 +63,8 @@ func (a *API) detailAuthenticator(c echo.Context) error {
 }
 
 // createAuthenticator is POST /authenticators: give an identity a password
-// authenticator. The password is hashed here; the log holds the hash.
+// authenticator. The password is hashed here; the log holds the hash,
+// sealed.
 func (a *API) createAuthenticator(c echo.Context) error {
 	var in authenticatorInput
 	if err := decodeObject(c, &in); err != nil {
@@ -85,7 +86,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hash, err := api.HashPassword(c.Request().Context(), in.Password)
+	hash, err := api.SealedPasswordHash(c.Request().Context(), a.Secrets, in.IdentityID, in.Password)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 		id = posture.NewID()
 		return []posture.Payload{posture.Created[posture.Authenticator]{Entity: posture.Authenticator{
 			ID: id, IdentityID: in.IdentityID, Method: posture.MethodPassword, Username: in.Username,
-			PasswordHash: hash, Tags: t, CreatedAt: now, UpdatedAt: now,
+			PasswordHashSealed: hash, Tags: t, CreatedAt: now, UpdatedAt: now,
 		}}}, nil
 	})
 	if err != nil {
@@ -125,14 +126,15 @@ func (a *API) createAuthenticator(c echo.Context) error {
 // required) and patchAuthenticator PATCH (each optional): an administrator
 // sets a updb authenticator's username, password or tags, without its
 // current password. The new password is hashed here; the log holds the
-// hash. API sessions opened with the old password stay, as in OpenZiti.
+// hash, sealed. API sessions opened with the old password stay, as in OpenZiti.
 func (a *API) updateAuthenticator(c echo.Context) error { return a.changeAuthenticator(c, false) }
 
 func (a *API) patchAuthenticator(c echo.Context) error { return a.changeAuthenticator(c, true) }
 
 func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	id := c.Param("id")
-	if _, err := get[posture.Authenticator](a.Store, "authenticator", id); err != nil {
+	found, err := get[posture.Authenticator](a.Store, "authenticator", id)
+	if err != nil {
 		return err
 	}
 	body, err := api.ReadBody(c)
@@ -150,7 +152,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	}
 	hash := ""
 	if ch.Password != nil {
-		if hash, err = api.HashPassword(c.Request().Context(), *ch.Password); err != nil {
+		if hash, err = api.SealedPasswordHash(c.Request().Context(), a.Secrets, found.IdentityID, *ch.Password); err != nil {
 			return err
 		}
 	}
@@ -173,7 +175,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 			au.Username = *ch.Username
 		}
 		if hash != "" {
-			au.PasswordHash = hash
+			au.PasswordHashSealed, au.PasswordHash = hash, ""
 		}
 		if ch.Tags != nil {
 			au.Tags = *ch.Tags

@@ -83,7 +83,8 @@ func TestAuthenticatorHandlers(t *testing.T) {
 			Status: http.StatusCreated, Appended: []string{created[posture.Authenticator]()},
 			Check: func(t *testing.T, r apitest.Response, log *apitest.Log) {
 				au := payload[posture.Created[posture.Authenticator]](t, log).Entity
-				if au.IdentityID != "ident2" || au.Username != "phone-user" || !strings.HasPrefix(au.PasswordHash, "$argon2id$") || strings.Contains(au.PasswordHash, secret) {
+				if au.IdentityID != "ident2" || au.Username != "phone-user" || au.PasswordHash != "" ||
+					!strings.HasPrefix(au.PasswordHashSealed, "sealed:ident2:"+posture.FieldPasswordHash+":$argon2id$") || strings.Contains(au.PasswordHashSealed, secret) {
 					t.Fatalf("created %+v", au)
 				}
 			}},

@@ -16,7 +16,7 @@ import (
 // in the log, and creates the default admin on a log that has none. Both
 // are model changes under optimistic concurrency, so nodes that start
 // together create one admin.
-func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *serveCmd, log *slog.Logger) error {
+func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec api.Secrets, s *serveCmd, log *slog.Logger) error {
 	cfg, err := store.Config()
 	if err != nil {
 		return err
@@ -68,13 +68,13 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, s *
 		if password == "" {
 			password = rand.Text()
 		}
-		hash, err := api.HashPassword(ctx, password)
+		hash, err := api.SealedPasswordHash(ctx, sec, admin.ID, password)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, posture.Created[posture.Authenticator]{Entity: posture.Authenticator{
 			ID: posture.NewID(), IdentityID: admin.ID, Method: posture.MethodPassword,
-			Username: s.AdminUsername, PasswordHash: hash,
+			Username: s.AdminUsername, PasswordHashSealed: hash,
 			Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now,
 		}})
 		return out, nil

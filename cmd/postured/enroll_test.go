@@ -673,6 +673,7 @@ func TestEnrollTokenRaceAcrossNodes(t *testing.T) {
 	cfgA.NatsListen = natsAddr
 	a := startTestNode(t, cfgA)
 	cfgB := defaultTestConfig(t.TempDir())
+	cfgB.PKIDir = filepath.Join(cfgA.DataDir, "pki") // nodes of a cluster share the CA and the secrets key
 	cfgB.NatsURL = []string{"tls://" + natsAddr}
 	cfgB.NatsNkey = filepath.Join(cfgA.DataDir, "nats", "creds", "postured.nk")
 	cfgB.NatsTLSCA = filepath.Join(cfgA.DataDir, "pki", "ca.pem")

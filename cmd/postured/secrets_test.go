@@ -80,8 +80,8 @@ func scanDir(t *testing.T, dir string, needles []needle) map[string][]string {
 // edge router, a CA and a session, then scans every byte of the data
 // directory (the log store, the key bucket, the projections) and every
 // `events tail` line for the secrets the API handed out: the TOTP secret
-// (base32 and raw), the one-time tokens, the JWTs and the API session
-// tokens. None is found, nor in the node's debug log, while a marker stored in clear is found in both
+// (base32 and raw), the one-time tokens, the JWTs, the API session
+// tokens and the password hashes. None is found, nor in the node's debug log, while a marker stored in clear is found in both
 // stores (the scan reads what it must). The secrets still work.
 func TestNoSecretInClear(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
@@ -136,7 +136,9 @@ func TestNoSecretInClear(t *testing.T) {
 	}
 	tailed := tail(`"session.created"`)
 
-	needles := []needle{{"TOTP secret (raw)", raw}}
+	// Password hashes (the admin's and the endpoint's), which a reader of
+	// the log could otherwise try guesses against offline.
+	needles := []needle{{"TOTP secret (raw)", raw}, {"password hash", []byte("$argon2id$")}}
 	for _, s := range []struct{ name, value string }{
 		{"TOTP secret (base32)", secret},
 		{"pending enrollment token", pending.Token}, {"pending enrollment JWT", pending.JWT},

@@ -688,7 +688,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	openCtx, cancelOpen := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelOpen()
 	w := &api.Writer{Log: n.metrics.Log(n.elog), Barrier: n.halt.Barrier(n.store), Now: n.clock.Now}
-	if err := bootstrap(openCtx, w, n.store, s, n.log); err != nil {
+	if err := bootstrap(openCtx, w, n.store, n.secrets, s, n.log); err != nil {
 		return err
 	}
 
@@ -705,7 +705,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 	if err != nil {
 		return err
 	}
-	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}), Budget: budget,
+	login := &api.Login{Store: n.store, Writer: w, Auth: n.auth, Limiter: api.NewLimiter(api.LimiterOptions{}), Budget: budget, Secrets: n.secrets,
 		ExtJWT: client.NewExtJWT(client.ExtJWTOptions{Store: n.store, Logger: n.log, Client: func(endpoint string) (*http.Client, error) {
 			return webhooks.NewClient(endpoint, s.jwksRoots, 5*time.Second, deny)
 		}}),
