@@ -132,6 +132,9 @@ func New(opts Options) *echo.Echo {
 			h := c.Response().Header()
 			h.Set("Ziti-Instance-Id", opts.InstanceID)
 			h.Set("Server", server)
+			// Answers carry tokens, TOTP secrets, session and enrollment
+			// JWTs: no cache (a proxy that ends TLS) may keep one.
+			h.Set("Cache-Control", "no-store")
 			return next(c)
 		}
 	})

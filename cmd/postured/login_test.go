@@ -31,6 +31,10 @@ func TestPasswordLogin(t *testing.T) {
 		if r.Header.Get("expiration-seconds") != "1800" || r.Header.Get("expires-at") == "" {
 			t.Fatalf("%s: expiry headers %v", base, r.Header)
 		}
+		// The answer holds the token: no cache may keep it.
+		if r.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("%s: Cache-Control %q on the login's answer", base, r.Header.Get("Cache-Control"))
+		}
 		cur := n.do(t, http.MethodGet, base+"/current-api-session", tok, nil)
 		if cur.Status != http.StatusOK {
 			t.Fatalf("%s: current-api-session %d %s", base, cur.Status, cur.Body)
