@@ -498,9 +498,10 @@ func (r *Report) WriteText(w io.Writer, limit int) error {
 		} else if what != "" {
 			what = "service " + what
 		}
-		rows = append(rows, []any{c.At.UTC().Format(tf), c.Seq, c.Kind, orDash(c.IdentityName), orDash(what), c.Recorded, c.Candidate})
+		// The API session tells apart the rows of one identity's sessions.
+		rows = append(rows, []any{c.At.UTC().Format(tf), c.Seq, c.Kind, orDash(c.IdentityName), orDash(c.APISessionID), orDash(what), c.Recorded, c.Candidate})
 	}
-	table("Changes:", "TIME\tSEQ\tKIND\tIDENTITY\tWHAT\tRECORDED\tCANDIDATE", rows)
+	table("Changes:", "TIME\tSEQ\tKIND\tIDENTITY\tAPI SESSION\tWHAT\tRECORDED\tCANDIDATE", rows)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
