@@ -249,6 +249,22 @@ func CheckText(field, s string) error {
 	return nil
 }
 
+// CheckUsername refuses a new username that does not show as it reads
+// (CheckVisible) or that is not in Unicode's NFKC form: fullwidth letters,
+// ligatures and other compatibility characters ("ａｄｍｉｎ") look like
+// the plain ones another user may have ("admin"). Such a username is
+// refused with its plain form, not changed: a user logs in with what it
+// typed.
+func CheckUsername(field, s string) error {
+	if err := CheckVisible(field, s); err != nil {
+		return err
+	}
+	if plain := norm.NFKC.String(s); plain != s {
+		return posture.Invalid(field, fmt.Sprintf("must not use compatibility characters (fullwidth letters, ligatures...) that look like plain ones: write %q", plain), s)
+	}
+	return nil
+}
+
 // CheckVisible refuses a new username (or name) that does not show as it
 // reads (see Visible).
 func CheckVisible(field, s string) error {

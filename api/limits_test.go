@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -62,5 +63,28 @@ func TestCheckVisibleSaysWhy(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Code != posture.CodeCouldNotValidate || !strings.Contains(pe.Reason, why) {
 			t.Errorf("CheckVisible(%+q) = %v, want a refusal saying %q", name, err, why)
 		}
+	}
+}
+
+// A username in compatibility characters is refused with its plain form;
+// plain usernames of any script, and names (not usernames), pass.
+func TestCheckUsername(t *testing.T) {
+	for name, plain := range map[string]string{"ａｄｍｉｎ": "admin", "oﬃce": "office", "admin²": "admin2", "Ⅸ-ops": "IX-ops"} {
+		err := api.CheckUsername("username", name)
+		var pe *posture.Error
+		if !errors.As(err, &pe) || pe.Field != "username" || !strings.Contains(pe.Reason, fmt.Sprintf("%q", plain)) {
+			t.Errorf("CheckUsername(%q) = %v, want a refusal naming %q", name, err, plain)
+		}
+		if err := api.CheckVisible("name", name); err != nil {
+			t.Errorf("CheckVisible(%q) = %v: only usernames are held to NFKC", name, err)
+		}
+	}
+	for _, name := range []string{"admin", "Admin", "café", "東京-ops", "Ελλάδα", "laptop-01"} {
+		if err := api.CheckUsername("username", name); err != nil {
+			t.Errorf("CheckUsername(%q) = %v", name, err)
+		}
+	}
+	if err := api.CheckUsername("username", "a\u200bb"); err == nil {
+		t.Error("an invisible character passes CheckUsername")
 	}
 }

@@ -164,7 +164,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		checked = curHash
 		next := cur
 		if ch.Username != nil && *ch.Username != cur.Username {
-			if err := api.CheckVisible("username", *ch.Username); err != nil {
+			if err := api.CheckUsername("username", *ch.Username); err != nil {
 				return nil, err
 			}
 			other, err := a.Identities.AuthenticatorByUsername(*ch.Username)

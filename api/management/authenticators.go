@@ -76,7 +76,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 	if err := api.CheckLength("username", in.Username, api.MinUsername, api.MaxUsername); err != nil {
 		return err
 	}
-	if err := api.CheckVisible("username", in.Username); err != nil {
+	if err := api.CheckUsername("username", in.Username); err != nil {
 		return err
 	}
 	if err := api.CheckLength("password", in.Password, api.MinPassword, api.MaxPassword); err != nil {
@@ -146,7 +146,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		return err
 	}
 	if ch.Username != nil {
-		if err := api.CheckVisible("username", *ch.Username); err != nil {
+		if err := api.CheckUsername("username", *ch.Username); err != nil {
 			return err
 		}
 	}

@@ -77,7 +77,7 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 		if err := api.CheckLength("enrollment.updb", username, 4, 100); err != nil {
 			return e, err
 		}
-		if err := api.CheckVisible("enrollment.updb", username); err != nil {
+		if err := api.CheckUsername("enrollment.updb", username); err != nil {
 			return e, err
 		}
 		if _, err := a.Store.AuthenticatorByUsername(username); err == nil {

@@ -57,6 +57,8 @@ func TestCurrentIdentityAuthenticators(t *testing.T) {
 	expectError(t, n.do(t, http.MethodGet, base+adminAuth, tok, nil), 404, posture.CodeNotFound, "")
 	expectError(t, n.do(t, http.MethodPatch, base+adminAuth, tok, map[string]any{"currentPassword": testAdminPassword, "password": "stolen-password"}), 404, posture.CodeNotFound, "")
 	expectError(t, n.do(t, http.MethodGet, base+"nosuchid00", tok, nil), 404, posture.CodeNotFound, "")
+	// A username that looks like another's in fullwidth letters.
+	expectError(t, n.do(t, http.MethodPatch, base+id, tok, map[string]any{"currentPassword": "first-password", "username": "ａｄｍｉｎ"}), 400, posture.CodeCouldNotValidate, "username")
 
 	r := n.do(t, http.MethodGet, api.ClientBase+"/current-identity", tok, nil)
 	if data, _ := r.envelope(t); r.Status != http.StatusOK || !strings.Contains(string(data), `"name":"auth-user"`) ||
