@@ -346,6 +346,19 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 	}
 	var history []posture.HistoryEntry
 	more := false
+	if windowErr == nil && !explicit {
+		// By default the window is the 24 hours up to the identity's last
+		// event, however long ago that was (now when it has none).
+		last, _, err := c.opts.Store.HistoryTail(id.ID, time.Time{}, to, 1)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		if len(last) == 1 && last[0].At.Before(from) {
+			to = last[0].At
+			from = to.Add(-24 * time.Hour)
+		}
+	}
 	if windowErr == nil {
 		if history, more, err = c.opts.Store.HistoryTail(id.ID, from, to, maxTimelineEntries); err != nil {
 			c.fail(w, r, err)

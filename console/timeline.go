@@ -31,7 +31,10 @@ type Lane struct {
 	// Short is the label as the label column shows it: cut with an
 	// ellipsis when it is longer than tlLabelRunes (the page gives the
 	// whole label as its title).
-	Short    string
+	Short string
+	// Narrow is the label as a narrow screen's label column shows it, in
+	// a larger font (tlNarrowRunes).
+	Narrow   string
 	Y        int
 	Marks    []Mark
 	Segments []Segment
@@ -68,10 +71,13 @@ const (
 	// tlLabelRunes is the longest label the label column shows whole (at
 	// 12px, a wide sans-serif's characters are up to about 7 units).
 	tlLabelRunes = 23
-	tlLane       = 34
-	tlTop        = 24
-	tlMarkR      = 6
-	tlMargin     = 10
+	// tlNarrowRunes is the same for the label column a narrow screen
+	// keeps in view, at 15px.
+	tlNarrowRunes = 19
+	tlLane        = 34
+	tlTop         = 24
+	tlMarkR       = 6
+	tlMargin      = 10
 )
 
 // buildTimeline lays out the entries of the window [from, to] at now.
@@ -269,6 +275,7 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		l := lanes[label]
 		l.Y = tlTop + i*tlLane
 		l.Short = shorten(label, tlLabelRunes)
+		l.Narrow = shorten(label, tlNarrowRunes)
 		// Denials are drawn last, on top of marks near them.
 		sort.SliceStable(l.Marks, func(a, b int) bool {
 			da, db := l.Marks[a].Class == "denied", l.Marks[b].Class == "denied"

@@ -273,6 +273,41 @@ func TestConsoleInABrowser(t *testing.T) {
 	})()`)); err != nil || ends[0] <= ends[1] || ends[2] > ends[3]+1 {
 		t.Errorf("the timeline on a phone (svg width, box width, svg right, box right): %v (%v): not at its newest end", ends, err)
 	}
+	// Its lane labels stay in view, each beside its lane, over the newest
+	// end; the events' API session and summary are in view.
+	phone, err := chromedp.Run(ctx, chromedp.Evaluate[struct {
+		Lanes   int
+		Hidden  []string
+		Apart   []float64
+		Cells   int
+		Outside []string
+	}](`(() => {
+		const out = {Lanes: 0, Hidden: [], Apart: [], Cells: 0, Outside: []};
+		const lanes = [...document.querySelectorAll("#timeline text.lanelabel")];
+		const labels = [...document.querySelectorAll("svg.tl-labels text.lanelabel")];
+		out.Lanes = lanes.length;
+		labels.forEach((t, i) => {
+			const b = t.getBoundingClientRect();
+			const el = document.elementFromPoint(b.left + Math.min(b.width / 2, 20), b.top + b.height / 2);
+			if (b.width === 0 || !el || !el.closest("svg.tl-labels")) { out.Hidden.push(t.textContent); }
+			const l = lanes[i] ? lanes[i].getBoundingClientRect() : null;
+			const apart = l ? Math.abs((l.top + l.bottom) / 2 - (b.top + b.bottom) / 2) : 999;
+			if (apart > 3) { out.Apart.push(apart); }
+		});
+		if (labels.length !== lanes.length) { out.Hidden.push(labels.length + " labels for " + lanes.length + " lanes"); }
+		for (const td of document.querySelectorAll("#events td[data-label]")) {
+			const b = td.getBoundingClientRect();
+			out.Cells++;
+			if (b.width === 0 || b.right > window.innerWidth || b.left < 0) { out.Outside.push(td.textContent); }
+		}
+		return out;
+	})()`))
+	if err != nil || phone.Lanes < 5 || len(phone.Hidden) > 0 || len(phone.Apart) > 0 {
+		t.Errorf("the timeline's lane labels on a phone: %d lanes, hidden %q, apart from their lanes by %v (%v)", phone.Lanes, phone.Hidden, phone.Apart, err)
+	}
+	if phone.Cells == 0 || len(phone.Outside) > 0 {
+		t.Errorf("the events' session and summary on a phone: %d cells, out of view: %q", phone.Cells, phone.Outside)
+	}
 	browse(t, ctx, "explain on a phone",
 		chromedp.Navigate(base+"/console/explain?identity="+st.identity+"&service="+long),
 		chromedp.WaitVisible(css("#decision")),

@@ -700,7 +700,7 @@ func TestConsoleIdentityWindow(t *testing.T) {
 		t.Fatalf("a window of one second, %s: %d\n%s", second, p.Status, p.Body)
 	}
 	// The events name their API session.
-	if !strings.Contains(p.Body, "<th>API session</th>") || !strings.Contains(p.Body, "<td><code>"+st.apiSession+"</code></td>") {
+	if !strings.Contains(p.Body, "<th>API session</th>") || !strings.Contains(p.Body, `<td data-label="API session"><code>`+st.apiSession+"</code></td>") {
 		t.Errorf("the events table does not name the API session %s:\n%s", st.apiSession, p.Body)
 	}
 	// A reversed window: said beside the form, which keeps it.
@@ -915,5 +915,37 @@ func TestConsoleFreshNode(t *testing.T) {
 	p = b.get("/console/fleet")
 	if p.Status != http.StatusOK || !strings.Contains(p.Body, `<p id="no-summary">Nothing to summarize yet`) || strings.Contains(p.Body, `<table id="summary">`) {
 		t.Fatalf("fleet on a fresh node: %d\n%s", p.Status, p.Body)
+	}
+}
+
+// TestConsoleIdentityQuiet: the identity page's default window is the 24
+// hours up to the identity's last event, not to now, when that event is
+// long ago.
+func TestConsoleIdentityQuiet(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	clk := clockwork.NewFakeClockAt(time.Now().UTC().Truncate(time.Second))
+	cfg.clock = clk
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	ep := n.endpoint(t, admin, "laptop-quiet", "laptops")
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": "x", "typeId": "OS", "type": "Windows", "version": "10.0.19045"}); r.Status != http.StatusCreated {
+		t.Fatalf("posture: %d %s", r.Status, r.Body)
+	}
+	// Its API session ends, so that nothing happens to it later.
+	if r := n.do(t, http.MethodDelete, clientAPI+"/current-api-session", ep.token, nil); r.Status/100 != 2 {
+		t.Fatalf("sign out: %d %s", r.Status, r.Body)
+	}
+	if err := n.store.WaitFor(t.Context(), n.lastSeq(t)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(72 * time.Hour)
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	if p := b.signIn("admin", testAdminPassword); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d %s", p.Status, p.Body)
+	}
+	p := b.get("/console/identities/" + ep.id)
+	if p.Status != http.StatusOK || strings.Contains(p.Body, `id="no-events"`) || !strings.Contains(p.Body, "Windows 10.0.19045") ||
+		!strings.Contains(p.Body, `<svg id="timeline"`) || !strings.Contains(p.Body, `class="mark fact"`) {
+		t.Fatalf("the page of an identity quiet for 3 days: %d\n%s", p.Status, p.Body)
 	}
 }
