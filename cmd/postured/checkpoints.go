@@ -339,9 +339,20 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		switch {
 		case proj == nil:
 		case proj.Differences == 0:
-			fmt.Fprintf(s.out, "OK: the projection is the log's, rebuilt to sequence %d, and so are its %d snapshots\n", proj.Seq, proj.Snapshots)
+			also := " (it has no snapshots)"
+			switch {
+			case proj.Snapshots == 1:
+				also = ", and so is its snapshot"
+			case proj.Snapshots > 1:
+				also = fmt.Sprintf(", and so are its %d snapshots", proj.Snapshots)
+			}
+			fmt.Fprintf(s.out, "OK: the projection is the log's, rebuilt to sequence %d%s\n", proj.Seq, also)
 		default:
-			fmt.Fprintf(s.out, "FAIL: the projection and its %d snapshots differ from the log's, rebuilt to sequence %d, in %d keys\n", proj.Snapshots, proj.Seq, proj.Differences)
+			what := "the projection differs"
+			if proj.Snapshots > 0 {
+				what = "the projection and its " + count(proj.Snapshots, "snapshot", "snapshots") + " differ"
+			}
+			fmt.Fprintf(s.out, "FAIL: %s from the log's, rebuilt to sequence %d, in %s\n", what, proj.Seq, count(proj.Differences, "key", "keys"))
 			for _, k := range proj.Keys {
 				fmt.Fprintln(s.out, "  "+k)
 			}
@@ -352,7 +363,7 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 			}
 		}
 	}
-	fmt.Fprintf(s.err, "read %d messages up to sequence %d in %s\n", v.Messages, v.Last, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(s.err, "read %s up to sequence %d in %s\n", count(v.Messages, "message", "messages"), v.Last, time.Since(start).Round(time.Millisecond))
 	switch {
 	case !v.OK():
 		return errVerifyFailed

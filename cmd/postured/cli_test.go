@@ -238,6 +238,9 @@ func TestOpsCommands(t *testing.T) {
 	if summary, err := command(t, "replay", data, "--out", filepath.Join(t.TempDir(), "part"), "--to-seq", "5"); err != nil || !strings.Contains(summary, "(cursor 5)") {
 		t.Fatalf("replay --to-seq 5: %v %q", err, summary)
 	}
+	if summary, err := command(t, "replay", data, "--out", filepath.Join(t.TempDir(), "one"), "--to-seq", "1"); err != nil || !strings.HasPrefix(summary, "replayed 1 event (cursor 1)") {
+		t.Fatalf("replay --to-seq 1: %v %q", err, summary)
+	}
 	if _, err := command(t, "replay", data, "--out", out); err == nil || !strings.Contains(err.Error(), "is not empty") {
 		t.Fatalf("replay into a full directory: %v", err)
 	}
@@ -414,5 +417,17 @@ func TestAskNode(t *testing.T) {
 	}
 	if got := askNode("data", nodeFlags{known: true}); !strings.Contains(got, "started without --nats-listen") {
 		t.Errorf("askNode without --nats-listen: %q", got)
+	}
+}
+
+// TestCount: a count takes the noun of its number.
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 identities"}, {1, "1 identity"}, {2, "2 identities"}} {
+		if got := count(c.n, "identity", "identities"); got != c.want {
+			t.Errorf("count(%d): %q, want %q", c.n, got, c.want)
+		}
 	}
 }

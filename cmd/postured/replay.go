@@ -306,7 +306,7 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	_, err = fmt.Fprintf(s.out, "replayed %d events (cursor %d) into %s in %.2fs: %.0f events/s\n", n, store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
+	_, err = fmt.Fprintf(s.out, "replayed %s (cursor %d) into %s in %.2fs: %.0f events/s\n", count(n, "event", "events"), store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
 	return err
 }
 
