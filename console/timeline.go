@@ -353,18 +353,36 @@ func age(now, t time.Time) string {
 
 func joinComma(s []string) string { return strings.Join(s, ", ") }
 
+// when is a moment as the console's tables show it: UTC to the
+// millisecond, always as wide (stamp), in a <time> element that holds the
+// whole moment (as its title too). The zero time is "—".
+func when(t time.Time) template.HTML {
+	if t.IsZero() {
+		return "—"
+	}
+	full := template.HTMLEscapeString(t.UTC().Format(time.RFC3339Nano))
+	return template.HTML(`<time datetime="` + full + `" title="` + full + `">` + stamp(t) + `</time>`)
+}
+
 var funcs = template.FuncMap{
 	"time": func(t time.Time) string {
 		if t.IsZero() {
 			return ""
 		}
-		return t.UTC().Format(time.RFC3339)
+		return stamp(t)
 	},
 	"timep": func(t *time.Time) string {
 		if t == nil {
 			return ""
 		}
-		return t.UTC().Format(time.RFC3339)
+		return stamp(*t)
+	},
+	"when": when,
+	"whenp": func(t *time.Time) template.HTML {
+		if t == nil {
+			return "—"
+		}
+		return when(*t)
 	},
 	"rfc3339nano": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"deref":       func(t *time.Time) time.Time { return *t },

@@ -703,6 +703,20 @@ func TestConsoleIdentityWindow(t *testing.T) {
 	if !strings.Contains(p.Body, "<th>API session</th>") || !strings.Contains(p.Body, `<td data-label="API session"><code>`+st.apiSession+"</code></td>") {
 		t.Errorf("the events table does not name the API session %s:\n%s", st.apiSession, p.Body)
 	}
+	// The tables' moments are as wide as each other: UTC to the
+	// millisecond, the whole moment in the <time> element.
+	stamps := regexp.MustCompile(`<td(?: class="when")?><time datetime="([^"]+)" title="([^"]+)">([^<]*)</time></td>`)
+	p = b.get(page)
+	rows := stamps.FindAllStringSubmatch(p.Body, -1)
+	if len(rows) < events(p.Body)+1 { // the events and the failed request
+		t.Fatalf("%d moments in <time> elements, for %d events and a failed request:\n%s", len(rows), events(p.Body), p.Body)
+	}
+	for _, m := range rows {
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil || m[2] != m[1] || m[3] != at.Format("2006-01-02T15:04:05.000Z") {
+			t.Errorf("a table's moment: %q (%v)", m[0], err)
+		}
+	}
 	// A reversed window: said beside the form, which keeps it.
 	from := st.deniedAt.Add(time.Hour).UTC().Format("2006-01-02T15:04:05")
 	p = b.get(page + "?from=" + from + "&to=" + second)
@@ -880,7 +894,7 @@ func TestConsoleRunningGrace(t *testing.T) {
 		t.Fatalf("sign in: %d %s", p.Status, p.Body)
 	}
 	until := woke.Add(5 * time.Minute).UTC()
-	if p := b.get("/console/fleet"); !strings.Contains(p.Body, `<td><a href="/console/identities/`+ep.id+`">laptop-1</a></td><td>`+ep.apiSessionID+`</td><td>`+until.Format(time.RFC3339)) {
+	if p := b.get("/console/fleet"); !strings.Contains(p.Body, `<td><a href="/console/identities/`+ep.id+`">laptop-1</a></td><td>`+ep.apiSessionID+`</td><td><time datetime="`+until.Format(time.RFC3339Nano)+`" title="`+until.Format(time.RFC3339Nano)+`">`+until.Format("2006-01-02T15:04:05.000Z")+"</time></td>") {
 		t.Fatalf("the fleet page does not list laptop-1 in a grace window until %s:\n%s", until, p.Body)
 	}
 	p := b.get("/console/identities/" + ep.id)
