@@ -33,7 +33,7 @@ type AuthQuery struct {
 // APISessionView is currentApiSessionDetail.
 type APISessionView struct {
 	ID                   string       `json:"id"`
-	Token                string       `json:"token"`
+	Token                string       `json:"token,omitempty"` // the caller's own only
 	IdentityID           string       `json:"identityId"`
 	Identity             EntityRef    `json:"identity"`
 	AuthenticatorID      string       `json:"authenticatorId"`
@@ -59,18 +59,25 @@ var MFAAuthQuery = AuthQuery{
 	HTTPURL: "./authenticate/mfa", MinLength: 4, MaxLength: 6,
 }
 
-// SessionView renders the caller's API session.
+// SessionView renders the caller's API session, with its token.
 func SessionView(p *Principal, timeout time.Duration) APISessionView {
-	s := p.Session
+	v := NewAPISessionView(p.Session, p.Identity.Name, timeout)
+	v.Token = p.Token
+	v.Links = Links{"self": {Href: "./current-api-session"}}
+	return v
+}
+
+// NewAPISessionView renders an API session of a named identity, without
+// its token (which only its holder knows: the log keeps a hash).
+func NewAPISessionView(s posture.APISession, identityName string, timeout time.Duration) APISessionView {
 	queries := []AuthQuery{}
 	if s.MFARequired && !s.MFAComplete {
 		queries = append(queries, MFAAuthQuery)
 	}
 	return APISessionView{
 		ID:                   s.ID,
-		Token:                p.Token,
 		IdentityID:           s.IdentityID,
-		Identity:             Ref("identities", p.Identity.ID, p.Identity.Name),
+		Identity:             Ref("identities", s.IdentityID, identityName),
 		AuthenticatorID:      s.AuthenticatorID,
 		IPAddress:            s.IPAddress,
 		ConfigTypes:          s.ConfigTypes,
@@ -85,7 +92,7 @@ func SessionView(p *Principal, timeout time.Duration) APISessionView {
 		CreatedAt:            Time(s.CreatedAt),
 		UpdatedAt:            Time(s.LastActivityAt),
 		Tags:                 posture.Tags{},
-		Links:                Links{"self": {Href: "./current-api-session"}},
+		Links:                SelfLink("api-sessions", s.ID),
 	}
 }
 

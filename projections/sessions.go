@@ -95,6 +95,11 @@ func (s *Store) Session(id string) (posture.Session, error) {
 	return getEntity[posture.Session](s.r(), KindSession, id)
 }
 
+// Sessions lists every session in id order.
+func (s *Store) Sessions() ([]posture.Session, error) {
+	return listEntities[posture.Session](s.db, KindSession)
+}
+
 // SessionFor returns the API session's session of a type for a service, if
 // there is one.
 func (s *Store) SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error) {

@@ -342,3 +342,41 @@ func payload[T posture.Payload](t *testing.T, log *apitest.Log) T {
 	}
 	return p
 }
+
+// The API sessions and sessions the handlers read are kept as entities of
+// the projection's kinds.
+func (s *memStore) APISessions() ([]posture.APISession, error) {
+	return decodeAll[posture.APISession](s, "api-sessions")
+}
+
+func (s *memStore) APISession(id string) (posture.APISession, error) {
+	return decodeOne[posture.APISession](s, "api-sessions", id)
+}
+
+func (s *memStore) Sessions() ([]posture.Session, error) {
+	return decodeAll[posture.Session](s, "sessions")
+}
+
+func (s *memStore) Session(id string) (posture.Session, error) {
+	return decodeOne[posture.Session](s, "sessions", id)
+}
+
+func decodeAll[T any](s *memStore, kind posture.Kind) ([]T, error) {
+	raws, err := s.Raw(kind)
+	out := make([]T, len(raws))
+	for i, raw := range raws {
+		if err == nil {
+			err = json.Unmarshal(raw, &out[i])
+		}
+	}
+	return out, err
+}
+
+func decodeOne[T any](s *memStore, kind posture.Kind, id string) (T, error) {
+	var v T
+	raw, err := s.RawEntity(kind, id)
+	if err == nil {
+		err = json.Unmarshal(raw, &v)
+	}
+	return v, err
+}

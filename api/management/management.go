@@ -28,7 +28,16 @@ type Store interface {
 	EntityReader
 	GraphReader
 	IdentityReader
+	SessionReader
 	ConfigsOfType(configTypeID string) ([]string, error)
+}
+
+// SessionReader reads the live API sessions and sessions (sessions.go).
+type SessionReader interface {
+	APISessions() ([]posture.APISession, error)
+	APISession(id string) (posture.APISession, error)
+	Sessions() ([]posture.Session, error)
+	Session(id string) (posture.Session, error)
 }
 
 // EntityReader reads the model's entities as stored: all that the
@@ -127,6 +136,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.webhookRoutes()...)
 	routes = append(routes, a.pkiRoutes()...)
 	routes = append(routes, a.backtestRoutes()...)
+	routes = append(routes, a.sessionRoutes()...)
 	if a.Controllers != nil {
 		routes = append(routes, a.Controllers.Route(api.Admin))
 	}

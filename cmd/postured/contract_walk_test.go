@@ -129,7 +129,12 @@ func TestEveryOperationMatchesItsDocument(t *testing.T) {
 	}
 	ok(http.MethodGet, clientAPI+"/sessions", ep.token, nil, http.StatusOK)
 	ok(http.MethodGet, clientAPI+"/sessions/"+sess.ID, ep.token, nil, http.StatusOK)
+	// Every identity's API sessions and sessions, on the management API.
+	for _, p := range []string{"/api-sessions", "/api-sessions/" + ep.apiSessionID, "/sessions", "/sessions/" + sess.ID} {
+		ok(http.MethodGet, mgmt+p, admin, nil, http.StatusOK)
+	}
 	ok(http.MethodDelete, clientAPI+"/sessions/"+sess.ID, ep.token, nil, http.StatusOK)
+	ok(http.MethodDelete, mgmt+"/sessions/"+sess.ID, admin, nil, http.StatusNotFound)
 	ok(http.MethodGet, clientAPI+"/sessions/"+sess.ID, ep.token, nil, http.StatusNotFound)
 	ok(http.MethodGet, clientAPI+"/current-identity/edge-routers", ep.token, nil, http.StatusOK)
 	ok(http.MethodGet, clientAPI+"/current-api-session/service-updates", ep.token, nil, http.StatusOK)
@@ -145,5 +150,9 @@ func TestEveryOperationMatchesItsDocument(t *testing.T) {
 	ok(http.MethodDelete, clientAPI+"/services/"+svc, clientAdmin, nil, http.StatusOK)
 	ok(http.MethodDelete, mgmt+"/configs/"+cfg, admin, nil, http.StatusOK)
 	ok(http.MethodDelete, mgmt+"/config-types/"+ct, admin, nil, http.StatusOK)
+	ok(http.MethodDelete, mgmt+"/api-sessions/"+ep.apiSessionID, admin, nil, http.StatusNotFound) // ended with its identity
+	var clientAdminSession struct{ ID string }
+	n.getJSON(t, clientAPI+"/current-api-session", clientAdmin, &clientAdminSession)
+	ok(http.MethodDelete, mgmt+"/api-sessions/"+clientAdminSession.ID, admin, nil, http.StatusOK)
 	ok(http.MethodDelete, mgmt+"/current-api-session", admin, nil, http.StatusOK)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +146,61 @@ func TestDisabledIdentityCannotLogIn(t *testing.T) {
 	if r := n.certLogin(t, cert); r.Status != http.StatusOK {
 		t.Fatalf("cert login once enabled: %d %s", r.Status, r.Body)
 	}
+}
+
+// TestAdminListsAndEndsSessions: the management API lists every identity's
+// API sessions and sessions, without their tokens, and an admin ends them:
+// a session ended is gone for its owner; an API session ended no longer
+// authenticates, and its sessions end with it.
+func TestAdminListsAndEndsSessions(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ep := n.endpoint(t, admin, "laptop", "laptops")
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "dial", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"#apps"}})
+	newSession := func() string {
+		t.Helper()
+		r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc, "type": "Dial"})
+		data, _ := r.envelope(t)
+		var s struct{ ID string }
+		if r.Status != http.StatusCreated || json.Unmarshal(data, &s) != nil {
+			t.Fatalf("session: %d %s", r.Status, r.Body)
+		}
+		return s.ID
+	}
+	sess := newSession()
+
+	var apiSessions []map[string]any
+	n.getJSON(t, mgmt+"/api-sessions?filter="+url.QueryEscape(`identityId="`+ep.id+`"`), admin, &apiSessions)
+	if len(apiSessions) != 1 || apiSessions[0]["id"] != ep.apiSessionID || apiSessions[0]["token"] != nil ||
+		apiSessions[0]["identity"].(map[string]any)["name"] != "laptop" {
+		t.Fatalf("the endpoint's API sessions: %v", apiSessions)
+	}
+	var sessions []map[string]any
+	n.getJSON(t, mgmt+"/sessions", admin, &sessions)
+	if len(sessions) != 1 || sessions[0]["id"] != sess || sessions[0]["token"] != nil || sessions[0]["apiSessionId"] != ep.apiSessionID ||
+		sessions[0]["service"].(map[string]any)["name"] != "crm" {
+		t.Fatalf("sessions: %v", sessions)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+"/sessions/"+sess, admin, nil); r.Status != http.StatusOK || strings.Contains(string(r.Body), `"token"`) {
+		t.Fatalf("session detail: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/sessions/"+sess, ep.token, nil), 401, posture.CodeUnauthorized, "")
+
+	// The admin ends the session: its owner no longer has it.
+	if r := n.do(t, http.MethodDelete, mgmt+"/sessions/"+sess, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete session: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, clientAPI+"/sessions/"+sess, ep.token, nil), 404, posture.CodeNotFound, "")
+	expectError(t, n.do(t, http.MethodDelete, mgmt+"/sessions/"+sess, admin, nil), 404, posture.CodeNotFound, "")
+
+	// The admin ends the API session: its token no longer authenticates,
+	// and the session made on it ends too.
+	again := newSession()
+	if r := n.do(t, http.MethodDelete, mgmt+"/api-sessions/"+ep.apiSessionID, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete API session: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, clientAPI+"/current-api-session", ep.token, nil), 401, posture.CodeUnauthorized, "")
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/sessions/"+again, admin, nil), 404, posture.CodeNotFound, "")
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/api-sessions/"+ep.apiSessionID, admin, nil), 404, posture.CodeNotFound, "")
 }
