@@ -51,6 +51,9 @@ func (b *backtestCmd) Run(ctx context.Context, s streams) error {
 	if !from.IsZero() && !until.IsZero() && until.Before(from) {
 		return usageError{errors.New("--until is before --from")}
 	}
+	if b.Changes < 0 {
+		return usageError{fmt.Errorf("--changes may not be negative (0: all), not %d", b.Changes)}
+	}
 	failed := func(err error) error { return exitCodeError{code: exitBacktestFailed, err: err} }
 	body, err := os.ReadFile(b.Candidate)
 	if err != nil {

@@ -272,6 +272,9 @@ func (a *auditVerifyCmd) appliedThrough() (uint64, error) {
 var errVerifyFailed = errors.New("the log did not verify (see FAIL above)")
 
 func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
+	if a.MaxProblems < 1 {
+		return usageError{fmt.Errorf("--max-problems must be at least 1, not %d", a.MaxProblems)}
+	}
 	caFile := a.CA
 	if caFile == "" {
 		caFile = filepath.Join(a.DataDir, "pki", "ca.pem")

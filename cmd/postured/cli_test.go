@@ -282,9 +282,16 @@ func TestOpsCommands(t *testing.T) {
 	}
 }
 
-// TestNegativeTimesNeedNoEquals: "--at -2h" is read as "--at=-2h", and
-// nothing else changes.
+// TestNegativeTimesNeedNoEquals: "--at -2h" is read as "--at=-2h", as is
+// a negative number after a flag of a signed number, and nothing else
+// changes.
 func TestNegativeTimesNeedNoEquals(t *testing.T) {
+	var c cli
+	parser, err := newParser(&c, streams{out: &lockedBuffer{}, err: &lockedBuffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := negativeFlags(parser.Model)
 	for in, want := range map[string]string{
 		"explain --at -2h --identity i":     "explain --at=-2h --identity i",
 		"backtest --from -720h --until -1h": "backtest --from=-720h --until=-1h",
@@ -293,8 +300,12 @@ func TestNegativeTimesNeedNoEquals(t *testing.T) {
 		"explain --at -v":                   "explain --at -v",
 		"events tail --from 12":             "events tail --from 12",
 		"explain --at":                      "explain --at",
+		"serve --max-connections -1":        "serve --max-connections=-1",
+		"serve --mfa-grace -5m":             "serve --mfa-grace=-5m",
+		"backtest --changes -3":             "backtest --changes=-3",
+		"serve --admin-username -1":         "serve --admin-username -1",
 	} {
-		if got := strings.Join(joinNegativeTimes(strings.Fields(in)), " "); got != want {
+		if got := strings.Join(joinNegativeValues(strings.Fields(in), flags), " "); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"reflect"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -114,7 +116,7 @@ func mainCode(ctx context.Context, args []string, s streams) (code int) {
 	}()
 	// Shell completion: when the shell asks for completions, answer and exit.
 	kongcompletion.Register(parser)
-	k, err := parser.Parse(joinNegativeTimes(args))
+	k, err := parser.Parse(joinNegativeValues(args, negativeFlags(parser.Model)))
 	if err != nil {
 		var pe *kong.ParseError
 		if errors.As(err, &pe) {
@@ -156,13 +158,40 @@ func main() {
 // timeFlags take a time that may be a duration back from now (-2h).
 var timeFlags = map[string]bool{"--at": true, "--from": true, "--until": true, "--since": true}
 
-// joinNegativeTimes writes "--at -2h" as "--at=-2h": the parser would read
+// negativeFlags are the flags whose value may be negative: the times and
+// the flags of signed numbers (durations included), whose commands check
+// the range and name a negative value they refuse.
+func negativeFlags(app *kong.Application) map[string]bool {
+	out := maps.Clone(timeFlags)
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, f := range n.Flags {
+			switch f.Target.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Float32, reflect.Float64:
+				for _, name := range append([]string{f.Name}, f.Aliases...) {
+					out["--"+name] = true
+				}
+				if f.Short != 0 {
+					out["-"+string(f.Short)] = true
+				}
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(app.Node)
+	return out
+}
+
+// joinNegativeValues writes "--at -2h" as "--at=-2h" and "--max-connections
+// -1" as "--max-connections=-1" for the flags given: the parser would read
 // a value that starts with "-" as a flag, and the docs and help texts give
 // times as durations back from now.
-func joinNegativeTimes(args []string) []string {
+func joinNegativeValues(args []string, flags map[string]bool) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
-		if a := args[i]; timeFlags[a] && i+1 < len(args) && len(args[i+1]) > 1 && args[i+1][0] == '-' &&
+		if a := args[i]; flags[a] && i+1 < len(args) && len(args[i+1]) > 1 && args[i+1][0] == '-' &&
 			args[i+1][1] >= '0' && args[i+1][1] <= '9' {
 			out = append(out, a+"="+args[i+1])
 			i++

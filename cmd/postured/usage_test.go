@@ -57,6 +57,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--nats-listen", "nohostport", data}, `--nats-listen "nohostport": want host:port`, "postured serve"},
 		{[]string{"serve", "--metrics-listen", "bad", data}, `--metrics-listen "bad": want host:port`, "postured serve"},
 		{[]string{"serve", "--disk-reserve-mib=-1", data}, "--disk-reserve-mib may not be negative", "postured serve"},
+		// A negative number needs no "=": it is the flag's value, which
+		// the command checks.
+		{[]string{"serve", "--max-connections", "-1", data}, "--max-connections and --max-connections-per-source may not be negative (0: no cap)", "postured serve"},
+		{[]string{"serve", "--disk-reserve-mib", "-1", data}, "--disk-reserve-mib may not be negative", "postured serve"},
+		{[]string{"serve", "--mfa-grace", "-5m", data}, "--mfa-grace must be at least 1s", "postured serve"},
+		{[]string{"backtest", "--candidate", "usage_test.go", "--changes", "-1", data}, "--changes may not be negative (0: all), not -1", "postured backtest"},
+		{[]string{"audit", "verify", "--max-problems", "-1", data}, "--max-problems must be at least 1, not -1", "postured audit verify"},
 		{[]string{"serve", "--webhook-max-backoff", "1s", data}, "--webhook-max-backoff may not be under --webhook-backoff", "postured serve"},
 		{[]string{"serve", "--read-timeout", "0s", data}, "--read-timeout, --write-timeout and --idle-timeout must be at least 1s", "postured serve"},
 		{[]string{"serve", "--idle-timeout", "1ms", data}, "--read-timeout, --write-timeout and --idle-timeout must be at least 1s", "postured serve"},
