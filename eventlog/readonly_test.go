@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 )
@@ -83,5 +84,59 @@ func TestAuditorCredentialsSayWhy(t *testing.T) {
 	}
 	if violations == 0 {
 		t.Errorf("no permission violation in the server's log:\n%s", logs.String())
+	}
+}
+
+// A reader opened with the auditor's credentials reads subjects without
+// asking to delete its consumer, which it may not: the server logs no
+// violation for it (the consumer goes with its inactivity).
+func TestReaderLeavesItsConsumersToInactivity(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.Open(filepath.Join(dir, "pki"), pki.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.ServiceCertificate([]string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := eventlog.Open(ctx, eventlog.Options{
+		Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		ListenTLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(ctx, event("audit", 1)); err != nil {
+		t.Fatal(err)
+	}
+	auditor, err := openAs(t, []string{l.ListenURL()}, eventlog.ClientAuth{TLSCA: filepath.Join(dir, "pki", "ca.pem"), NkeyFile: seedOf(t, l, eventlog.RoleAuditor)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	if err := auditor.ReadSubjects(ctx, 1, 0, []string{"audit"}, func(es []posture.Event) error { read += len(es); return nil }); err != nil || read != 1 {
+		t.Fatalf("read %d events: %v", read, err)
+	}
+	// An append, refused, is a violation the server logs after anything
+	// the reader asked before it.
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	defer acancel()
+	if _, err := auditor.Append(actx, event("audit", 2)); err == nil {
+		t.Fatal("the auditor appended")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "Violation") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "Violation") {
+		t.Fatalf("the refused append is not in the server's log:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "CONSUMER.DELETE") {
+		t.Fatalf("the reader asked to delete its consumer:\n%s", logs.String())
 	}
 }

@@ -57,8 +57,12 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 	}
 	info := cons.CachedInfo()
 	defer func() {
-		// Its inactivity removes it anyway; a role that may not delete
-		// consumers leaves it to that.
+		// Its inactivity removes it anyway. A reader's credentials (the
+		// auditor's) may not delete consumers: it does not ask, which the
+		// server would log as a permissions violation.
+		if l.reader {
+			return
+		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 		defer cancel()
 		_ = l.stream.DeleteConsumer(dctx, info.Name)
