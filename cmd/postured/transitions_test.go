@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,7 +276,7 @@ func TestTailsAcrossARestart(t *testing.T) {
 		}
 	}
 	trans := start("transitions", "tail", "--all", "--identity", st.ep.id)
-	events := start("events", "tail", "--identity", st.ep.id)
+	events := start("events", "tail", "--identity", st.ep.id, "--from", strconv.FormatUint(n.lastSeq(t)+1, 10))
 	st.play(t)
 	waitFor("transitions tail", &trans.out, `"kind":"policy-passing"`)
 	waitFor("events tail", &events.out, `"session.created"`)
