@@ -330,6 +330,12 @@ const maxTimelineEntries = 2000
 // failed requests and the timeline of the time window.
 func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 	id, err := c.opts.Store.Identity(r.PathValue("id"))
+	if errors.Is(err, posture.ErrNotFound) {
+		// Said with the id, and a search of it as a name on the fleet.
+		c.render(w, r, http.StatusNotFound, "error", map[string]any{"Title": "Identity not found",
+			"Message": fmt.Sprintf("No identity has the id %q.", r.PathValue("id")), "Find": r.PathValue("id")})
+		return
+	}
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -237,7 +237,11 @@ func (c *Console) admin(next http.HandlerFunc) http.Handler {
 func adminOf(r *http.Request) string { s, _ := r.Context().Value(adminKey).(string); return s }
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "signin", map[string]any{"Title": "Sign in", "Next": safeNext(r.URL.Query().Get("next"))})
+	data := map[string]any{"Title": "Sign in", "Next": safeNext(r.URL.Query().Get("next"))}
+	if r.URL.Query().Has(signedOut) {
+		data["Notice"] = "Signed out."
+	}
+	c.render(w, r, http.StatusOK, "signin", data)
 }
 
 // signIn is POST /console/sign-in: the management API's password
@@ -257,12 +261,15 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	token := a.header.Get(headerSession)
 	if a.status != http.StatusOK || token == "" {
-		status := http.StatusUnauthorized
-		if a.status == http.StatusTooManyRequests {
+		status, msg := http.StatusUnauthorized, a.errorMessage()
+		switch {
+		case a.status == http.StatusTooManyRequests:
 			status = a.status
 			w.Header().Set("Retry-After", a.header.Get("Retry-After"))
+		case a.status == http.StatusUnauthorized && a.apiError().Code == posture.CodeInvalidAuth:
+			msg = "Wrong username or password."
 		}
-		again(status, a.errorMessage())
+		again(status, msg)
 		return
 	}
 	var env struct {
@@ -322,8 +329,13 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	clearSession(w)
-	c.render(w, r, http.StatusOK, "signin", map[string]any{"Title": "Sign in", "Notice": "Signed out.", "Next": "/console/fleet"})
+	// To the sign-in page, so that reloading it posts nothing again.
+	http.Redirect(w, r, "/console/sign-in?"+signedOut+"=1", http.StatusSeeOther)
 }
+
+// signedOut is the query parameter of the sign-in page that says the
+// browser has just signed out.
+const signedOut = "signed-out"
 
 // safeNext keeps a redirect target inside the console.
 func safeNext(next string) string {

@@ -260,13 +260,26 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("%s on a phone: %v wide in a %v wide window (%v)", what, v[0], v[1], err)
 		}
 	}
+	// Nor is any table wider than its box (a table that scrolls in its
+	// box, at a phone's width, hides what is past the edge).
+	fitsTables := func(what string) {
+		t.Helper()
+		fits(what)
+		cut, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("main table")].filter(t => {
+			const box = t.closest(".scroll") || t.parentElement;
+			return t.getBoundingClientRect().right > box.getBoundingClientRect().right + 0.5;
+		}).map(t => t.id || t.className)`))
+		if err != nil || len(cut) > 0 {
+			t.Errorf("%s on a phone: tables wider than their box: %v (%v)", what, cut, err)
+		}
+	}
 	browse(t, ctx, "a phone",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/console/identities/"+st.identity),
 		chromedp.WaitVisible(css("#timeline")),
 		shot(dir, "identity-phone"),
 	)
-	fits("the identity page")
+	fitsTables("the identity page")
 	if ends, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => {
 		const box = document.querySelector("div.timeline").getBoundingClientRect(), svg = document.getElementById("timeline").getBoundingClientRect();
 		return [svg.width, box.width, svg.right, box.right];
@@ -313,6 +326,14 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css("#decision")),
 	)
 	fits("explain")
+	browse(t, ctx, "the fleet on a phone",
+		chromedp.Navigate(base+"/console/fleet"),
+		chromedp.WaitVisible(css("#failures")),
+	)
+	fitsTables("the fleet page")
+	if right, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`Math.max(...[...document.querySelectorAll("#failures a")].map(a => a.getBoundingClientRect().right))`)); err != nil || right > 390 {
+		t.Errorf("the fleet's failed requests' links on a phone end at %v (%v)", right, err)
+	}
 	browse(t, ctx, "checks on a phone",
 		chromedp.Navigate(base+"/console/checks"),
 		chromedp.WaitVisible(css("#checks")),
@@ -331,6 +352,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	)
 	if notice := read(t, ctx, "p.notice"); !strings.Contains(notice, "Signed out") {
 		t.Fatalf("sign out: %q", notice)
+	}
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "/console/sign-in?signed-out=1") {
+		t.Fatalf("after sign-out the browser is at %q (%v)", loc, err)
 	}
 	browse(t, ctx, "fleet after sign-out", chromedp.Navigate(base+"/console/fleet"), chromedp.WaitVisible(css("#username")))
 	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || !strings.Contains(loc, "/console/sign-in") {

@@ -274,7 +274,7 @@ func TestConsolePages(t *testing.T) {
 	}
 
 	// A wrong password says so; the right one signs in.
-	if p := b.signIn("admin", "wrong-password"); p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, `class="error"`) {
+	if p := b.signIn("admin", "wrong-password"); p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, `<p class="error" role="alert">Wrong username or password.</p>`) {
 		t.Fatalf("wrong password: %d %s", p.Status, p.Body)
 	}
 	// Past a username's failures from one address, the form says when to
@@ -403,17 +403,27 @@ func TestConsolePages(t *testing.T) {
 	if p := b.get("/console/fleet"); !strings.Contains(p.Body, "<td>Check registered-nic</td><td>MAC</td><td>0</td><td>0</td><td>0</td><td>1</td>") {
 		t.Errorf("fleet summary lacks the report-only failing count:\n%s", p.Body)
 	}
-	// Unknown identity, bad window.
-	if p := b.get("/console/identities/nope"); p.Status != http.StatusNotFound {
-		t.Fatalf("unknown identity: %d", p.Status)
+	// Unknown identity: said, with a search of it as a name; bad window.
+	if p := b.get("/console/identities/nope"); p.Status != http.StatusNotFound || !strings.Contains(p.Body, "<title>Identity not found · postured</title>") ||
+		!strings.Contains(p.Body, `<p class="error" role="alert">No identity has the id &#34;nope&#34;.</p>`) || !strings.Contains(p.Body, `<a id="find" href="/console/fleet?name=nope">`) {
+		t.Fatalf("unknown identity: %d\n%s", p.Status, p.Body)
+	}
+	// An API session that never passed MFA, woke or unlocked says so.
+	if p := b.get("/console/identities/" + st.identity); !strings.Contains(p.Body, "<td>"+st.apiSession+"</td><td>—</td><td>—</td><td>—</td>") {
+		t.Errorf("laptop-1's API session without MFA, wake or unlock:\n%s", p.Body)
 	}
 	if p := b.get("/console/identities/" + st.identity + "?from=yesterday"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "from must be a time") {
 		t.Fatalf("bad window: %d %s", p.Status, p.Body)
 	}
 
-	// Sign out: the API session ends and the pages send to sign-in.
-	if p := b.post("/console/fleet", "/console/sign-out", url.Values{}); p.Status != http.StatusOK || !strings.Contains(p.Body, "Signed out") {
-		t.Fatalf("sign out: %d %s", p.Status, p.Body)
+	// Sign out: the API session ends and the pages send to sign-in; the
+	// browser is sent on to the sign-in page, which a reload gets again.
+	p = b.post("/console/fleet", "/console/sign-out", url.Values{})
+	if p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/sign-in?signed-out=1" {
+		t.Fatalf("sign out: %d %v %s", p.Status, p.Header, p.Body)
+	}
+	if p := b.get(p.Header.Get("Location")); p.Status != http.StatusOK || !strings.Contains(p.Body, `<p class="notice" role="status">Signed out.</p>`) {
+		t.Fatalf("after sign-out: %d %s", p.Status, p.Body)
 	}
 	if r := n.do(t, http.MethodGet, mgmt+"/current-api-session", token, nil); r.Status != http.StatusUnauthorized {
 		t.Fatalf("the API session outlived sign-out: %d", r.Status)
@@ -498,7 +508,7 @@ func TestConsoleMFA(t *testing.T) {
 		t.Fatalf("wrong code: %d %s", p.Status, p.Body)
 	}
 	// The code's page can be left: its session ends.
-	if p := b.post("/console/mfa", "/console/sign-out", url.Values{}); p.Status != http.StatusOK || !strings.Contains(p.Body, "Signed out.") || n.apiSessionsOf(t, "mfa-admin") != 1 {
+	if p := b.post("/console/mfa", "/console/sign-out", url.Values{}); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/sign-in?signed-out=1" || n.apiSessionsOf(t, "mfa-admin") != 1 {
 		t.Fatalf("cancel at the code: %d %s", p.Status, p.Body)
 	}
 	if p = b.signIn("mfa-admin", "admin-password"); p.Status != http.StatusSeeOther {
