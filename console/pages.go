@@ -265,7 +265,8 @@ func (c *Console) counts(w http.ResponseWriter, r *http.Request) {
 // timeHint says what a moment may be.
 const timeHint = "must be a time (2006-01-02T15:04:05Z, or before now: -2h)"
 
-// timeWindow reads from and to (RFC 3339 or the datetime-local form, UTC);
+// timeWindow reads from and to (RFC 3339, a duration before now such as
+// -2h, or the form 2006-01-02T15:04:05 taken as UTC);
 // by default the last 24 hours, narrowed to the identity's entries. A to in
 // whole seconds (or minutes) is the end of that second (or minute): the
 // page's inputs show its window to the second, and submitting them again
@@ -418,12 +419,24 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 	data := map[string]any{
 		"Title": id.Name, "Identity": id, "Posture": postureRows(now, ip, c.checkName()), "Sessions": sessions,
 		"Failed": failed, "History": events, "More": more, "Shown": maxTimelineEntries,
-		"From": from.Format("2006-01-02T15:04:05"), "To": to.Format("2006-01-02T15:04:05"),
+		"From": from.UTC().Format(time.RFC3339), "To": to.UTC().Format(time.RFC3339), "WindowField": "",
 		"Services": c.services(id.ID),
 	}
+	// The inputs hold what was typed (a moment before now such as -2h
+	// stays one), else the window shown.
+	q := r.URL.Query()
+	if v := q.Get("from"); v != "" || windowErr != nil {
+		data["From"] = v
+	}
+	if v := q.Get("to"); v != "" || windowErr != nil {
+		data["To"] = v
+	}
 	if windowErr != nil {
-		q := r.URL.Query()
-		data["WindowError"], data["From"], data["To"] = windowMsg, q.Get("from"), q.Get("to")
+		data["WindowError"] = windowMsg
+		var pe *posture.Error
+		if asPostureError(windowErr, &pe) {
+			data["WindowField"] = pe.Field
+		}
 	} else {
 		data["Timeline"] = buildTimeline(id.ID, history, failed, wouldDeny, graces, serviceName, from, to, now)
 	}

@@ -698,6 +698,16 @@ func TestConsoleIdentityWindow(t *testing.T) {
 	if p.Status != http.StatusOK || all == 0 {
 		t.Fatalf("identity page: %d, %d events", p.Status, all)
 	}
+	// The window's inputs are text, in RFC 3339 (UTC), not the browser's
+	// local date pickers.
+	if strings.Contains(p.Body, "datetime-local") {
+		t.Errorf("the window's inputs are date pickers:\n%s", p.Body)
+	}
+	for _, name := range []string{"from", "to"} {
+		if v := input(p.Body, name); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`).MatchString(v) {
+			t.Errorf("the %s input holds %q", name, v)
+		}
+	}
 	// Show, as the page is: the same events.
 	q := url.Values{"from": {input(p.Body, "from")}, "to": {input(p.Body, "to")}}
 	if p := b.get(page + "?" + q.Encode()); p.Status != http.StatusOK || events(p.Body) != all {
@@ -734,6 +744,17 @@ func TestConsoleIdentityWindow(t *testing.T) {
 		!strings.Contains(p.Body, `name="from" value="`+from+`"`) || !strings.Contains(p.Body, `name="to" value="`+second+`"`) ||
 		!strings.Contains(p.Body, "<h1>laptop-1</h1>") || strings.Contains(p.Body, `<svg id="timeline"`) {
 		t.Fatalf("a reversed window: %d\n%s", p.Status, p.Body)
+	}
+	// A moment it cannot read: said beside its input, which keeps it.
+	p = b.get(page + "?from=garbage")
+	if p.Status != http.StatusBadRequest || input(p.Body, "from") != "garbage" || !strings.Contains(p.Body, `aria-invalid="true" aria-describedby="window-error"`) ||
+		!regexp.MustCompile(`(?s)<form method="get" class="window">.*<p class="error" id="window-error" role="alert">from must be a time[^<]*</p>\s*</form>`).MatchString(p.Body) {
+		t.Fatalf("from=garbage: %d\n%s", p.Status, p.Body)
+	}
+	// Before now, as the docs say: the window, and the input keeps -2h.
+	p = b.get(page + "?from=-2h")
+	if p.Status != http.StatusOK || input(p.Body, "from") != "-2h" || events(p.Body) != all {
+		t.Fatalf("from=-2h: %d, %d events, want %d\n%s", p.Status, events(p.Body), all, p.Body)
 	}
 	// A window without events says so.
 	p = b.get(page + "?to=" + url.QueryEscape(st.deniedAt.Add(-time.Hour).UTC().Format(time.RFC3339)))
