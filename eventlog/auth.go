@@ -100,10 +100,13 @@ const (
 	// rewrites or shortens history through a node's credentials.
 	RolePostured = "postured"
 	// RoleAuditor reads the stream and follows it (stream info, direct
-	// and stored message gets, consumers created and pulled). It may not
-	// publish to the stream's subjects nor change or delete anything. It
-	// may also read and follow the transitions stream, with durable
-	// consumers of its own that it acknowledges.
+	// and stored message gets, consumers created, pulled and deleted). It
+	// may not publish to the stream's subjects nor change or delete a
+	// stream or a message. It may also read and follow the transitions
+	// stream, with consumers of its own that it acknowledges. Consumers
+	// are named by subject: it reaches those whose names it knows, its
+	// own; postured's are named at random or with a key (webhooks), and
+	// it may not list them.
 	RoleAuditor = "auditor"
 )
 
@@ -143,6 +146,7 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 				"$JS.API.CONSUMER.CREATE." + stream + ".>",
 				"$JS.API.CONSUMER.INFO." + stream + ".>",
 				"$JS.API.CONSUMER.MSG.NEXT." + stream + ".>",
+				"$JS.API.CONSUMER.DELETE." + stream + ".>",
 				"$JS.API.STREAM.INFO." + transitions,
 				"$JS.API.STREAM.MSG.GET." + transitions,
 				"$JS.API.DIRECT.GET." + transitions,
@@ -152,6 +156,7 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 				"$JS.API.CONSUMER.DURABLE.CREATE." + transitions + ".>",
 				"$JS.API.CONSUMER.INFO." + transitions + ".>",
 				"$JS.API.CONSUMER.MSG.NEXT." + transitions + ".>",
+				"$JS.API.CONSUMER.DELETE." + transitions + ".>",
 				"$JS.ACK." + transitions + ".>",
 			}},
 			Subscribe: inbox,

@@ -91,9 +91,6 @@ type Log struct {
 	prefix string
 	log    *slog.Logger
 	creds  []Credential // the embedded server's users, with Listen
-	// reader is a log opened by a reader (Options.Existing), whose
-	// credentials (the auditor's) may not delete consumers.
-	reader bool
 
 	kvMu sync.Mutex
 	kv   jetstream.KeyValue // the node registry, opened on first use (nodes.go)
@@ -124,7 +121,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Log{name: opts.Stream, prefix: strings.ToLower(opts.Stream) + ".", log: opts.Logger, reader: opts.Existing}
+	l := &Log{name: opts.Stream, prefix: strings.ToLower(opts.Stream) + ".", log: opts.Logger}
 
 	var err error
 	natsOpts := []nats.Option{

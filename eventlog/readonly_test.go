@@ -87,10 +87,10 @@ func TestAuditorCredentialsSayWhy(t *testing.T) {
 	}
 }
 
-// A reader opened with the auditor's credentials reads subjects without
-// asking to delete its consumer, which it may not: the server logs no
-// violation for it (the consumer goes with its inactivity).
-func TestReaderLeavesItsConsumersToInactivity(t *testing.T) {
+// A reader with the auditor's credentials deletes the consumer it read
+// subjects with, as a node does: no consumer is left to fill the stream's
+// limit, and the server logs no violation.
+func TestAuditorDeletesItsConsumers(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := pki.Open(filepath.Join(dir, "pki"), pki.Options{})
 	if err != nil {
@@ -114,6 +114,19 @@ func TestReaderLeavesItsConsumersToInactivity(t *testing.T) {
 	if _, err := l.Append(ctx, event("audit", 1)); err != nil {
 		t.Fatal(err)
 	}
+	consumers := func() int {
+		t.Helper()
+		st, err := l.JetStream().Stream(ctx, "POSTURED")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
 	auditor, err := openAs(t, []string{l.ListenURL()}, eventlog.ClientAuth{TLSCA: filepath.Join(dir, "pki", "ca.pem"), NkeyFile: seedOf(t, l, eventlog.RoleAuditor)}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +134,9 @@ func TestReaderLeavesItsConsumersToInactivity(t *testing.T) {
 	read := 0
 	if err := auditor.ReadSubjects(ctx, 1, 0, []string{"audit"}, func(es []posture.Event) error { read += len(es); return nil }); err != nil || read != 1 {
 		t.Fatalf("read %d events: %v", read, err)
+	}
+	if n := consumers(); n != before {
+		t.Fatalf("%d consumers after the auditor's read, %d before", n, before)
 	}
 	// An append, refused, is a violation the server logs after anything
 	// the reader asked before it.
@@ -137,6 +153,6 @@ func TestReaderLeavesItsConsumersToInactivity(t *testing.T) {
 		t.Fatalf("the refused append is not in the server's log:\n%s", logs.String())
 	}
 	if strings.Contains(logs.String(), "CONSUMER.DELETE") {
-		t.Fatalf("the reader asked to delete its consumer:\n%s", logs.String())
+		t.Fatalf("the auditor may not delete its consumer:\n%s", logs.String())
 	}
 }

@@ -57,12 +57,7 @@ func (l *Log) ReadSubjects(ctx context.Context, from, to uint64, subjects []stri
 	}
 	info := cons.CachedInfo()
 	defer func() {
-		// Its inactivity removes it anyway. A reader's credentials (the
-		// auditor's) may not delete consumers: it does not ask, which the
-		// server would log as a permissions violation.
-		if l.reader {
-			return
-		}
+		// Its inactivity removes it anyway.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
 		defer cancel()
 		_ = l.stream.DeleteConsumer(dctx, info.Name)
