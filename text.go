@@ -34,3 +34,11 @@ func PrintableLines(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Count is n with the noun of its number: "1 identity", "2 identities".
+func Count[N ~int | ~uint64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatUint(uint64(n), 10) + " " + many
+}

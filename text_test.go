@@ -35,3 +35,15 @@ func TestRedactedURL(t *testing.T) {
 		}
 	}
 }
+
+// TestCount: a count takes the noun of its number.
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 identities"}, {1, "1 identity"}, {2, "2 identities"}} {
+		if got := Count(c.n, "identity", "identities"); got != c.want {
+			t.Errorf("Count(%d): %q, want %q", c.n, got, c.want)
+		}
+	}
+}

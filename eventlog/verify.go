@@ -127,7 +127,7 @@ func (v *Verification) Summary() string {
 	if !v.OK() {
 		more := ""
 		if n := len(v.Problems) - 1; n > 0 || v.Truncated {
-			more = fmt.Sprintf(" (and %d more problems", n)
+			more = " (and " + posture.Count(n, "more problem", "more problems")
 			if v.Truncated {
 				more += " at least"
 			}
@@ -141,9 +141,9 @@ func (v *Verification) Summary() string {
 	}
 	covered := "no checkpoint yet"
 	if v.Covered > 0 {
-		covered = fmt.Sprintf("verified messages 1..%d in %d checkpoints", v.Covered, v.Checkpoints)
+		covered = fmt.Sprintf("verified messages 1..%d in %s", v.Covered, posture.Count(v.Checkpoints, "checkpoint", "checkpoints"))
 	}
-	return fmt.Sprintf("OK: %s, %d messages after the last checkpoint not yet covered%s", covered, v.Uncovered, head)
+	return fmt.Sprintf("OK: %s, %s after the last checkpoint not yet covered%s", covered, posture.Count(v.Uncovered, "message", "messages"), head)
 }
 
 // Verify reads the whole log as it is stored and checks it against its

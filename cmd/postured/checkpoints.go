@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
@@ -353,9 +354,9 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		default:
 			what := "the projection differs"
 			if proj.Snapshots > 0 {
-				what = "the projection and its " + count(proj.Snapshots, "snapshot", "snapshots") + " differ"
+				what = "the projection and its " + posture.Count(proj.Snapshots, "snapshot", "snapshots") + " differ"
 			}
-			fmt.Fprintf(s.out, "FAIL: %s from the log's, rebuilt to sequence %d, in %s\n", what, proj.Seq, count(proj.Differences, "key", "keys"))
+			fmt.Fprintf(s.out, "FAIL: %s from the log's, rebuilt to sequence %d, in %s\n", what, proj.Seq, posture.Count(proj.Differences, "key", "keys"))
 			for _, k := range proj.Keys {
 				fmt.Fprintln(s.out, "  "+k)
 			}
@@ -366,7 +367,7 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 			}
 		}
 	}
-	fmt.Fprintf(s.err, "read %s up to sequence %d in %s\n", count(v.Messages, "message", "messages"), v.Last, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(s.err, "read %s up to sequence %d in %s\n", posture.Count(v.Messages, "message", "messages"), v.Last, time.Since(start).Round(time.Millisecond))
 	switch {
 	case !v.OK():
 		return errVerifyFailed

@@ -430,15 +430,3 @@ func TestAskNode(t *testing.T) {
 		t.Errorf("askNode without --nats-listen: %q", got)
 	}
 }
-
-// TestCount: a count takes the noun of its number.
-func TestCount(t *testing.T) {
-	for _, c := range []struct {
-		n    int
-		want string
-	}{{0, "0 identities"}, {1, "1 identity"}, {2, "2 identities"}} {
-		if got := count(c.n, "identity", "identities"); got != c.want {
-			t.Errorf("count(%d): %q, want %q", c.n, got, c.want)
-		}
-	}
-}

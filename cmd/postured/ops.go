@@ -130,14 +130,6 @@ func cell(s string) string {
 // pr is posture.Printable: what endpoints and admins wrote, for a terminal.
 var pr = posture.Printable
 
-// count is n with the noun of its number: "1 identity", "2 identities".
-func count[N ~int | ~uint64](n N, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 func orDash(s string) string {
 	if s == "" {
 		return "-"

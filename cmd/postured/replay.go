@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/mattn/go-isatty"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/projections"
@@ -306,7 +307,7 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	_, err = fmt.Fprintf(s.out, "replayed %s (cursor %d) into %s in %.2fs: %.0f events/s\n", count(n, "event", "events"), store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
+	_, err = fmt.Fprintf(s.out, "replayed %s (cursor %d) into %s in %.2fs: %.0f events/s\n", posture.Count(n, "event", "events"), store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
 	return err
 }
 

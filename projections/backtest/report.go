@@ -439,12 +439,12 @@ func (r *Report) WriteText(w io.Writer, limit int) error {
 	t := r.Totals
 	if !r.Changed {
 		fmt.Fprintf(b, "No change: %s replayed, %s (%d granted, %d denied) and %s decided the same.\n",
-			count(r.Window.Events, "event", "events"), count(t.Decisions, "session request", "session requests"), t.Granted, t.Denied,
-			count(t.Transitions, "transition", "transitions"))
+			posture.Count(r.Window.Events, "event", "events"), posture.Count(t.Decisions, "session request", "session requests"), t.Granted, t.Denied,
+			posture.Count(t.Transitions, "transition", "transitions"))
 	} else {
 		fmt.Fprintf(b, "Changed: %s replayed; of %s (%d granted, %d denied), %d would be newly denied (%s) and %d newly allowed (%s).\n",
-			count(r.Window.Events, "event", "events"), count(t.Decisions, "session request", "session requests"), t.Granted, t.Denied,
-			t.NewlyDenied, count(t.IdentitiesNewlyDenied, "identity", "identities"), t.NewlyAllowed, count(t.IdentitiesNewlyAllowed, "identity", "identities"))
+			posture.Count(r.Window.Events, "event", "events"), posture.Count(t.Decisions, "session request", "session requests"), t.Granted, t.Denied,
+			t.NewlyDenied, posture.Count(t.IdentitiesNewlyDenied, "identity", "identities"), t.NewlyAllowed, posture.Count(t.IdentitiesNewlyAllowed, "identity", "identities"))
 		fmt.Fprintf(b, "Transitions: %d recorded (%d unchanged, %d only recorded, %d of sessions the candidate refused), %d only with the candidate; sessions removed: %d no longer, %d more.\n",
 			t.Transitions, t.TransitionsUnchanged, t.TransitionsOnlyRecorded, t.TransitionsOfRefusedSessions, t.TransitionsOnlyCandidate, t.RemovalsOnlyRecorded, t.RemovalsOnlyCandidate)
 	}
@@ -512,18 +512,10 @@ func (r *Report) WriteText(w io.Writer, limit int) error {
 		shown = min(shown, limit)
 	}
 	if more := len(r.Changes) - shown + r.ChangesOmitted; more > 0 {
-		_, err := fmt.Fprintf(w, "... and %s (--json lists them).\n", count(more, "more change", "more changes"))
+		_, err := fmt.Fprintf(w, "... and %s (--json lists them).\n", posture.Count(more, "more change", "more changes"))
 		return err
 	}
 	return nil
-}
-
-// count is n with the noun of its number: "1 identity", "2 identities".
-func count[N ~int | ~uint64](n N, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 func orDash(s string) string {
