@@ -10,15 +10,19 @@ import (
 )
 
 // missingAt is the error of an entity that a decision at a moment needs and
-// that did not exist then.
-func missingAt(err error, kind, id string, at time.Time) error {
+// that did not exist then. An id that was the name of one then is said to
+// be a name, with the id to give.
+func (s *Store) missingAt(err error, kind posture.Kind, noun, id string, at time.Time) error {
 	if !errors.Is(err, posture.ErrNotFound) {
 		return err
 	}
 	// The moment is shown to the millisecond, as the APIs show times (a
 	// moment given to the second stands for its whole last digit).
-	return &posture.Error{Code: posture.CodeNotFound, Message: fmt.Sprintf("no %s had the id %q at %s (ids, not names, name what to explain)",
-		kind, id, at.UTC().Format("2006-01-02T15:04:05.000Z07:00"))}
+	msg := fmt.Sprintf("no %s had the id %q at %s", noun, id, at.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	if named, err := s.IDByName(kind, id); err == nil {
+		msg += fmt.Sprintf(" (%q is the name of the %s %s: give its id)", id, noun, named)
+	}
+	return &posture.Error{Code: posture.CodeNotFound, Message: msg}
 }
 
 // maxExplainEntries bounds the history an explanation reads back from its
@@ -35,11 +39,11 @@ const maxExplainEntries = 100_000
 func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (posture.Explanation, error) {
 	x := posture.Explanation{IdentityID: identityID, ServiceID: serviceID, Type: typ, At: at, APISessions: []posture.SessionExplanation{}}
 	if _, err := Get[posture.Identity](s, identityID); err != nil {
-		return x, missingAt(err, "identity", identityID, at)
+		return x, s.missingAt(err, posture.KindIdentity, "identity", identityID, at)
 	}
 	svc, err := Get[posture.Service](s, serviceID)
 	if err != nil {
-		return x, missingAt(err, "service", serviceID, at)
+		return x, s.missingAt(err, posture.KindService, "service", serviceID, at)
 	}
 	x.ServiceName = svc.Name
 	pids := s.Granting(identityID, serviceID, typ)

@@ -450,6 +450,11 @@ func TestAuditAndExplainOverTheAPI(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d", path, r.Status, r.Body, want)
 		}
 	}
+	// A service named where its id belongs is not found, with its id to give.
+	r := n.do(t, http.MethodGet, mgmt+"/identities/"+ep.id+"/policy-advice/crm?at="+denied.Format(time.RFC3339Nano), admin, nil)
+	if r.Status != http.StatusNotFound || !strings.Contains(string(r.Body), `\"crm\" is the name of the service `+svc+`: give its id`) {
+		t.Errorf("a service's name for its id: %d %s", r.Status, r.Body)
+	}
 }
 
 // TestExplanationTextNamesReportOnlyAndStale: the text says why a failing
