@@ -95,7 +95,7 @@ func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, r, http.StatusOK, "fleet", map[string]any{
 		"Title": "Fleet", "Rows": rows, "Failures": failures, "Next": next, "After": after, "Counts": counts,
-		"Name": name, "More": more, "PageSize": c.opts.PageSize,
+		"Name": name, "More": more, "PageSize": c.opts.PageSize, "Idle": idleOf(r),
 		"Policies": policies, "Checks": checks, "InGrace": c.timed(now, grace), "Losing": c.timed(now, losing),
 	})
 }

@@ -33,6 +33,7 @@ type ctxKey int
 const (
 	csrfKey ctxKey = iota
 	adminKey
+	idleKey
 )
 
 // csrf gives every browser a random token in a cookie and refuses a POST
@@ -176,9 +177,10 @@ func (c *Console) call(r *http.Request, method, path, token string, body any) (*
 
 // apiSession is what the console reads of GET /current-api-session.
 type apiSession struct {
-	IdentityID    string `json:"identityId"`
-	IsMFARequired bool   `json:"isMfaRequired"`
-	IsMFAComplete bool   `json:"isMfaComplete"`
+	IdentityID        string `json:"identityId"`
+	IsMFARequired     bool   `json:"isMfaRequired"`
+	IsMFAComplete     bool   `json:"isMfaComplete"`
+	ExpirationSeconds int64  `json:"expirationSeconds"` // the idle timeout
 }
 
 // session resolves the browser's session cookie through the API's
@@ -230,11 +232,15 @@ func (c *Console) admin(next http.HandlerFunc) http.Handler {
 			c.render(w, r, http.StatusForbidden, "error", map[string]any{"Title": "Refused", "Message": "The console is for administrators; this identity is not one."})
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), adminKey, id.Name)))
+		ctx := context.WithValue(r.Context(), adminKey, id.Name)
+		next(w, r.WithContext(context.WithValue(ctx, idleKey, s.ExpirationSeconds)))
 	})
 }
 
 func adminOf(r *http.Request) string { s, _ := r.Context().Value(adminKey).(string); return s }
+
+// idleOf is the idle timeout of the admin's API session, in seconds.
+func idleOf(r *http.Request) int64 { s, _ := r.Context().Value(idleKey).(int64); return s }
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	data := map[string]any{"Title": "Sign in", "Next": safeNext(r.URL.Query().Get("next"))}

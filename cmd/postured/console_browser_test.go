@@ -411,3 +411,33 @@ func TestConsoleTimeLeftCountsDown(t *testing.T) {
 		t.Fatalf("time left does not count down: %v (now %q)", err, read(t, ctx, "#grace td[data-left]"))
 	}
 }
+
+// TestConsoleIdlePageSignsOut: the fleet page's live counts keep the API
+// session alive only while someone uses the page; left alone for the
+// session's idle timeout it stops refreshing, says so, and the session
+// ends as any idle one does.
+func TestConsoleIdlePageSignsOut(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.APISessionTimeout = 6 * time.Second // more than one refresh (5 s)
+	n := startTestNode(t, cfg)
+	srv := consoleServer(t, n)
+	base := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	ctx := newBrowser(t, n)
+	browse(t, ctx, "sign in",
+		chromedp.Navigate(base+"/console/fleet"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), "admin"),
+		chromedp.SendKeys(chromedp.CSS("#password"), testAdminPassword),
+		chromedp.Click(chromedp.CSS("#sign-in")),
+		chromedp.WaitVisible(chromedp.CSS("#counts")),
+	)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!document.getElementById("counts-paused").hidden`,
+		chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the counts of a page left alone do not pause: %v", err)
+	}
+	time.Sleep(cfg.APISessionTimeout / 2) // the last refresh was at least one interval before the pause
+	browse(t, ctx, "the session ended: a page asks to sign in again",
+		chromedp.Navigate(base+"/console/fleet"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+	)
+}

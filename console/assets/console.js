@@ -4,7 +4,19 @@
 (function () {
   var counts = document.getElementById("counts");
   if (counts && window.fetch) {
+    // Each refresh keeps the API session alive: a page left alone stops
+    // refreshing once it has seen no input for the session's idle timeout,
+    // so that an unattended console signs itself out.
+    var idle = parseInt(counts.dataset.idle, 10) * 1000, input = Date.now(), timer;
+    ["pointerdown", "pointermove", "keydown", "wheel", "touchstart"].forEach(function (ev) {
+      document.addEventListener(ev, function () { input = Date.now(); }, { passive: true });
+    });
     var refresh = function () {
+      if (idle > 0 && Date.now() - input >= idle) {
+        clearInterval(timer);
+        document.getElementById("counts-paused").hidden = false;
+        return;
+      }
       fetch(counts.dataset.src, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (c) {
@@ -16,7 +28,7 @@
         })
         .catch(function () {});
     };
-    setInterval(refresh, 5000);
+    timer = setInterval(refresh, 5000);
   }
   // "Time left" counts down from what the node wrote when it made the page
   // (the browser's clock may not be the node's), as it writes it: "4m2s",
