@@ -406,27 +406,20 @@ func TestOfflineCommandOnARunningNode(t *testing.T) {
 	node.stop(t)
 }
 
-// TestAskNode: the flags of a node are read from its command line and
-// environment, and the hint names its port, its CA and the auditor's seed.
+// TestAskNode: the hint names the node's NATS URL (a wildcard host as the
+// loopback address), its CA and the auditor's seed, as the node noted
+// them; a node that noted none was started without --nats-listen.
 func TestAskNode(t *testing.T) {
-	for _, c := range []struct {
-		args, env []string
-		want      nodeFlags
-	}{
-		{[]string{"postured", "explain"}, nil, nodeFlags{}},
-		{[]string{"postured", "serve"}, nil, nodeFlags{known: true}},
-		{[]string{"postured", "serve", "--nats-listen", ":4222"}, []string{"POSTURED_NATS_LISTEN=127.0.0.1:1"}, nodeFlags{known: true, natsListen: ":4222"}},
-		{[]string{"postured", "serve", "--pki-dir=pki"}, []string{"POSTURED_NATS_LISTEN=10.0.0.1:4222"}, nodeFlags{known: true, natsListen: "10.0.0.1:4222", pkiDir: "/srv/pki"}},
-	} {
-		if got := parseNodeFlags(c.args, c.env, "/srv"); got != c.want {
-			t.Errorf("%v %v: %+v, want %+v", c.args, c.env, got, c.want)
-		}
-	}
-	if got, want := askNode("data", nodeFlags{known: true, natsListen: "0.0.0.0:4222"}),
-		"--nats-url tls://127.0.0.1:4222 --nats-tls-ca data/pki/ca.pem --nats-nkey data/nats/creds/auditor.nk in place of --data-dir"; !strings.Contains(got, want) {
+	notes := map[string]string{"nats-url": "tls://[::]:4222", "nats-tls-ca": "/srv/pki/ca.pem", "nats-nkey": "/srv/data/nats/creds/auditor.nk"}
+	if got, want := askNode(notes),
+		"--nats-url tls://127.0.0.1:4222 --nats-tls-ca /srv/pki/ca.pem --nats-nkey /srv/data/nats/creds/auditor.nk in place of --data-dir"; !strings.Contains(got, want) {
 		t.Errorf("askNode: %q, want %q", got, want)
 	}
-	if got := askNode("data", nodeFlags{known: true}); !strings.Contains(got, "started without --nats-listen") {
-		t.Errorf("askNode without --nats-listen: %q", got)
+	notes["nats-url"] = "tls://10.0.0.1:4222"
+	if got := askNode(notes); !strings.Contains(got, "--nats-url tls://10.0.0.1:4222 ") {
+		t.Errorf("askNode: %q", got)
+	}
+	if got := askNode(nil); !strings.Contains(got, "started without --nats-listen") {
+		t.Errorf("askNode without notes: %q", got)
 	}
 }

@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -63,95 +59,33 @@ func (f natsFlags) connectHint(err error) error {
 	return err
 }
 
-// nodeFlags are what a running node's command line and environment say of
-// its NATS port.
-type nodeFlags struct {
-	known      bool   // the command line of a node (serve) was read
-	natsListen string // its --nats-listen ("": none, or not known)
-	pkiDir     string // its --pki-dir ("": the default, <data-dir>/pki)
-}
-
-// readNodeFlags reads the flags of the node with process id pid from
-// /proc (Linux; zero when they cannot be read or pid is not a node).
-func readNodeFlags(pid int) nodeFlags {
-	if pid <= 0 {
-		return nodeFlags{}
-	}
-	proc := filepath.Join("/proc", strconv.Itoa(pid))
-	cmdline, err := os.ReadFile(filepath.Join(proc, "cmdline"))
-	if err != nil {
-		return nodeFlags{}
-	}
-	environ, _ := os.ReadFile(filepath.Join(proc, "environ"))
-	cwd, _ := os.Readlink(filepath.Join(proc, "cwd"))
-	return parseNodeFlags(strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"),
-		strings.Split(string(environ), "\x00"), cwd)
-}
-
-// parseNodeFlags reads a node's flags from its arguments (args[0] the
-// program), its environment (POSTURED_<FLAG>, which a flag overrides) and
-// its working directory (that of a relative --pki-dir).
-func parseNodeFlags(args, env []string, cwd string) nodeFlags {
-	if !slices.Contains(args, "serve") {
-		return nodeFlags{}
-	}
-	n := nodeFlags{known: true}
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "POSTURED_NATS_LISTEN="); ok {
-			n.natsListen = v
-		} else if v, ok := strings.CutPrefix(kv, "POSTURED_PKI_DIR="); ok {
-			n.pkiDir = v
-		}
-	}
-	for i := 1; i < len(args); i++ {
-		for _, f := range []struct {
-			name string
-			to   *string
-		}{{"--nats-listen", &n.natsListen}, {"--pki-dir", &n.pkiDir}} {
-			if v, ok := strings.CutPrefix(args[i], f.name+"="); ok {
-				*f.to = v
-			} else if args[i] == f.name && i+1 < len(args) {
-				*f.to = args[i+1]
-			}
-		}
-	}
-	if n.pkiDir != "" && !filepath.IsAbs(n.pkiDir) && cwd != "" {
-		n.pkiDir = filepath.Join(cwd, n.pkiDir)
-	}
-	return n
-}
-
 // askNode says how to run an offline command against the running node
-// that owns dataDir: over its --nats-listen port, with its CA and the
-// auditor's seed, both in the data directory.
-func askNode(dataDir string, n nodeFlags) string {
-	seed := filepath.Join(dataDir, "nats", "creds", eventlog.RoleAuditor+".nk")
-	_, noSeed := os.Stat(seed)
-	if (n.known && n.natsListen == "") || (!n.known && noSeed != nil) {
+// that owns its data directory, from what the node noted in the
+// directory's lock (serve with --nats-listen notes its NATS URL, its CA
+// and the auditor's seed).
+func askNode(notes map[string]string) string {
+	url, ca, seed := notes["nats-url"], notes["nats-tls-ca"], notes["nats-nkey"]
+	if url == "" || ca == "" || seed == "" {
 		return "it was started without --nats-listen: ask its management API instead, or restart it with " +
-			"--nats-listen <host:port> and run this command with --nats-url"
+			"--nats-listen <host:port> and run this command with --nats-url (on an external NATS cluster, give that cluster's)"
 	}
-	ca := filepath.Join(dataDir, "pki", "ca.pem")
-	if n.pkiDir != "" {
-		ca = filepath.Join(n.pkiDir, "ca.pem")
-	}
-	addr := "<host:port of its --nats-listen>"
-	if n.natsListen != "" {
-		addr = dialable(n.natsListen)
-	}
-	return fmt.Sprintf("ask the node instead: run the command again with --nats-url tls://%s --nats-tls-ca %s --nats-nkey %s "+
-		"in place of --data-dir", addr, ca, seed)
+	return fmt.Sprintf("ask the node instead: run the command again with --nats-url %s --nats-tls-ca %s --nats-nkey %s "+
+		"in place of --data-dir", dialable(url), ca, seed)
 }
 
-// dialable is a listen address as a client dials it: a wildcard or empty
-// host is the loopback address (which the node's certificate names).
-func dialable(listen string) string {
-	host, port, err := net.SplitHostPort(listen)
+// dialable is a NATS URL as a client dials it: a wildcard host is the
+// loopback address (which the node's certificate names).
+func dialable(url string) string {
+	scheme, addr, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return listen
+		return url
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return net.JoinHostPort(host, port)
+	return scheme + "://" + net.JoinHostPort(host, port)
 }

@@ -56,7 +56,7 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 	lock, err := datadir.Acquire(f.DataDir)
 	var inUse *datadir.InUseError
 	if errors.As(err, &inUse) {
-		return nil, fmt.Errorf("%w: a running node owns it; %s", err, askNode(f.DataDir, readNodeFlags(inUse.PID)))
+		return nil, fmt.Errorf("%w: a running node owns it; %s", err, askNode(inUse.Notes))
 	}
 	if err != nil {
 		return nil, err

@@ -579,11 +579,26 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		return nil, err
 	}
 	if url := n.elog.ListenURL(); url != "" {
-		args := []any{"url", url, "ca", filepath.Join(s.pkiDir(), "ca.pem")}
+		ca, err := filepath.Abs(filepath.Join(s.pkiDir(), "ca.pem"))
+		if err != nil {
+			return nil, err
+		}
+		args := []any{"url", url, "ca", ca}
+		notes := map[string]string{"nats-url": url, "nats-tls-ca": ca}
 		for _, c := range n.elog.Credentials() {
 			args = append(args, c.Role, c.SeedFile)
+			if c.Role == eventlog.RoleAuditor {
+				if notes["nats-nkey"], err = filepath.Abs(c.SeedFile); err != nil {
+					return nil, err
+				}
+			}
 		}
 		log.Info("embedded NATS server accepts TLS clients with the nkey seeds in these files (keep them private)", args...)
+		// An offline command refused this data directory says how to ask
+		// this node instead (askNode).
+		if err := n.lock.Note(notes); err != nil {
+			return nil, err
+		}
 	}
 	// The projection keeps half the log's reserve: on a shared disk, it
 	// still has room for what the log took before it stopped.

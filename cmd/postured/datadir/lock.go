@@ -7,7 +7,8 @@
 // on a live store. The lock is an advisory flock on <dir>/LOCK, which the
 // kernel releases when the process dies, however it dies: a stale LOCK file
 // never blocks a restart. The file holds the owner's process id, so that a
-// refused process can name it.
+// refused process can name it, and what the owner noted of how to reach it
+// (Note).
 package datadir
 
 import (
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,6 +36,8 @@ type Lock struct {
 type InUseError struct {
 	Dir string // the directory, absolute
 	PID int    // the holder's process id (0 if it could not be read)
+	// Notes are what the holder noted (Note): names to values.
+	Notes map[string]string
 }
 
 func (e *InUseError) Error() string {
@@ -59,7 +63,8 @@ func Acquire(dir string) (*Lock, error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &InUseError{Dir: abs, PID: readPID(f)}
+			pid, notes := read(f)
+			return nil, &InUseError{Dir: abs, PID: pid, Notes: notes}
 		}
 		return nil, fmt.Errorf("datadir: lock %s: %w", path, err)
 	}
@@ -75,15 +80,53 @@ func Acquire(dir string) (*Lock, error) {
 	return &Lock{dir: abs, f: f}, nil
 }
 
-// readPID reads the process id a holder wrote (0 when there is none yet).
-func readPID(f *os.File) int {
-	buf := make([]byte, 32)
+// read reads the process id a holder wrote (0 when there is none yet) and
+// its notes, one "name=value" line each after it.
+func read(f *os.File) (int, map[string]string) {
+	buf := make([]byte, 64<<10)
 	n, _ := f.ReadAt(buf, 0)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	lines := strings.Split(strings.TrimSpace(string(buf[:n])), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
 	if err != nil {
-		return 0
+		return 0, nil
 	}
-	return pid
+	notes := map[string]string{}
+	for _, l := range lines[1:] {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			notes[k] = v
+		}
+	}
+	return pid, notes
+}
+
+// Note records, after the process id, what another process refused the
+// directory may use to reach this one (names and values without new
+// lines; nothing secret: the file is the owner's, mode 0600, but says
+// where to find things, not what they hold).
+func (l *Lock) Note(notes map[string]string) error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+	keys := make([]string, 0, len(notes))
+	for k := range notes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if strings.Contains(k, "=") || strings.Contains(k+notes[k], "\n") {
+			return fmt.Errorf("datadir: note %q: names hold no = and nothing holds a new line", k)
+		}
+		b.WriteString(k + "=" + notes[k] + "\n")
+	}
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("datadir: note: %w", err)
+	}
+	if _, err := l.f.WriteAt([]byte(b.String()), 0); err != nil {
+		return fmt.Errorf("datadir: note: %w", err)
+	}
+	return nil
 }
 
 // Dir is the locked directory, absolute.

@@ -74,3 +74,27 @@ func TestLockHeldByAnotherProcess(t *testing.T) {
 	}
 	l.Release()
 }
+
+// A holder's notes reach the process it refuses; a note that would break
+// the file's lines is refused.
+func TestNotesReachTheRefused(t *testing.T) {
+	dir := t.TempDir()
+	l, err := datadir.Acquire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if err := l.Note(map[string]string{"nats-url": "tls://127.0.0.1:4222", "nats-tls-ca": "/srv/pki/ca.pem"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = datadir.Acquire(dir)
+	var inUse *datadir.InUseError
+	if !errors.As(err, &inUse) || inUse.PID != os.Getpid() || inUse.Notes["nats-url"] != "tls://127.0.0.1:4222" || inUse.Notes["nats-tls-ca"] != "/srv/pki/ca.pem" {
+		t.Fatalf("refused with %+v (%v)", inUse, err)
+	}
+	for _, bad := range []map[string]string{{"a=b": "c"}, {"a": "b\nc=d"}} {
+		if err := l.Note(bad); err == nil {
+			t.Errorf("note %q taken", bad)
+		}
+	}
+}
