@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,19 +68,38 @@ func (t *transitionsTailCmd) Run(ctx context.Context, s streams) error {
 	if t.All {
 		deliver = jetstream.DeliverAllPolicy
 	}
-	reconnected := watchConnection(l.Conn(), s.err)
-	return followStream(ctx, tr.Stream(), filters, deliver, reconnected, func(msg jetstream.Msg) error {
-		// Each transition is stored as one line of compact JSON.
-		_, err := fmt.Fprintf(s.out, "%s\n", msg.Data())
+	watchConnection(l.Conn(), s.err)
+	// An ordered consumer: ephemeral, in stream order, and recreated by
+	// the client where it left off if the server loses it (it deletes the
+	// one it replaces: the auditor's credentials may delete their own).
+	cons, err := tr.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: deliver})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", tr.Name(), err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
 		return err
-	})
+	}
+	defer msgs.Stop()
+	go func() { <-ctx.Done(); msgs.Stop() }()
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return err
+		}
+		// Each transition is stored as one line of compact JSON.
+		if _, err := fmt.Fprintf(s.out, "%s\n", msg.Data()); err != nil {
+			return err
+		}
+	}
 }
 
 // watchConnection says on w when the connection to NATS is lost and when
-// it is back: a tail is silent otherwise while the server is away. The
-// returned channel receives a value at each reconnection.
-func watchConnection(nc *nats.Conn, w io.Writer) <-chan struct{} {
-	reconnected := make(chan struct{}, 1)
+// it is back: a tail is silent otherwise while the server is away.
+func watchConnection(nc *nats.Conn, w io.Writer) {
 	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
 		if c.IsClosed() { // closed by this command, not lost
 			return
@@ -90,122 +108,5 @@ func watchConnection(nc *nats.Conn, w io.Writer) <-chan struct{} {
 	})
 	nc.SetReconnectHandler(func(c *nats.Conn) {
 		fmt.Fprintf(w, "postured: connected to NATS again (%s)\n", c.ConnectedUrlRedacted())
-		select {
-		case reconnected <- struct{}{}:
-		default:
-		}
 	})
-	return reconnected
-}
-
-const (
-	// tailInactive is how long the server keeps a tail's consumer once
-	// nobody pulls from it.
-	tailInactive = time.Minute
-	// tailHeartbeat is how often an idle consumer says it is still there.
-	tailHeartbeat = 5 * time.Second
-)
-
-// followStream calls fn with each message of stream on filters, from the
-// deliver policy on and in order, until ctx ends.
-//
-// It follows with an ephemeral consumer of its own rather than an ordered
-// consumer, which deletes the consumer it replaces: the auditor's
-// credentials may create consumers but not delete them (the server logs
-// each refusal). When a consumer is lost (the connection dropped and came
-// back, the heartbeats stopped, a message was missed), a new one starts
-// after the last message delivered, and the old one is left to the server,
-// which removes it after tailInactive.
-func followStream(ctx context.Context, stream jetstream.Stream, filters []string, deliver jetstream.DeliverPolicy,
-	reconnected <-chan struct{}, fn func(jetstream.Msg) error) error {
-	var next uint64 // the stream sequence after the last message delivered (0: none yet)
-	wait := 250 * time.Millisecond
-	for first := true; ; first = false {
-		cfg := jetstream.ConsumerConfig{DeliverPolicy: deliver, AckPolicy: jetstream.AckNonePolicy,
-			InactiveThreshold: tailInactive, MemoryStorage: true, Replicas: 1}
-		if len(filters) == 1 {
-			cfg.FilterSubject = filters[0]
-		} else {
-			cfg.FilterSubjects = filters
-		}
-		if next != 0 {
-			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, next
-		}
-		cons, err := stream.CreateConsumer(ctx, cfg)
-		if err == nil {
-			err = followConsumer(ctx, cons, reconnected, &next, fn)
-		} else if first {
-			return fmt.Errorf("follow %s: %w", stream.CachedInfo().Config.Name, err)
-		}
-		var stop stopFollowing
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.As(err, &stop) {
-			return stop.err
-		}
-		// Lost: start again where it left off, once the server answers.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-reconnected:
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-		if err == nil {
-			wait = 250 * time.Millisecond
-		}
-	}
-}
-
-// stopFollowing ends followStream with err (the connection is closed, fn
-// failed, a message is unreadable).
-type stopFollowing struct{ err error }
-
-func (s stopFollowing) Error() string { return s.err.Error() }
-
-// followConsumer delivers cons's messages to fn, advancing next, until the
-// consumer is lost (nil: follow again from next) or must stop.
-func followConsumer(ctx context.Context, cons jetstream.Consumer, reconnected <-chan struct{}, next *uint64, fn func(jetstream.Msg) error) error {
-	msgs, err := cons.Messages(jetstream.PullHeartbeat(tailHeartbeat), jetstream.WithMessagesErrOnMissingHeartbeat(true))
-	if err != nil {
-		return err
-	}
-	defer msgs.Stop()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-reconnected: // the consumer may be gone with the server
-		case <-done:
-			return
-		}
-		msgs.Stop()
-	}()
-	var delivered uint64 // the consumer's own sequence: a gap is a missed message
-	for {
-		msg, err := msgs.Next()
-		if err != nil {
-			if errors.Is(err, nats.ErrConnectionClosed) {
-				return stopFollowing{err}
-			}
-			return nil
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return stopFollowing{err}
-		}
-		if md.Sequence.Consumer != delivered+1 {
-			return nil
-		}
-		delivered = md.Sequence.Consumer
-		if md.Sequence.Stream < *next {
-			continue
-		}
-		if err := fn(msg); err != nil {
-			return stopFollowing{err}
-		}
-		*next = md.Sequence.Stream + 1
-	}
 }

@@ -245,8 +245,8 @@ func TestTransitionsNotRepublishedAfterRebuild(t *testing.T) {
 
 // TestTailsAcrossARestart: while the node is away, transitions tail and
 // events tail say so on stderr, and again when it is back; transitions tail
-// then goes on with the next transition, and never asks the server to
-// delete a consumer, which the auditor may not.
+// then goes on with the next transition. Nothing the tails ask on the way
+// (new consumers, the old ones deleted) breaks the auditor's permissions.
 func TestTailsAcrossARestart(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.NatsListen = freeAddr(t)
@@ -304,7 +304,7 @@ func TestTailsAcrossARestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if strings.Contains(serverLog.String(), "$JS.API.CONSUMER.DELETE."+eventlog.TransitionsStream("POSTURED")) {
-		t.Fatalf("transitions tail tried to delete its consumer:\n%s", serverLog.String())
+	if strings.Contains(serverLog.String(), "Violation") {
+		t.Fatalf("a tail broke the auditor's permissions:\n%s", serverLog.String())
 	}
 }
