@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"time"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -74,4 +76,31 @@ func ParseAuthenticatorChange(body []byte, patch, needCurrent bool) (Authenticat
 		ch.Tags = &t
 	}
 	return ch, nil
+}
+
+// Apply is au with the change made at now: a new username (CheckUsername,
+// and free: byUsername finds who has one), the new password's sealed hash
+// when one was given ("" keeps the password), new tags.
+func (ch AuthenticatorChange) Apply(au posture.Authenticator, sealedHash string, byUsername func(string) (posture.Authenticator, error), now time.Time) (posture.Authenticator, error) {
+	if ch.Username != nil && *ch.Username != au.Username {
+		if err := CheckUsername("username", *ch.Username); err != nil {
+			return au, err
+		}
+		other, err := byUsername(*ch.Username)
+		if err == nil && other.ID != au.ID {
+			return au, posture.Invalid("username", "username is already in use", *ch.Username)
+		}
+		if err != nil && !errors.Is(err, posture.ErrNotFound) {
+			return au, err
+		}
+		au.Username = *ch.Username
+	}
+	if sealedHash != "" {
+		au.PasswordHashSealed, au.PasswordHash = sealedHash, ""
+	}
+	if ch.Tags != nil {
+		au.Tags = *ch.Tags
+	}
+	au.UpdatedAt = now
+	return au, nil
 }

@@ -162,27 +162,10 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 			}
 		}
 		checked = curHash
-		next := cur
-		if ch.Username != nil && *ch.Username != cur.Username {
-			if err := api.CheckUsername("username", *ch.Username); err != nil {
-				return nil, err
-			}
-			other, err := a.Identities.AuthenticatorByUsername(*ch.Username)
-			if err == nil && other.ID != cur.ID {
-				return nil, posture.Invalid("username", "username is already in use", *ch.Username)
-			}
-			if err != nil && !errors.Is(err, posture.ErrNotFound) {
-				return nil, err
-			}
-			next.Username = *ch.Username
+		next, err := ch.Apply(cur, newHash, a.Identities.AuthenticatorByUsername, a.Writer.Now().UTC())
+		if err != nil {
+			return nil, err
 		}
-		if newHash != "" {
-			next.PasswordHashSealed, next.PasswordHash = newHash, ""
-		}
-		if ch.Tags != nil {
-			next.Tags = *ch.Tags
-		}
-		next.UpdatedAt = a.Writer.Now().UTC()
 		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: next}}, nil
 	}))
 	if err != nil {

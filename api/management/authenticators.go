@@ -145,11 +145,6 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 	if err != nil {
 		return err
 	}
-	if ch.Username != nil {
-		if err := api.CheckUsername("username", *ch.Username); err != nil {
-			return err
-		}
-	}
 	hash := ""
 	if ch.Password != nil {
 		if hash, err = api.SealedPasswordHash(c.Request().Context(), a.Secrets, found.IdentityID, *ch.Password); err != nil {
@@ -164,23 +159,9 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		if au.Method != posture.MethodPassword {
 			return nil, posture.Invalid("method", "only a updb (username and password) authenticator can be updated", au.Method)
 		}
-		if ch.Username != nil && *ch.Username != au.Username {
-			other, err := a.Store.AuthenticatorByUsername(*ch.Username)
-			if err == nil && other.ID != au.ID {
-				return nil, posture.Invalid("username", "username is already in use", *ch.Username)
-			}
-			if err != nil && !errors.Is(err, posture.ErrNotFound) {
-				return nil, err
-			}
-			au.Username = *ch.Username
+		if au, err = ch.Apply(au, hash, a.Store.AuthenticatorByUsername, a.Writer.Now().UTC()); err != nil {
+			return nil, err
 		}
-		if hash != "" {
-			au.PasswordHashSealed, au.PasswordHash = hash, ""
-		}
-		if ch.Tags != nil {
-			au.Tags = *ch.Tags
-		}
-		au.UpdatedAt = a.Writer.Now().UTC()
 		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: au}}, nil
 	})
 	if err != nil {
