@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,12 @@ import (
 // listeningLog opens an embedded log that accepts NATS clients on a
 // loopback port, with a certificate from a postured CA in dir/pki.
 func listeningLog(t *testing.T, dir string) (*eventlog.Log, string) {
+	return listeningLogTo(t, dir, nil)
+}
+
+// listeningLogTo is listeningLog with the server's log written to logs as
+// JSON (nil: discarded).
+func listeningLogTo(t *testing.T, dir string, logs *syncBuffer) (*eventlog.Log, string) {
 	t.Helper()
 	ca, err := pki.Open(filepath.Join(dir, "pki"), pki.Options{})
 	if err != nil {
@@ -34,10 +41,14 @@ func listeningLog(t *testing.T, dir string) (*eventlog.Log, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var logger *slog.Logger
+	if logs != nil {
+		logger = slog.New(slog.NewJSONHandler(logs, nil))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l, err := eventlog.Open(ctx, eventlog.Options{
-		Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0",
+		Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0", Logger: logger,
 		ListenTLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 	})
 	if err != nil {

@@ -2,16 +2,12 @@ package eventlog_test
 
 import (
 	"context"
-	"crypto/tls"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
-	"github.com/seed-0809debe/posture/pki"
 )
 
 // TestAuditorCredentialsSayWhy: the auditor's credentials where postured's
@@ -20,28 +16,12 @@ import (
 // "permissions violation"; and the embedded server logs the auditor's
 // violations at WARN, not ERROR, so that probing cannot fill the error log.
 func TestAuditorCredentialsSayWhy(t *testing.T) {
-	dir := t.TempDir()
-	ca, err := pki.Open(filepath.Join(dir, "pki"), pki.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.ServiceCertificate([]string{"127.0.0.1", "localhost"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs syncBuffer
+	l, caFile := listeningLogTo(t, t.TempDir(), &logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := eventlog.Open(ctx, eventlog.Options{
-		Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-		ListenTLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	urls := []string{l.ListenURL()}
-	auth := eventlog.ClientAuth{TLSCA: filepath.Join(dir, "pki", "ca.pem"), NkeyFile: seedOf(t, l, eventlog.RoleAuditor)}
+	auth := eventlog.ClientAuth{TLSCA: caFile, NkeyFile: seedOf(t, l, eventlog.RoleAuditor)}
 
 	say := func(what string, err error) {
 		t.Helper()
@@ -91,26 +71,10 @@ func TestAuditorCredentialsSayWhy(t *testing.T) {
 // subjects with, as a node does: no consumer is left to fill the stream's
 // limit, and the server logs no violation.
 func TestAuditorDeletesItsConsumers(t *testing.T) {
-	dir := t.TempDir()
-	ca, err := pki.Open(filepath.Join(dir, "pki"), pki.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.ServiceCertificate([]string{"127.0.0.1", "localhost"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs syncBuffer
+	l, caFile := listeningLogTo(t, t.TempDir(), &logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := eventlog.Open(ctx, eventlog.Options{
-		Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-		ListenTLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	if _, err := l.Append(ctx, event("audit", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +91,7 @@ func TestAuditorDeletesItsConsumers(t *testing.T) {
 		return info.State.Consumers
 	}
 	before := consumers()
-	auditor, err := openAs(t, []string{l.ListenURL()}, eventlog.ClientAuth{TLSCA: filepath.Join(dir, "pki", "ca.pem"), NkeyFile: seedOf(t, l, eventlog.RoleAuditor)}, true)
+	auditor, err := openAs(t, []string{l.ListenURL()}, eventlog.ClientAuth{TLSCA: caFile, NkeyFile: seedOf(t, l, eventlog.RoleAuditor)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -387,13 +387,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 }
 
-// TestConsoleTimeLeftCountsDown: the fleet page's "Time left" of a grace
-// window counts down in the browser from what the node wrote (4m0s, on
-// the node's clock, which is not the browser's).
-func TestConsoleTimeLeftCountsDown(t *testing.T) {
-	n, _, _ := graceStory(t)
-	srv := consoleServer(t, n)
-	base := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+// signedInAtFleet opens a browser on the console of n, signs the admin in
+// and waits for the fleet's element sel; it returns the browser and the
+// console's base URL.
+func signedInAtFleet(t *testing.T, n *testNode, sel string) (context.Context, string) {
+	t.Helper()
+	base := strings.Replace(consoleServer(t, n).URL, "127.0.0.1", "localhost", 1)
 	ctx := newBrowser(t, n)
 	browse(t, ctx, "sign in",
 		chromedp.Navigate(base+"/console/fleet"),
@@ -401,8 +400,17 @@ func TestConsoleTimeLeftCountsDown(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#username"), "admin"),
 		chromedp.SendKeys(chromedp.CSS("#password"), testAdminPassword),
 		chromedp.Click(chromedp.CSS("#sign-in")),
-		chromedp.WaitVisible(chromedp.CSS("#grace")),
+		chromedp.WaitVisible(chromedp.CSS(sel)),
 	)
+	return ctx, base
+}
+
+// TestConsoleTimeLeftCountsDown: the fleet page's "Time left" of a grace
+// window counts down in the browser from what the node wrote (4m0s, on
+// the node's clock, which is not the browser's).
+func TestConsoleTimeLeftCountsDown(t *testing.T) {
+	n, _, _ := graceStory(t)
+	ctx, _ := signedInAtFleet(t, n, "#grace")
 	if left := read(t, ctx, "#grace td[data-left]"); left != "4m0s" {
 		t.Fatalf("time left as the page came: %q", left)
 	}
@@ -420,17 +428,7 @@ func TestConsoleIdlePageSignsOut(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	cfg.APISessionTimeout = 6 * time.Second // more than one refresh (5 s)
 	n := startTestNode(t, cfg)
-	srv := consoleServer(t, n)
-	base := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
-	ctx := newBrowser(t, n)
-	browse(t, ctx, "sign in",
-		chromedp.Navigate(base+"/console/fleet"),
-		chromedp.WaitVisible(chromedp.CSS("#username")),
-		chromedp.SendKeys(chromedp.CSS("#username"), "admin"),
-		chromedp.SendKeys(chromedp.CSS("#password"), testAdminPassword),
-		chromedp.Click(chromedp.CSS("#sign-in")),
-		chromedp.WaitVisible(chromedp.CSS("#counts")),
-	)
+	ctx, base := signedInAtFleet(t, n, "#counts")
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!document.getElementById("counts-paused").hidden`,
 		chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("the counts of a page left alone do not pause: %v", err)
