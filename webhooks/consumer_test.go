@@ -55,14 +55,14 @@ func next(t *testing.T, c jetstream.Consumer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for m := range batch.Messages() {
-		if err := m.DoubleAck(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		return m.Subject()
+	m, ok := <-batch.Messages()
+	if !ok {
+		t.Fatalf("no message: %v", batch.Error())
 	}
-	t.Fatalf("no message: %v", batch.Error())
-	return ""
+	if err := m.DoubleAck(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return m.Subject()
 }
 
 // A webhook's consumer is named with the key, not after the webhook's id
