@@ -125,8 +125,9 @@ type SessionExplanation struct {
 	// LastChange is the history entry that last changed a granting
 	// policy's outcome before the moment (nil if none did).
 	LastChange *HistoryEntry `json:"lastChange,omitempty"`
-	// Related are the facts the checks' deadlines hang on (the last MFA
-	// pass, wake and unlock).
+	// Related are the facts behind the outcome, oldest first: those the
+	// checks' deadlines hang on (the last MFA pass, wake and unlock) and
+	// the last report each failing check judged.
 	Related []HistoryEntry `json:"related,omitempty"`
 }
 

@@ -1,9 +1,12 @@
 package projections
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -75,21 +78,41 @@ func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (postur
 			return x, err
 		}
 		se := posture.SessionExplanation{APISessionID: sid, Policies: []posture.PolicyExplanation{}}
+		var failing []posture.Check
 		for _, r := range results {
 			pe := posture.PolicyExplanation{PolicyID: r.PolicyID, PolicyName: r.PolicyName, Passing: r.Passing, Checks: []posture.CheckExplanation{}}
 			for _, cr := range r.Checks {
 				pe.Checks = append(pe.Checks, checkExplanation(cr, cfg.MFAGrace))
+				if !cr.Pass {
+					failing = append(failing, cr.Check)
+				}
 			}
 			se.Policies = append(se.Policies, pe)
 			se.Granted = se.Granted || r.Passing
 		}
-		se.LastChange, se.Related = explainHistory(history, sid, pids)
+		se.LastChange, se.Related = explainHistory(history, sid, pids, failing)
 		if se.Granted {
 			x.Decision = posture.DecisionGranted
 		}
 		x.APISessions = append(x.APISessions, se)
 	}
 	return x, nil
+}
+
+// judges reports whether a check reads a response: its type's, and for a
+// process check a report of one of its paths.
+func judges(c posture.Check, r posture.PostureResponse) bool {
+	switch c.TypeID {
+	case posture.CheckOS, posture.CheckMAC, posture.CheckDomain:
+		return r.TypeID == string(c.TypeID)
+	case posture.CheckProcess, posture.CheckProcessMulti:
+		if r.TypeID != string(posture.CheckProcess) {
+			return false
+		}
+		path := func(p posture.Process) bool { return strings.EqualFold(p.Path, r.Path) }
+		return c.Process != nil && path(*c.Process) || slices.ContainsFunc(c.Processes, path)
+	}
+	return false
 }
 
 func checkExplanation(cr posture.CheckResult, grace time.Duration) posture.CheckExplanation {
@@ -136,16 +159,33 @@ func checkExplanation(cr posture.CheckResult, grace time.Duration) posture.Check
 
 // explainHistory picks, from an identity's history up to the moment, the
 // last change of one of the policies for the API session (or a deadline
-// reached on it), and the last MFA pass, wake and unlock of the session.
-func explainHistory(history []posture.HistoryEntry, apiSessionID string, policies []string) (*posture.HistoryEntry, []posture.HistoryEntry) {
+// reached on it), and the facts behind the outcome: the last MFA pass,
+// wake and unlock of the session, and the last report each failing check
+// judged (an OS check's last OS report, a process check's last report of
+// its path...), from any of the identity's sessions, since those facts
+// are the identity's. A report that left a failing check failing changed
+// no outcome, so it is not the last change: it is among these.
+func explainHistory(history []posture.HistoryEntry, apiSessionID string, policies []string, failing []posture.Check) (*posture.HistoryEntry, []posture.HistoryEntry) {
 	relevant := map[string]bool{}
 	for _, p := range policies {
 		relevant[p] = true
 	}
 	var last *posture.HistoryEntry
 	var mfa, wake, unlock *posture.HistoryEntry
+	reports := make([]*posture.HistoryEntry, len(failing)) // the last report each failing check judged
 	for i := range history {
 		h := &history[i]
+		if h.Kind == posture.HistoryPosture {
+			var r posture.PostureResponse
+			if json.Unmarshal(h.Detail, &r) == nil {
+				for j, c := range failing {
+					if judges(c, r) {
+						reports[j] = h
+					}
+				}
+			}
+			continue
+		}
 		if h.APISessionID != apiSessionID && h.APISessionID != "" {
 			continue
 		}
@@ -170,9 +210,14 @@ func explainHistory(history []posture.HistoryEntry, apiSessionID string, policie
 			}
 		}
 	}
+	facts := append([]*posture.HistoryEntry{mfa, wake, unlock}, reports...)
+	facts = slices.DeleteFunc(facts, func(h *posture.HistoryEntry) bool { return h == nil })
+	slices.SortFunc(facts, func(a, b *posture.HistoryEntry) int {
+		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Part, b.Part))
+	})
 	var related []posture.HistoryEntry
-	for _, h := range []*posture.HistoryEntry{mfa, wake, unlock} {
-		if h != nil && (len(related) == 0 || related[len(related)-1].Seq != h.Seq || related[len(related)-1].Part != h.Part) {
+	for _, h := range facts {
+		if len(related) == 0 || related[len(related)-1].Seq != h.Seq || related[len(related)-1].Part != h.Part {
 			related = append(related, *h)
 		}
 	}

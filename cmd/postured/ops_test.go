@@ -437,6 +437,17 @@ func TestAuditAndExplainOverTheAPI(t *testing.T) {
 	if now.Decision != posture.DecisionGranted || then.Decision != posture.DecisionDenied || then.ServiceName != "crm" {
 		t.Fatalf("now %s, then %s", asJSON(t, now), asJSON(t, then))
 	}
+	// The report the failing OS check judged is among the facts behind the
+	// denial (it left the policy failing: no last change).
+	reported := false
+	for _, s := range then.APISessions {
+		for _, r := range s.Related {
+			reported = reported || r.Kind == posture.HistoryPosture && r.Summary == "OS Windows 6.1.7601"
+		}
+	}
+	if !reported {
+		t.Fatalf("the old Windows report is not among the facts of the denial: %s", asJSON(t, then))
+	}
 
 	for path, want := range map[string]int{
 		advice + "?at=" + before.Add(-time.Second).Format(time.RFC3339Nano): http.StatusNotFound, // before the identity existed
