@@ -25,10 +25,13 @@ type sessionView struct {
 	APISession   api.EntityRef `json:"apiSession"`
 	IdentityID   string        `json:"identityId"`
 	Identity     api.EntityRef `json:"identity"`
-	Tags         posture.Tags  `json:"tags"`
-	CreatedAt    api.Time      `json:"createdAt"`
-	UpdatedAt    api.Time      `json:"updatedAt"`
-	Links        api.Links     `json:"_links"`
+	// EdgeRouters are the session's online edge routers, as the
+	// controller lists them: none, without a data plane.
+	EdgeRouters []any        `json:"edgeRouters"`
+	Tags        posture.Tags `json:"tags"`
+	CreatedAt   api.Time     `json:"createdAt"`
+	UpdatedAt   api.Time     `json:"updatedAt"`
+	Links       api.Links    `json:"_links"`
 }
 
 // names reads entities' names once per list.
@@ -68,7 +71,7 @@ func (a *API) sessionView(identities, services *names) func(posture.Session) (se
 		return sessionView{
 			ID: s.ID, Type: s.Type, ServiceID: s.ServiceID, Service: api.Ref("services", s.ServiceID, services.of(s.ServiceID)),
 			APISessionID: s.APISessionID, APISession: api.Ref("api-sessions", s.APISessionID, ""),
-			IdentityID: s.IdentityID, Identity: api.Ref("identities", s.IdentityID, identities.of(s.IdentityID)),
+			IdentityID: s.IdentityID, Identity: api.Ref("identities", s.IdentityID, identities.of(s.IdentityID)), EdgeRouters: []any{},
 			Tags: tags, CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.CreatedAt), Links: api.SelfLink("sessions", s.ID),
 		}, nil
 	}

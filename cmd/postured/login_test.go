@@ -182,6 +182,9 @@ func TestAdminListsAndEndsSessions(t *testing.T) {
 		sessions[0]["service"].(map[string]any)["name"] != "crm" {
 		t.Fatalf("sessions: %v", sessions)
 	}
+	if routers, ok := sessions[0]["edgeRouters"].([]any); !ok || len(routers) != 0 {
+		t.Fatalf("a session's online edge routers (none without a data plane): %v", sessions[0]["edgeRouters"])
+	}
 	if r := n.do(t, http.MethodGet, mgmt+"/sessions/"+sess, admin, nil); r.Status != http.StatusOK || strings.Contains(string(r.Body), `"token"`) {
 		t.Fatalf("session detail: %d %s", r.Status, r.Body)
 	}
