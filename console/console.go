@@ -40,6 +40,8 @@ type Store interface {
 	HistoryTail(identityID string, since, until time.Time, limit int) ([]posture.HistoryEntry, bool, error)
 	ServicesFor(identityID, typ string) []posture.Grant
 	Service(id string) (posture.Service, error)
+	// ServiceByName reads the service with the name (names are unique).
+	ServiceByName(name string) (posture.Service, error)
 	Checks() ([]posture.Check, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	// The fleet view's counters and time indexes (no scan of the

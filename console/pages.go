@@ -546,7 +546,7 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 		svcKnown bool
 	)
 	if serviceID != "" {
-		if svc, svcKnown, err = c.serviceOf(r, serviceID); err != nil {
+		if svc, svcKnown, err = c.serviceOf(serviceID); err != nil {
 			again(err)
 			return
 		}
@@ -639,40 +639,18 @@ func (c *Console) identityOf(idOrName string) (posture.Identity, error) {
 }
 
 // serviceOf reads the service an explain question names by its id or, when
-// no service has that id now, by its name: the management API's list of
-// services filtered by name, called in process with the admin's session.
-// It reports false when neither names one now (one deleted since may have
-// had the id at the moment asked).
-func (c *Console) serviceOf(r *http.Request, idOrName string) (posture.Service, bool, error) {
+// no service has that id now, by its name. It reports false when neither
+// names one now (one deleted since may have had the id at the moment
+// asked).
+func (c *Console) serviceOf(idOrName string) (posture.Service, bool, error) {
 	svc, err := c.opts.Store.Service(idOrName)
-	if err == nil {
-		return svc, true, nil
+	if errors.Is(err, posture.ErrNotFound) {
+		svc, err = c.opts.Store.ServiceByName(idOrName)
 	}
-	if !errors.Is(err, posture.ErrNotFound) {
-		return svc, false, err
-	}
-	quoted, err := json.Marshal(idOrName) // the filter's strings are JSON's
-	if err != nil {
-		return svc, false, err
-	}
-	q := url.Values{"limit": {"1"}, "filter": {"name=" + string(quoted)}}
-	a, err := c.call(r, http.MethodGet, c.opts.ManagementBase+"/services?"+q.Encode(), sessionOf(r), nil)
-	if err != nil {
-		return svc, false, err
-	}
-	if a.status != http.StatusOK {
-		return svc, false, fmt.Errorf("console: services named %q: %d %s", idOrName, a.status, a.errorMessage())
-	}
-	var env struct {
-		Data []posture.Service `json:"data"`
-	}
-	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil {
-		return svc, false, fmt.Errorf("console: services named %q: %w", idOrName, err)
-	}
-	if len(env.Data) == 0 || env.Data[0].Name != idOrName {
+	if errors.Is(err, posture.ErrNotFound) {
 		return svc, false, nil
 	}
-	return env.Data[0], true, nil
+	return svc, err == nil, err
 }
 
 // checkRow is a posture check on the checks page, with its enforcement as

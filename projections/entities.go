@@ -391,6 +391,11 @@ func (s *Store) IdentityByName(name string) (posture.Identity, error) {
 	return ByName[posture.Identity](s, name)
 }
 
+// ServiceByName returns the service with the name.
+func (s *Store) ServiceByName(name string) (posture.Service, error) {
+	return ByName[posture.Service](s, name)
+}
+
 // IdentityByExternalID returns the identity with the external id.
 func (s *Store) IdentityByExternalID(externalID string) (posture.Identity, error) {
 	return byUnique[posture.Identity](s.r(), posture.KindIdentity, "externalId", externalID)
