@@ -264,8 +264,7 @@ func (l *Log) orderedFrom(ctx context.Context, from uint64) (jetstream.Consumer,
 
 // consumerLimit makes the server's refusal of a consumer past its limit
 // per stream (a thousand by default) an answer that says what to do:
-// postured's own are few, so those of readers fill the stream (the
-// auditor's credentials may create consumers and not delete them).
+// postured's own are few, so those readers left fill the stream.
 func consumerLimit(err error) error {
 	if !errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
 		return err
