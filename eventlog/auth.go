@@ -110,12 +110,27 @@ const (
 	RoleAuditor = "auditor"
 )
 
+// Reply subjects. A connection receives replies (JetStream's answers, the
+// messages its consumers deliver, with their acknowledgement subjects,
+// which name the consumer) on subjects under its inbox prefix: a node's
+// under InboxNode, a reader's under InboxReader. The auditor may subscribe
+// to readers' only, so that it cannot read a node's replies, which would
+// name the node's consumers (and with a name, its permissions on
+// consumers reach them).
+const (
+	InboxNode   = "_INBOX_postured"
+	InboxReader = "_INBOX_auditor"
+)
+
 // Permissions returns the NATS permissions of a role for the stream (for
 // example "POSTURED", whose subjects are "postured.>").
 func Permissions(role, stream string) (*server.Permissions, error) {
 	subjects := strings.ToLower(stream) + ".>"
 	transitions := TransitionsStream(stream)
-	inbox := &server.SubjectPermission{Allow: []string{"_INBOX.>"}}
+	// postured's credentials also serve readers (audit, replay, events
+	// tail with the postured role), which use InboxReader.
+	nodeInbox := &server.SubjectPermission{Allow: []string{InboxNode + ".>", InboxReader + ".>"}}
+	readerInbox := &server.SubjectPermission{Allow: []string{InboxReader + ".>"}}
 	switch role {
 	case RolePostured:
 		return &server.Permissions{
@@ -132,7 +147,7 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 				Deny: []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.MSG.DELETE." + stream,
 					"$JS.API.STREAM.PURGE." + transitions, "$JS.API.STREAM.MSG.DELETE." + transitions, "$JS.API.STREAM.PURGE.KV_" + keysBucket},
 			},
-			Subscribe: inbox,
+			Subscribe: nodeInbox,
 		}, nil
 	case RoleAuditor:
 		return &server.Permissions{
@@ -159,7 +174,7 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 				"$JS.API.CONSUMER.DELETE." + transitions + ".>",
 				"$JS.ACK." + transitions + ".>",
 			}},
-			Subscribe: inbox,
+			Subscribe: readerInbox,
 		}, nil
 	}
 	return nil, fmt.Errorf("eventlog: unknown NATS role %q", role)

@@ -124,8 +124,13 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	l := &Log{name: opts.Stream, prefix: strings.ToLower(opts.Stream) + ".", log: opts.Logger}
 
 	var err error
+	inbox := InboxNode
+	if opts.Existing {
+		inbox = InboxReader
+	}
 	natsOpts := []nats.Option{
 		nats.Name("postured"),
+		nats.CustomInboxPrefix(inbox),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -216,6 +221,9 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 				return fmt.Errorf("these NATS credentials may not read the stream; reading needs the auditor's or postured's credentials: %w", denied)
 			}
 			if denied := l.streamDenied(opts.Stream); denied != nil {
+				return denied
+			}
+			if denied := l.inboxDenied(inbox); denied != nil {
 				return denied
 			}
 			// No responders: nothing serves the JetStream API for this
@@ -466,6 +474,24 @@ func (l *Log) denied(subject string) error {
 		return err
 	}
 	return nil
+}
+
+// inboxDenied is the error of credentials that may not subscribe to the
+// connection's replies: a reader's where a node's are needed, or a
+// server whose permissions predate the inboxes of their own that nodes
+// and readers use. Not worth a retry.
+func (l *Log) inboxDenied(prefix string) error {
+	err := l.nc.LastError()
+	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), `Subscription to "`+prefix+`.`) {
+		return nil
+	}
+	old := fmt.Sprintf("the server's permissions predate the reply subjects of their own that nodes (%s.>) and readers (%s.>) use, "+
+		"so that readers cannot read a node's replies: give the postured user both and the auditor %s.> (deploy/nats/accounts.conf)",
+		InboxNode, InboxReader, InboxReader)
+	if prefix == InboxNode {
+		return fmt.Errorf("%s; or %s: %w", readOnly, old, err)
+	}
+	return fmt.Errorf("these NATS credentials may not subscribe to %s.>, where a reader takes its replies: %s: %w", prefix, old, err)
 }
 
 func tooLarge(e posture.Event, size int, limit int64, err error) error {

@@ -6,13 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/eventlog"
 )
 
 // TestAuditorCredentialsSayWhy: the auditor's credentials where postured's
-// are needed (serve opening the data key bucket, an append such as events
-// skip) fail with a message that says so, not only the server's
+// are needed (serve opening the log, the data key bucket, an append such as
+// events skip) fail with a message that says so, not only the server's
 // "permissions violation"; and the embedded server logs the auditor's
 // violations at WARN, not ERROR, so that probing cannot fill the error log.
 func TestAuditorCredentialsSayWhy(t *testing.T) {
@@ -34,15 +36,22 @@ func TestAuditorCredentialsSayWhy(t *testing.T) {
 			}
 		}
 	}
-	// Reading the stream is allowed; the data key bucket, which a node
-	// opens next, is not.
-	auditor, err := openAs(t, urls, auth, false)
+	// Serving with them is refused at once: a node's replies come on an
+	// inbox the auditor may not read.
+	start := time.Now()
+	_, err := openAs(t, urls, auth, false)
+	say("opening the log to serve", err)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("refused after %s", took)
+	}
+	// Reading the stream is allowed; the data key bucket is not.
+	auditor, err := openAs(t, urls, auth, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	start = time.Now()
 	_, err = auditor.OpenKeys(ctx)
-	say("opening the data key bucket to serve", err)
+	say("opening the data key bucket", err)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("refused after %s", took)
 	}
@@ -118,5 +127,60 @@ func TestAuditorDeletesItsConsumers(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "CONSUMER.DELETE") {
 		t.Fatalf("the auditor may not delete its consumer:\n%s", logs.String())
+	}
+}
+
+// The auditor may not read a node's replies, which would name the node's
+// consumers: a subscription to the node's inbox (or to every inbox) is
+// refused, while one to readers' inbox is allowed, and the node's consumer
+// works meanwhile.
+func TestAuditorCannotReadANodesReplies(t *testing.T) {
+	l, caFile := listeningLog(t, t.TempDir())
+	o, err := nats.NkeyOptionFromSeed(seedOf(t, l, eventlog.RoleAuditor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	violations := make(chan error, 8)
+	nc, err := nats.Connect(l.ListenURL(), o, nats.RootCAs(caFile),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	seen := make(chan string, 64)
+	for _, subject := range []string{eventlog.InboxNode + ".>", "_INBOX.>", ">"} {
+		if _, err := nc.Subscribe(subject, func(m *nats.Msg) { seen <- m.Subject }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-violations:
+			if !strings.Contains(err.Error(), `Subscription to "`+subject+`"`) {
+				t.Fatalf("subscribing to %s: %v", subject, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the auditor's subscription to %s is not refused", subject)
+		}
+	}
+	if _, err := nc.Subscribe(eventlog.InboxReader+".>", func(m *nats.Msg) { seen <- m.Subject }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for i := range 3 {
+		if _, err := l.Append(ctx, event("audit", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Read(ctx, 1, 3, func([]posture.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case subject := <-seen:
+		t.Fatalf("the auditor read %s", subject)
+	case err := <-violations:
+		t.Fatalf("a violation on the auditor's allowed inbox: %v", err)
+	case <-time.After(500 * time.Millisecond):
 	}
 }
