@@ -93,7 +93,7 @@ func TestConsumerNamesAreKeyed(t *testing.T) {
 	}
 
 	d := New(Options{Stream: st, Subjects: "t.", NameKey: key})
-	c, err := d.consumer(ctx, h)
+	c, err := d.consumer(ctx, h, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestConsumerNamesAreKeyed(t *testing.T) {
 	if _, err := st.UpdateConsumer(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if c, err = d.consumer(ctx, h); err != nil {
+	if c, err = d.consumer(ctx, h, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.CachedInfo().Config.FilterSubject; got != "t.*.a" {
@@ -124,9 +124,21 @@ func TestConsumerNamesAreKeyed(t *testing.T) {
 		t.Fatalf("next message %s, want t.i3.a", got)
 	}
 
+	// A consumer lost while a node delivered is made again where that node
+	// saw it stand, not at the webhook's creation.
+	if err := st.DeleteConsumer(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = d.consumer(ctx, h, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, c); got != "t.i3.a" {
+		t.Fatalf("made again from sequence 5, the next message is %s, want t.i3.a", got)
+	}
+
 	// A fresh webhook starts at its creation.
 	fresh := posture.Webhook{ID: "h2", CreatedAt: time.Now().Add(-time.Hour)}
-	if c, err = d.consumer(ctx, fresh); err != nil {
+	if c, err = d.consumer(ctx, fresh, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := next(t, c); got != "t.i1.a" {

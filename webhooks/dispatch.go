@@ -201,13 +201,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // (whatever changed them). A consumer under the webhook's legacy name is
 // moved: the new one starts after the last message the old one had
 // acknowledged (the one outstanding, if any, is delivered again), and the
-// old one is deleted.
-func (d *Dispatcher) consumer(ctx context.Context, h posture.Webhook) (jetstream.Consumer, error) {
+// old one is deleted. A consumer lost while this node delivered (deleted
+// on the server) is made again from resume, the stream sequence where it
+// stood: after the last message done with, or at the one whose retry was
+// pending (0: from the webhook's creation).
+func (d *Dispatcher) consumer(ctx context.Context, h posture.Webhook, resume uint64) (jetstream.Consumer, error) {
 	name := d.name(h.ID)
 	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
 		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
 		OptStartTime:  &h.CreatedAt,
+	}
+	if resume > 0 {
+		cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, resume
 	}
 	existing, err := d.opts.Stream.Consumer(ctx, name)
 	switch {
@@ -217,7 +223,7 @@ func (d *Dispatcher) consumer(ctx context.Context, h posture.Webhook) (jetstream
 		return nil, err
 	}
 	var legacy jetstream.Consumer
-	if existing == nil {
+	if existing == nil && resume == 0 {
 		if legacy, err = d.opts.Stream.Consumer(ctx, legacyConsumerName(h.ID)); err == nil {
 			if floor := legacy.CachedInfo().AckFloor.Stream; floor > 0 {
 				cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, floor+1
@@ -264,13 +270,14 @@ func (d *Dispatcher) deliver(ctx context.Context, h posture.Webhook) {
 	log := d.opts.Logger.With("webhookId", h.ID)
 	var cons jetstream.Consumer
 	var secret string
+	var resume uint64 // the stream sequence the consumer stands at, as this loop saw it
 	client, err := newClient(h, d.opts.Timeout, d.opts.Deny)
 	for ctx.Err() == nil {
 		if err == nil && secret == "" {
 			secret, err = d.opts.Secrets.OpenString(ctx, h.ID, posture.FieldWebhookSecret, h.SecretSealed)
 		}
 		if err == nil && cons == nil {
-			cons, err = d.consumer(ctx, h)
+			cons, err = d.consumer(ctx, h, resume)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -295,37 +302,49 @@ func (d *Dispatcher) deliver(ctx context.Context, h posture.Webhook) {
 			continue
 		}
 		for msg := range batch.Messages() {
-			d.handle(ctx, h, client, secret, msg)
+			meta, err := msg.Metadata()
+			if err != nil {
+				d.opts.Logger.Error("a transition without metadata", "webhookId", h.ID, "err", err)
+				continue
+			}
+			if d.handle(ctx, h, client, secret, msg, meta) {
+				resume = max(resume, meta.Sequence.Stream+1)
+			} else {
+				resume = meta.Sequence.Stream
+			}
 		}
 		if berr := batch.Error(); berr != nil && !errors.Is(berr, jetstream.ErrNoMessages) && ctx.Err() == nil {
 			log.Debug("fetching a transition", "err", berr)
+			// A consumer deleted on the server answers fetches with
+			// nothing: make it again where it was.
+			if _, err := cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+				log.Warn("the webhook's consumer is gone from the server; making it again where it stood", "seq", resume)
+				cons = nil
+			}
 		}
 	}
 }
 
 // handle makes one attempt at a message and acknowledges it, schedules
-// its retry or gives it up, and records the attempt.
-func (d *Dispatcher) handle(ctx context.Context, h posture.Webhook, client *http.Client, secret string, msg jetstream.Msg) {
-	meta, err := msg.Metadata()
-	if err != nil {
-		d.opts.Logger.Error("a transition without metadata", "err", err)
-		return
-	}
+// its retry or gives it up, and records the attempt. It reports whether
+// the message is done with (delivered, given up or dropped), not to be
+// delivered again.
+func (d *Dispatcher) handle(ctx context.Context, h posture.Webhook, client *http.Client, secret string, msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
 	var t posture.Transition
 	if err := json.Unmarshal(msg.Data(), &t); err != nil || t.ID == "" {
 		d.opts.Logger.Error("a transition that does not decode: dropped", "webhookId", h.ID, "seq", meta.Sequence.Stream, "err", err)
 		_ = msg.Term()
-		return
+		return true
 	}
 	payload, err := body(t)
 	if err != nil {
 		_ = msg.Term()
-		return
+		return true
 	}
 	now := d.opts.Now()
 	r := post(ctx, client, h, secret, t.ID, now, payload)
 	if ctx.Err() != nil {
-		return // stopping: the message is delivered again later
+		return false // stopping: the message is delivered again later
 	}
 	rec := posture.WebhookAttempted{WebhookID: h.ID, DeliveryID: t.ID, Kind: t.Kind, IdentityID: t.IdentityID,
 		Attempt: int(meta.NumDelivered), Status: r.status, LatencyMS: r.latency.Milliseconds(), Error: r.errText()}
@@ -346,6 +365,7 @@ func (d *Dispatcher) handle(ctx context.Context, h posture.Webhook, client *http
 		d.opts.Logger.Warn("acknowledging a delivery", "webhookId", h.ID, "err", err)
 	}
 	d.record(ctx, rec, now)
+	return rec.Outcome != posture.DeliveryRetrying
 }
 
 // backoff is the delay before retry n (n >= 1): MinBackoff*2^(n-1) capped

@@ -9,7 +9,9 @@
 // MaxBackoff), so the retry schedule lives in the stream and survives a
 // restart of any node; a transition older than GiveUpAfter (a day by
 // default) is given up. Delivery runs beside ingest and never blocks it: a
-// slow or dead receiver only holds its own consumer back.
+// slow or dead receiver only holds its own consumer back. A consumer
+// deleted on the server is noticed at the next fetch and made again where
+// the node saw it stand.
 //
 // A delivery follows Standard Webhooks: the headers webhook-id (the
 // transition's ID, the same on every retry), webhook-timestamp (Unix

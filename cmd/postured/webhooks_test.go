@@ -228,6 +228,34 @@ func TestWebhooks(t *testing.T) {
 		t.Fatalf("deliveries out of order or missing:\n got %v\nwant %v", got, want)
 	}
 	n.waitDelivery(t, admin, created.ID, posture.DeliveryDelivered, 6) // the test event and five transitions
+
+	// The webhook's consumer is deleted on the server: delivery goes on
+	// (where it was: webhooks' TestConsumerNamesAreKeyed; the server may
+	// also restore the deleted consumer's state when it is made again at
+	// once, which delivers again what that state had not acknowledged).
+	name := webhooks.ConsumerName(n.secrets.DerivedKey(webhookNames), created.ID)
+	if err := n.trans.Stream().DeleteConsumer(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	got = rcv.waitFor(t, 0, 0) // every delivery so far
+	report(n, "4.2.0")
+	for k := len(got) + 1; len(uniqueInOrder(got)) < len(want)+1; k = len(got) + 1 {
+		got = rcv.waitFor(t, k, 30*time.Second)
+	}
+	if want = n.streamOrder(t, ep.id); !slices.Equal(uniqueInOrder(got), want) {
+		t.Fatalf("deliveries after the consumer was lost:\n got %v\nwant %v", got, want)
+	}
+}
+
+// uniqueInOrder is ids without repeats, in the order they first came.
+func uniqueInOrder(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // getJSONPost POSTs without a body and decodes the data of a 200.
