@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -343,9 +344,11 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 // browser has just signed out.
 const signedOut = "signed-out"
 
-// safeNext keeps a redirect target inside the console.
+// safeNext keeps a redirect target inside the console: a path under
+// /console/ without backslashes or control characters (which browsers
+// drop or read as separators).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
 		return "/console/fleet"
 	}
 	return next
