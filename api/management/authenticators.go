@@ -159,6 +159,12 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		if au.Method != posture.MethodPassword {
 			return nil, posture.Invalid("method", "only a updb (username and password) authenticator can be updated", au.Method)
 		}
+		// The default admin's credentials are its own to change (on
+		// /current-identity/authenticators, with its current password):
+		// another admin could otherwise take it over.
+		if owner, err := get[posture.Identity](a.Store, "identity", au.IdentityID); err == nil && owner.IsDefaultAdmin && owner.ID != api.PrincipalOf(c).Identity.ID {
+			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the default admin's authenticator is changed by the default admin only, with its current password (/current-identity/authenticators)"}
+		}
 		if au, err = ch.Apply(au, hash, a.Store.AuthenticatorByUsername, a.Writer.Now().UTC()); err != nil {
 			return nil, err
 		}

@@ -245,6 +245,14 @@ func TestAdminSetsAuthenticators(t *testing.T) {
 	}
 	expectError(t, n.do(t, http.MethodPatch, mgmt+"/authenticators/"+certAuth[0], admin, map[string]any{"password": "second-password"}), 400, posture.CodeCouldNotValidate, "method")
 
+	// Another admin may not change the default admin's password (a
+	// takeover); the default admin changes its own with its current one.
+	n.createUser(t, "second-admin", "second-admin-password", true)
+	adminAuth := n.ownAuthenticators(t, admin)[0].ID
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/authenticators/"+adminAuth, n.login(t, api.ManagementBase, "second-admin", "second-admin-password"),
+		map[string]any{"password": "taken-over"}), 401, posture.CodeUnauthorized, "")
+	n.login(t, api.ManagementBase, "admin", testAdminPassword) // unchanged
+
 	// The admin's own, as on the client API: the current password is asked.
 	own, _ := n.listIDs(t, admin, "/current-identity/authenticators", "")
 	if len(own) != 1 {
