@@ -144,4 +144,22 @@ func TestConsumerNamesAreKeyed(t *testing.T) {
 	if got := next(t, c); got != "t.i1.a" {
 		t.Fatalf("a new webhook's first message %s, want t.i1.a", got)
 	}
+
+	// A webhook created since the dispatcher started had no legacy
+	// consumer: one made under its legacy name (by a reader of the log,
+	// ahead of the dispatcher) does not move its start.
+	planted := posture.Webhook{ID: "h3", CreatedAt: time.Now()}
+	plant, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: legacyConsumerName(planted.ID),
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 5, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, plant) // its acknowledgement floor: 5
+
+	if c, err = d.consumer(ctx, planted, 0); err != nil {
+		t.Fatal(err)
+	}
+	if info := c.CachedInfo(); info.Config.DeliverPolicy != jetstream.DeliverByStartTimePolicy || info.Config.OptStartSeq != 0 {
+		t.Fatalf("a planted legacy consumer moved a new webhook's start: %+v", info.Config)
+	}
 }

@@ -74,6 +74,9 @@ type Options struct {
 // the nodes share each webhook's durable consumer.
 type Dispatcher struct {
 	opts Options
+	// started is when the dispatcher was made: a webhook created since
+	// never had a consumer under its legacy name (consumer).
+	started time.Time
 }
 
 // New returns a Dispatcher.
@@ -99,7 +102,7 @@ func New(opts Options) *Dispatcher {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dispatcher{opts: opts}
+	return &Dispatcher{opts: opts, started: opts.Now()}
 }
 
 // ConsumerName is the durable consumer of a webhook: "webhook-" and 32 hex
@@ -198,10 +201,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // consumer creates or updates the webhook's durable consumer: from the
 // webhook's creation on, its kinds only, one message outstanding. An
 // existing consumer keeps where it is and gets the webhook's kinds again
-// (whatever changed them). A consumer under the webhook's legacy name is
-// moved: the new one starts after the last message the old one had
-// acknowledged (the one outstanding, if any, is delivered again), and the
-// old one is deleted. A consumer lost while this node delivered (deleted
+// (whatever changed them). A consumer under the legacy name of a webhook
+// created before this dispatcher started is moved: the new one starts
+// after the last message the old one had acknowledged (the one
+// outstanding, if any, is delivered again), and the old one is deleted. A
+// webhook created since never had one: a consumer under its legacy name
+// (which a reader of the log can make) is not looked at. A consumer lost while this node delivered (deleted
 // on the server) is made again from resume, the stream sequence where it
 // stood: after the last message done with, or at the one whose retry was
 // pending (0: from the webhook's creation).
@@ -223,7 +228,7 @@ func (d *Dispatcher) consumer(ctx context.Context, h posture.Webhook, resume uin
 		return nil, err
 	}
 	var legacy jetstream.Consumer
-	if existing == nil && resume == 0 {
+	if existing == nil && resume == 0 && h.CreatedAt.Before(d.started) {
 		if legacy, err = d.opts.Stream.Consumer(ctx, legacyConsumerName(h.ID)); err == nil {
 			if floor := legacy.CachedInfo().AckFloor.Stream; floor > 0 {
 				cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, floor+1
