@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -262,7 +263,56 @@ func CheckUsername(field, s string) error {
 	if plain := norm.NFKC.String(s); plain != s {
 		return posture.Invalid(field, fmt.Sprintf("must not use compatibility characters (fullwidth letters, ligatures...) that look like plain ones: write %q", plain), s)
 	}
+	if a, b, mixed := mixedScripts(s); mixed {
+		return posture.Invalid(field, fmt.Sprintf("must not mix the letters of %s and %s, whose look-alikes make one name pass for another (a Cyrillic а in \"admin\")", a, b), s)
+	}
 	return nil
+}
+
+// scriptsOf are the scripts a username's letters and marks are checked in
+// (Unicode's Common and Inherited ones, digits and punctuation among them,
+// go with any).
+var scriptsOf = func() map[string]*unicode.RangeTable {
+	out := map[string]*unicode.RangeTable{}
+	for name, t := range unicode.Scripts {
+		if name != "Common" && name != "Inherited" {
+			out[name] = t
+		}
+	}
+	return out
+}()
+
+// mixedScripts reports two scripts that s mixes, unless they make up one
+// of the writing systems Unicode's highly restrictive profile (UTS #39)
+// allows together: Latin with Han and Hiragana and Katakana (Japanese), with
+// Han and Bopomofo (Chinese), or with Han and Hangul (Korean).
+func mixedScripts(s string) (string, string, bool) {
+	seen := map[string]bool{}
+	for _, r := range s {
+		if !unicode.IsLetter(r) && !unicode.IsMark(r) {
+			continue
+		}
+		for name, t := range scriptsOf {
+			if unicode.Is(t, r) {
+				seen[name] = true
+				break
+			}
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for name := range seen {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if len(names) < 2 {
+		return "", "", false
+	}
+	for _, allowed := range [][]string{{"Han", "Hiragana", "Katakana", "Latin"}, {"Bopomofo", "Han", "Latin"}, {"Han", "Hangul", "Latin"}} {
+		if !slices.ContainsFunc(names, func(n string) bool { return !slices.Contains(allowed, n) }) {
+			return "", "", false
+		}
+	}
+	return names[0], names[1], true
 }
 
 // CheckVisible refuses a new username (or name) that does not show as it

@@ -87,4 +87,19 @@ func TestCheckUsername(t *testing.T) {
 	if err := api.CheckUsername("username", "a\u200bb"); err == nil {
 		t.Error("an invisible character passes CheckUsername")
 	}
+	// Letters of two scripts that are not one writing system are refused
+	// (a Cyrillic а or Greek ο in a Latin name); Japanese, Chinese and
+	// Korean with Latin pass.
+	for _, name := range []string{"\u0430dmin", "r\u03bfot", "\u0430\u0434\u043c\u0438\u043d-ops-x"} {
+		err := api.CheckUsername("username", name)
+		var pe *posture.Error
+		if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "must not mix the letters of") {
+			t.Errorf("CheckUsername(%q) = %v, want a refusal of mixed scripts", name, err)
+		}
+	}
+	for _, name := range []string{"\u0430\u0434\u043c\u0438\u043d", "\u3059\u3057-tokyo", "\u6771\u4eac\u30bf\u30ef\u30fc-2", "\ud55c\uad6dadmin", "\u5317\u4eac\u3105"} {
+		if err := api.CheckUsername("username", name); err != nil {
+			t.Errorf("CheckUsername(%q) = %v", name, err)
+		}
+	}
 }
