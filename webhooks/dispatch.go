@@ -206,10 +206,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // after the last message the old one had acknowledged (the one
 // outstanding, if any, is delivered again), and the old one is deleted. A
 // webhook created since never had one: a consumer under its legacy name
-// (which a reader of the log can make) is not looked at. A consumer lost while this node delivered (deleted
-// on the server) is made again from resume, the stream sequence where it
-// stood: after the last message done with, or at the one whose retry was
-// pending (0: from the webhook's creation).
+// (which a reader of the log can make) is not looked at. A consumer lost
+// while this node delivered (deleted on the server) is made again from
+// resume, the stream sequence where it stood: after the last message done
+// with, or at the one whose retry was pending (0: from the webhook's
+// creation).
 func (d *Dispatcher) consumer(ctx context.Context, h posture.Webhook, resume uint64) (jetstream.Consumer, error) {
 	name := d.name(h.ID)
 	cfg := jetstream.ConsumerConfig{
