@@ -76,9 +76,16 @@ func TestPerSourceCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, exempt, _ := net.ParseCIDR("127.0.0.4/32")
-	rejected := make(chan string, 10)
+	rejected := make(chan string, 1)
+	// The first refusal is kept; later ones (the retries below, as many as
+	// the server takes to notice a close) must not block the listener.
 	ln := connlimit.Wrap(raw, connlimit.Options{PerSource: 2, Max: 100, Exempt: []*net.IPNet{exempt},
-		OnReject: func(s string) { rejected <- s }})
+		OnReject: func(s string) {
+			select {
+			case rejected <- s:
+			default:
+			}
+		}})
 	defer ln.Close()
 	go serve(ln)
 	addr := raw.Addr().String()
