@@ -157,6 +157,12 @@ func (j *Jobs) Start(changes []posture.Payload, from, until time.Time) (string, 
 		if err != nil {
 			j.opts.Logger.Error("backtest failed", "job", jb.view.ID, "err", err)
 			jb.view.Status, jb.view.Error = StatusFailed, "the backtest failed; the node's log says why"
+			// An error written for users (the event log's server refusing
+			// another consumer, say) is said as it is.
+			var pe *posture.Error
+			if errors.As(err, &pe) && pe.Message != "" {
+				jb.view.Error = "the backtest failed: " + pe.Message
+			}
 			if j.ctx.Err() != nil {
 				jb.view.Error = "the backtest was stopped: the node is shutting down"
 			}

@@ -2,6 +2,7 @@ package backtest_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,5 +75,28 @@ func TestJobsAreBounded(t *testing.T) {
 		if _, ok := jobs.Job(id); !ok {
 			t.Fatalf("job %s was forgotten", id)
 		}
+	}
+}
+
+// A job that fails with an error written for users says it; any other
+// failure points to the node's log.
+func TestFailedJobsSayWhatTheyCan(t *testing.T) {
+	refused := &posture.Error{Code: posture.CodeUnavailable, Message: "the event log's server refuses another consumer"}
+	for err, want := range map[error]string{
+		refused:                    "the backtest failed: the event log's server refuses another consumer",
+		errors.New("disk on fire"): "the backtest failed; the node's log says why",
+	} {
+		jobs := backtest.NewJobs(backtest.JobsOptions{Log: emptyLog{},
+			Open: func(context.Context, time.Time) (*projections.Store, func(), error) { return nil, nil, err }})
+		id, _, startErr := jobs.Start(nil, time.Time{}, time.Time{})
+		if startErr != nil {
+			t.Fatal(startErr)
+		}
+		jobs.Wait(t.Context(), id)
+		view, _ := jobs.Job(id)
+		if v := view.(backtest.JobView); v.Status != backtest.StatusFailed || v.Error != want {
+			t.Errorf("failed with %v: %+v, want %q", err, v, want)
+		}
+		jobs.Close()
 	}
 }
