@@ -135,7 +135,8 @@ func canonicalSemantic(s string) (string, bool) {
 	return "", false
 }
 
-// findProcess returns the reported process at want's path.
+// findProcess returns the reported process at want's path: the one at
+// exactly that path, else one that ReportsPath.
 func findProcess(reported []posture.ProcessPosture, want posture.Process) (posture.ProcessPosture, bool) {
 	if want.Path == "" {
 		return posture.ProcessPosture{}, false
@@ -145,14 +146,25 @@ func findProcess(reported []posture.ProcessPosture, want posture.Process) (postu
 			return p, true
 		}
 	}
-	if os, _ := posture.CanonicalOSType(want.OSType); os == posture.OSWindows || os == posture.OSWindowsServer {
-		for _, p := range reported {
-			if strings.EqualFold(p.Path, want.Path) {
-				return p, true
-			}
+	for _, p := range reported {
+		if ReportsPath(want, p.Path) {
+			return p, true
 		}
 	}
 	return posture.ProcessPosture{}, false
+}
+
+// ReportsPath reports whether a process reported at path is the one want
+// checks: the same path, ignoring case on Windows.
+func ReportsPath(want posture.Process, path string) bool {
+	if want.Path == "" {
+		return false
+	}
+	if path == want.Path {
+		return true
+	}
+	os, _ := posture.CanonicalOSType(want.OSType)
+	return (os == posture.OSWindows || os == posture.OSWindowsServer) && strings.EqualFold(path, want.Path)
 }
 
 // invalidProcess says why the reported process does not satisfy want, or

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/evaluator"
 )
 
 // missingAt is the error of an entity that a decision at a moment needs and
@@ -100,7 +100,7 @@ func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (postur
 }
 
 // judges reports whether a check reads a response: its type's, and for a
-// process check a report of one of its paths.
+// process check a report of one of its paths, as the evaluator finds it.
 func judges(c posture.Check, r posture.PostureResponse) bool {
 	switch c.TypeID {
 	case posture.CheckOS, posture.CheckMAC, posture.CheckDomain:
@@ -109,7 +109,7 @@ func judges(c posture.Check, r posture.PostureResponse) bool {
 		if r.TypeID != string(posture.CheckProcess) {
 			return false
 		}
-		path := func(p posture.Process) bool { return strings.EqualFold(p.Path, r.Path) }
+		path := func(p posture.Process) bool { return evaluator.ReportsPath(p, r.Path) }
 		return c.Process != nil && path(*c.Process) || slices.ContainsFunc(c.Processes, path)
 	}
 	return false
