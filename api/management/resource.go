@@ -45,14 +45,20 @@ type resource[T posture.Entity, In any] struct {
 	shred bool
 }
 
+// found is what a read answers: NOT_FOUND, naming the noun and the id, for
+// a missing entity; other errors as they are.
+func found[T any](v T, err error, noun, id string) (T, error) {
+	if errors.Is(err, posture.ErrNotFound) {
+		return v, posture.NotFound(noun, id)
+	}
+	return v, err
+}
+
 // get reads an entity or answers NOT_FOUND.
 func get[T posture.Entity](s EntityReader, noun, id string) (T, error) {
 	var v T
 	raw, err := s.RawEntity(v.EntityKind(), id)
-	if errors.Is(err, posture.ErrNotFound) {
-		return v, posture.NotFound(noun, id)
-	}
-	if err != nil {
+	if raw, err = found(raw, err, noun, id); err != nil {
 		return v, err
 	}
 	return v, json.Unmarshal(raw, &v)

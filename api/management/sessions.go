@@ -1,7 +1,6 @@
 package management
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -75,14 +74,6 @@ func (a *API) sessionView(identities, services *names) func(posture.Session) (se
 			Tags: tags, CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.CreatedAt), Links: api.SelfLink("sessions", s.ID),
 		}, nil
 	}
-}
-
-// found answers NOT_FOUND for a missing entity, other errors as they are.
-func found[T any](v T, err error, noun, id string) (T, error) {
-	if errors.Is(err, posture.ErrNotFound) {
-		return v, posture.NotFound(noun, id)
-	}
-	return v, err
 }
 
 func (a *API) listAPISessions(c echo.Context) error {
