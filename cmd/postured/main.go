@@ -18,21 +18,45 @@ import (
 
 	"github.com/alecthomas/kong"
 	kongcompletion "github.com/jotaen/kong-completion"
+	"github.com/posener/complete"
 )
 
 type cli struct {
-	Serve       serveCmd                  `cmd:"" help:"Run the controller: the client and management APIs over HTTPS."`
-	Replay      replayCmd                 `cmd:"" help:"Rebuild the projections from the log into a fresh directory, up to a sequence or a time."`
-	Audit       auditCmd                  `cmd:"" help:"Audit timelines rebuilt from the log."`
-	Explain     explainCmd                `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
-	Backtest    backtestCmd               `cmd:"" help:"What a candidate change of checks and policies would have decided over a window of the log: newly denied and allowed, with the evidence."`
-	Events      eventsCmd                 `cmd:"" help:"The event log."`
-	Transitions transitionsCmd            `cmd:"" help:"The transitions stream: why and when identities' access changed."`
-	Nats        natsCmd                   `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
-	Version     versionCmd                `cmd:"" help:"Print the version and the VCS revision."`
-	Completion  kongcompletion.Completion `cmd:"" help:"Print a shell completion script (bash, zsh or fish) and how to install it."`
+	Serve       serveCmd       `cmd:"" help:"Run the controller: the client and management APIs over HTTPS."`
+	Replay      replayCmd      `cmd:"" help:"Rebuild the projections from the log into a fresh directory, up to a sequence or a time."`
+	Audit       auditCmd       `cmd:"" help:"Audit timelines rebuilt from the log."`
+	Explain     explainCmd     `cmd:"" help:"Why an identity was (or was not) granted a service at a moment, rebuilt from the log."`
+	Backtest    backtestCmd    `cmd:"" help:"What a candidate change of checks and policies would have decided over a window of the log: newly denied and allowed, with the evidence."`
+	Events      eventsCmd      `cmd:"" help:"The event log."`
+	Transitions transitionsCmd `cmd:"" help:"The transitions stream: why and when identities' access changed."`
+	Nats        natsCmd        `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
+	Version     versionCmd     `cmd:"" help:"Print the version and the VCS revision."`
+	Completion  completionCmd  `cmd:"" help:"Print a shell completion script (bash, zsh or fish) and how to install it."`
 
 	ShowVersion kong.VersionFlag `name:"version" env:"-" help:"Print the version and the VCS revision, and exit."`
+}
+
+// completionCmd is kong-completion's command with the shell checked here:
+// its own enum lists the empty default among the shells it names.
+type completionCmd struct {
+	Shell string `arg:"" optional:"" predictor:"shell" help:"bash, zsh or fish; the login shell ($SHELL) when left out."`
+	Code  bool   `short:"c" env:"-" help:"Print the script itself, for the shell's init file or to be sourced."`
+}
+
+func (c *completionCmd) Help() string {
+	return "Without -c, prints the command that activates completion in the current shell; put that command in the shell's init file to keep it."
+}
+
+func (c *completionCmd) Validate() error {
+	switch c.Shell {
+	case "", "bash", "zsh", "fish":
+		return nil
+	}
+	return fmt.Errorf("%q is not a shell postured completes: bash, zsh or fish", c.Shell)
+}
+
+func (c *completionCmd) Run(ctx *kong.Context) error {
+	return (&kongcompletion.Completion{Shell: c.Shell, Code: c.Code}).Run(ctx)
 }
 
 // streams are where a command writes its output and its messages.
@@ -115,7 +139,7 @@ func mainCode(ctx context.Context, args []string, s streams) (code int) {
 		}
 	}()
 	// Shell completion: when the shell asks for completions, answer and exit.
-	kongcompletion.Register(parser)
+	kongcompletion.Register(parser, kongcompletion.WithPredictor("shell", complete.PredictSet("bash", "zsh", "fish")))
 	k, err := parser.Parse(joinNegativeValues(args, negativeFlags(parser.Model)))
 	if err != nil {
 		var pe *kong.ParseError

@@ -143,8 +143,14 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("completion %s: exit %d, %q", shell, code, stdout)
 		}
 	}
-	if code, _, stderr := runMain(t, "completion", "tcsh"); code != exitUsage || !strings.Contains(stderr, "must be one of") {
+	if code, _, stderr := runMain(t, "completion", "tcsh"); code != exitUsage || !strings.Contains(stderr, "bash, zsh or fish") || strings.Contains(stderr, `""`) {
 		t.Errorf("completion tcsh: exit %d, %q", code, stderr)
+	}
+	// The shell asking for completions of the command's argument.
+	t.Setenv("COMP_LINE", "postured completion ")
+	t.Setenv("COMP_POINT", "20")
+	if code, stdout, _ := runMain(t); code != 0 || stdout != "bash\nzsh\nfish\n" {
+		t.Errorf("completing completion's argument: exit %d, %q", code, stdout)
 	}
 }
 
