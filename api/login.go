@@ -17,6 +17,7 @@ import (
 // LoginStore is what authentication reads (projections.Store implements it).
 type LoginStore interface {
 	Sessions
+	ModelReader // the config types a login asks for
 	AuthenticatorByUsername(username string) (posture.Authenticator, error)
 	MFA(identityID string) (posture.MFA, error)
 }
@@ -251,10 +252,7 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, authenti
 	}
 	now := l.Writer.Now()
 	token := posture.NewToken()
-	configTypes := req.ConfigTypes
-	if configTypes == nil {
-		configTypes = []string{}
-	}
+	configTypes := ConfigTypeIDs(l.Store, req.ConfigTypes)
 	s := posture.APISession{
 		ID:              posture.NewID(),
 		TokenHash:       TokenHash(token),

@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +16,10 @@ import (
 // loginStore is what authentication reads: identities, password
 // authenticators and MFA enrollments in memory.
 type loginStore struct {
-	identities     map[string]posture.Identity
-	authenticators []posture.Authenticator
-	mfa            map[string]posture.MFA
+	apitest.Entities // config types
+	identities       map[string]posture.Identity
+	authenticators   []posture.Authenticator
+	mfa              map[string]posture.MFA
 }
 
 func (s loginStore) APISessionByTokenHash(string) (posture.APISession, error) {
@@ -69,8 +71,11 @@ func TestLoginHandlers(t *testing.T) {
 			{ID: "auth3", IdentityID: "ident3", Method: posture.MethodPassword, Username: "admin-user", PasswordHash: hash},
 			{ID: "auth4", IdentityID: "ident9", Method: posture.MethodPassword, Username: "orphan-user", PasswordHash: hash},
 		},
-		mfa: map[string]posture.MFA{"ident3": {ID: "mfa3", IdentityID: "ident3", Verified: true}},
+		mfa:      map[string]posture.MFA{"ident3": {ID: "mfa3", IdentityID: "ident3", Verified: true}},
+		Entities: apitest.Entities{},
 	}
+	store.Put(t, posture.ConfigType{ID: "ct1", Name: "intercept.v1"})
+	store.Put(t, posture.ConfigType{ID: "ct2", Name: "host.v1"})
 	login := func(user, password string) string {
 		return `{"username":"` + user + `","password":"` + password + `","configTypes":["all"],"sdkInfo":{"type":"ziti-sdk-c","version":"1.0.0"}}`
 	}
@@ -98,6 +103,18 @@ func TestLoginHandlers(t *testing.T) {
 			Check: func(t *testing.T, r apitest.Response, log *apitest.Log) {
 				if s := log.Payload(t, 0).(posture.APISessionCreated).APISession; !s.MFARequired || !strings.Contains(string(r.Data), `"typeId":"MFA"`) {
 					t.Fatalf("session %+v, answered %s", s, r.Data)
+				}
+			}},
+		{Name: "Authenticate: config types by name become ids, and what is no config type is left out", Method: http.MethodPost, Path: "/authenticate?method=password",
+			Body:   `{"username":"laptop-user","password":"laptop-password","configTypes":["intercept.v1","nope","ct2","host.v1"]}`,
+			Status: http.StatusOK, Appended: []string{created},
+			Check: func(t *testing.T, r apitest.Response, log *apitest.Log) {
+				var v struct {
+					ConfigTypes []string `json:"configTypes"`
+				}
+				r.DataInto(t, &v)
+				if s := log.Payload(t, 0).(posture.APISessionCreated).APISession; !slices.Equal(s.ConfigTypes, []string{"ct1", "ct2"}) || !slices.Equal(v.ConfigTypes, s.ConfigTypes) {
+					t.Fatalf("config types %q, answered %q", s.ConfigTypes, v.ConfigTypes)
 				}
 			}},
 		{Name: "Authenticate: a wrong password", Method: http.MethodPost, Path: "/authenticate?method=password", Body: login("laptop-user", "wrong-password"),

@@ -108,6 +108,26 @@ func (m Entities) Put(t testing.TB, e posture.Entity) {
 	m[e.EntityKind()][e.EntityID()] = raw
 }
 
+// RawEntity reads the record of a kind with the id, or posture.ErrNotFound.
+func (m Entities) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
+	if raw, ok := m[kind][id]; ok {
+		return raw, nil
+	}
+	return nil, posture.ErrNotFound
+}
+
+// IDByName finds the id of the record of a kind with the name, or
+// posture.ErrNotFound.
+func (m Entities) IDByName(kind posture.Kind, name string) (string, error) {
+	for id, raw := range m[kind] {
+		var named struct{ Name string }
+		if json.Unmarshal(raw, &named) == nil && named.Name == name {
+			return id, nil
+		}
+	}
+	return "", posture.ErrNotFound
+}
+
 // Applied is a projection that has applied everything (api.Barrier).
 type Applied struct{}
 

@@ -115,6 +115,9 @@ func (s *memStore) Any(kind posture.Kind) (bool, error) { return len(s.entities[
 func (s *memStore) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
 	return found(s.entities[kind][id], s.entities[kind][id] != nil)
 }
+func (s *memStore) IDByName(kind posture.Kind, name string) (string, error) {
+	return s.entities.IDByName(kind, name)
+}
 func (s *memStore) Reachable(_ posture.Kind, _, id, _ string) []string {
 	return slices.Clone(s.reachable[id])
 }

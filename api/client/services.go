@@ -96,28 +96,6 @@ func querySet(r posture.PolicyResult, wokenOrUnlocked time.Time) postureQuerySet
 	return set
 }
 
-// configTypes are the config types a request asks for: the configTypes
-// query parameter (repeated or comma-separated; "all" for every type), or
-// those given at authentication.
-func (a *API) configTypes(c echo.Context, p *api.Principal) (all bool, ids map[string]bool) {
-	var asked []string
-	for _, v := range c.QueryParams()["configTypes"] {
-		asked = append(asked, strings.Split(v, ",")...)
-	}
-	if len(asked) == 0 {
-		asked = p.Session.ConfigTypes
-	}
-	ids = map[string]bool{}
-	for _, t := range asked {
-		t = strings.TrimSpace(t)
-		if t == "all" {
-			return true, nil
-		}
-		ids[t] = true
-	}
-	return false, ids
-}
-
 // services builds the views of the services granted to the caller, each
 // policy evaluated once, at now. An admin sees every service; its
 // permissions are still those its policies grant, the ones POST /sessions
@@ -154,7 +132,7 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 			}
 		}
 	}
-	allTypes, typeIDs := a.configTypes(c, p)
+	configs := api.AskedConfigs(c, a.Store)
 	roles, err := api.RoleQuery(c)
 	if err != nil {
 		return nil, err
@@ -173,13 +151,10 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 			continue
 		}
 		v := serviceView{
-			ID: s.ID, Name: s.Name, RoleAttributes: s.RoleAttributes, Configs: s.Configs, Config: map[string]map[string]any{},
+			ID: s.ID, Name: s.Name, RoleAttributes: s.RoleAttributes, Configs: s.Configs, Config: configs.Of(s.Configs),
 			EncryptionRequired: s.EncryptionRequired, MaxIdleTimeMillis: s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy,
 			Permissions: []string{}, PostureQueries: []postureQuerySet{}, Tags: s.Tags,
 			CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.UpdatedAt), Links: api.SelfLink("services", s.ID),
-		}
-		for _, cid := range s.Configs {
-			a.addConfig(&v, cid, allTypes, typeIDs)
 		}
 		for _, pid := range g.Policies {
 			r, ok := results[pid]
@@ -227,33 +202,6 @@ func (a *API) everyService(own []posture.Grant) ([]posture.Grant, error) {
 		out = append(out, posture.Grant{ServiceID: s.ID, Policies: policies[s.ID]})
 	}
 	return out, nil
-}
-
-// addConfig adds a config's data under its type's name when the request
-// asked for that type (by id or name).
-func (a *API) addConfig(v *serviceView, configID string, all bool, types map[string]bool) {
-	if !all && len(types) == 0 {
-		return // no type asked for
-	}
-	raw, err := a.Store.RawEntity(posture.KindConfig, configID)
-	if err != nil {
-		return
-	}
-	var cfg posture.Config
-	if json.Unmarshal(raw, &cfg) != nil {
-		return
-	}
-	raw, err = a.Store.RawEntity(posture.KindConfigType, cfg.ConfigTypeID)
-	if err != nil {
-		return
-	}
-	var ct posture.ConfigType
-	if json.Unmarshal(raw, &ct) != nil {
-		return
-	}
-	if all || types[ct.ID] || types[ct.Name] {
-		v.Config[ct.Name] = cfg.Data
-	}
 }
 
 func (a *API) listServices(c echo.Context) error {

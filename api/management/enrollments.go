@@ -319,7 +319,7 @@ func (a *API) identityEnrollments(c echo.Context) error {
 		return err
 	}
 	r := a.enrollments()
-	views, err := r.views(all)
+	views, err := r.views(all, r.view)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ type resource[T posture.Entity, In any] struct {
 	build func(in In, old *T, now time.Time) (T, error)
 	// view is the entity as the API shows it.
 	view func(T) (any, error)
+	// viewIn, when set, is the view as one request asks for it, in the
+	// list and detail answers (a service's configs of the asked types).
+	viewIn func(c echo.Context) func(T) (any, error)
 	// aliases are groups of input keys that spell the same field; a patch
 	// that sets one clears the others from the current state.
 	aliases [][]string
@@ -92,10 +95,18 @@ func (r *resource[T, In]) routes() []api.Route {
 	}
 }
 
-func (r *resource[T, In]) views(items []T) ([]any, error) {
+// viewFor is the view a request gets.
+func (r *resource[T, In]) viewFor(c echo.Context) func(T) (any, error) {
+	if r.viewIn != nil {
+		return r.viewIn(c)
+	}
+	return r.view
+}
+
+func (r *resource[T, In]) views(items []T, view func(T) (any, error)) ([]any, error) {
 	out := make([]any, len(items))
 	for i, it := range items {
-		v, err := r.view(it)
+		v, err := view(it)
 		if err != nil {
 			return nil, err
 		}
@@ -126,11 +137,12 @@ func (r *resource[T, In]) list(c echo.Context) error {
 			return ok && !roles(a.EntityID(), a.Attributes())
 		})
 	}
-	views, err := r.views(items)
+	view := r.viewFor(c)
+	views, err := r.views(items, view)
 	if err != nil {
 		return err
 	}
-	return listViews(c, views, r.view)
+	return listViews(c, views, view)
 }
 
 // listViews answers one page of the views of entities of type T: a filter
@@ -160,7 +172,7 @@ func (r *resource[T, In]) detail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := r.view(e)
+	v, err := r.viewFor(c)(e)
 	if err != nil {
 		return err
 	}

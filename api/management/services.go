@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -35,8 +36,12 @@ func (a *API) services() *resource[posture.Service, serviceInput] {
 			return serviceInput{Name: &s.Name, RoleAttributes: &s.RoleAttributes, Configs: s.Configs,
 				MaxIdleTimeMillis: &s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy, Tags: s.Tags}
 		},
-		build:   a.buildService,
-		view:    pure(a.serviceView),
+		build: a.buildService,
+		view:  pure(a.serviceView),
+		viewIn: func(c echo.Context) func(posture.Service) (any, error) {
+			configs := api.AskedConfigs(c, a.Store)
+			return pure(func(s posture.Service) any { return a.serviceViewWith(s, configs.Of(s.Configs)) })
+		},
 		aliases: [][]string{{"roleAttributes", "attributes"}},
 	}
 }
@@ -104,17 +109,22 @@ func (a *API) config(ref string) (posture.Config, error) {
 	return get[posture.Config](a.Store, "config", id)
 }
 
+// serviceView is a service with no config asked for, as in the lists of
+// a policy's or an identity's services.
 func (a *API) serviceView(s posture.Service) any {
+	return a.serviceViewWith(s, map[string]map[string]any{})
+}
+
+// serviceViewWith is a service with its configs of the types the request
+// asks for (api.AskedConfigs), as the controller's management answers
+// fill them for a list or a detail.
+func (a *API) serviceViewWith(s posture.Service, config map[string]map[string]any) any {
 	links := api.SelfLink(string(posture.KindService), s.ID)
 	for _, sub := range []string{"service-policies", "configs", "edge-routers"} {
 		links[sub] = api.Link{Href: "./services/" + s.ID + "/" + sub}
 	}
 	return map[string]any{
-		"id": s.ID, "name": s.Name, "roleAttributes": s.RoleAttributes, "configs": s.Configs,
-		// Required by OpenZiti's serviceDetail, and empty as the
-		// controller's management answers are for an admin session that
-		// asked for no config types; the client API fills it.
-		"config":             map[string]any{},
+		"id": s.ID, "name": s.Name, "roleAttributes": s.RoleAttributes, "configs": s.Configs, "config": config,
 		"encryptionRequired": s.EncryptionRequired, "maxIdleTimeMillis": s.MaxIdleTimeMillis,
 		"terminatorStrategy": s.TerminatorStrategy, "tags": s.Tags,
 		// The caller is an administrator, who may do everything with a

@@ -506,8 +506,10 @@ func TestListsNameTheirFields(t *testing.T) {
 
 // TestConfigRelations: a config type lists its configs, a config the
 // services that use it, and a service carries "config" (which OpenZiti's
-// serviceDetail requires) empty, as the controller's management answers;
-// its configs are in "configs".
+// serviceDetail requires): empty when no config type is asked for, else
+// its configs of the types the configTypes parameter (by name or id, or
+// "all") or the admin's login asked for, as the controller's management
+// answers; its configs' ids are in "configs".
 // An address under an entity that is no operation is a route 404, not a
 // missing entity named after the rest of the path.
 func TestConfigRelations(t *testing.T) {
@@ -535,7 +537,52 @@ func TestConfigRelations(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil || got.Config == nil || len(got.Config) != 0 || len(got.Configs) != 1 || got.Configs[0] != cfg {
 		t.Fatalf("service's config and configs: %s", data)
 	}
-	r := n.do(t, http.MethodGet, mgmt+"/config-types/"+ct+"/nothing-here", admin, nil)
+	// crm's config in a detail or a list (where wiki's is empty).
+	hostConfig := func(t *testing.T, path, token string) map[string]map[string]any {
+		t.Helper()
+		data, _ := n.do(t, http.MethodGet, mgmt+path, token, nil).envelope(t)
+		type view struct {
+			Name   string                    `json:"name"`
+			Config map[string]map[string]any `json:"config"`
+		}
+		var list []view
+		if strings.HasPrefix(path, "/services/") {
+			list = []view{{Name: "crm"}}
+			if err := json.Unmarshal(data, &list[0]); err != nil {
+				t.Fatalf("%s: %s", path, data)
+			}
+		} else if err := json.Unmarshal(data, &list); err != nil {
+			t.Fatalf("%s: %s", path, data)
+		}
+		for _, s := range list {
+			if s.Name == "wiki" && len(s.Config) != 0 {
+				t.Fatalf("%s: wiki has no config: %s", path, data)
+			}
+			if s.Name == "crm" {
+				return s.Config
+			}
+		}
+		t.Fatalf("%s: no crm in %s", path, data)
+		return nil
+	}
+	for _, asked := range []string{"host.v1", ct, "all", "intercept.v1," + ct, "nope,host.v1"} {
+		if c := hostConfig(t, "/services?configTypes="+url.QueryEscape(asked), admin); len(c) != 1 || c["host.v1"]["port"] != 443.0 {
+			t.Fatalf("services with config types %q: crm's config %v", asked, c)
+		}
+	}
+	if c := hostConfig(t, "/services?configTypes=intercept.v1", admin); len(c) != 0 {
+		t.Fatalf("crm has no intercept.v1 config: %v", c)
+	}
+	if c := hostConfig(t, "/services/"+svc+"?configTypes=all", admin); len(c) != 1 || c["host.v1"] == nil {
+		t.Fatalf("crm's detail with all config types: %v", c)
+	}
+	r := n.do(t, http.MethodPost, api.ManagementBase+"/authenticate?method=password", "",
+		map[string]any{"username": "admin", "password": testAdminPassword, "configTypes": []string{"host.v1"}})
+	hostAdmin := r.Header.Get(api.HeaderSession)
+	if c := hostConfig(t, "/services/"+svc, hostAdmin); r.Status != http.StatusOK || len(c) != 1 || c["host.v1"] == nil {
+		t.Fatalf("crm's detail for an admin who logged in with host.v1: %d, %v", r.Status, c)
+	}
+	r = n.do(t, http.MethodGet, mgmt+"/config-types/"+ct+"/nothing-here", admin, nil)
 	if r.Status != http.StatusNotFound || strings.Contains(string(r.Body), "nothing-here") && strings.Contains(string(r.Body), "config type") {
 		t.Fatalf("an unknown sub-path: %d %s", r.Status, r.Body)
 	}
