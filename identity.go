@@ -70,19 +70,22 @@ type Authenticator struct {
 // APISession is an authenticated client: the holder of a zt-session token.
 // Only the SHA-256 of the token is kept.
 type APISession struct {
-	ID              string    `json:"id"`
-	TokenHash       string    `json:"tokenHash"`
-	IdentityID      string    `json:"identityId"`
-	AuthenticatorID string    `json:"authenticatorId"`
-	AuthMethod      string    `json:"authMethod"`
-	IPAddress       string    `json:"ipAddress"`
-	ConfigTypes     []string  `json:"configTypes"`
-	MFARequired     bool      `json:"isMfaRequired"`
-	MFAComplete     bool      `json:"isMfaComplete"`
-	SDKInfo         *SDKInfo  `json:"sdkInfo,omitempty"`
-	EnvInfo         *EnvInfo  `json:"envInfo,omitempty"`
-	CreatedAt       time.Time `json:"createdAt"`
-	LastActivityAt  time.Time `json:"lastActivityAt"`
+	ID              string `json:"id"`
+	TokenHash       string `json:"tokenHash"`
+	IdentityID      string `json:"identityId"`
+	AuthenticatorID string `json:"authenticatorId"`
+	AuthMethod      string `json:"authMethod"`
+	// CertExtendable: opened with a certificate the network issued, which
+	// its holder may extend (not one of an external CA).
+	CertExtendable bool      `json:"certExtendable,omitempty"`
+	IPAddress      string    `json:"ipAddress"`
+	ConfigTypes    []string  `json:"configTypes"`
+	MFARequired    bool      `json:"isMfaRequired"`
+	MFAComplete    bool      `json:"isMfaComplete"`
+	SDKInfo        *SDKInfo  `json:"sdkInfo,omitempty"`
+	EnvInfo        *EnvInfo  `json:"envInfo,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+	LastActivityAt time.Time `json:"lastActivityAt"`
 }
 
 // KindIdentityClient is the kind of ClientInfo records, one per identity.

@@ -154,7 +154,7 @@ func (l *Login) password(c echo.Context) error {
 		return &posture.Error{Code: posture.CodeInvalidAuth}
 	}
 	l.Limiter.Succeeded(c, subject)
-	return l.startSession(c, identity, auth.ID, AuthPassword, req)
+	return l.startSession(c, identity, auth, AuthPassword, req)
 }
 
 // extJWT authenticates with a JWT of an external signer in the
@@ -168,9 +168,9 @@ func (l *Login) extJWT(c echo.Context) error {
 	if !ok {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "ext-jwt authentication needs the JWT in the Authorization header: Bearer <token>"}
 	}
-	return l.verified(c, req, AuthExtJWT, func() (posture.Identity, string, error) {
+	return l.verified(c, req, AuthExtJWT, func() (posture.Identity, posture.Authenticator, error) {
 		identity, err := l.ExtJWT.VerifyJWT(c.Request().Context(), token)
-		return identity, "", err
+		return identity, posture.Authenticator{}, err
 	})
 }
 
@@ -178,7 +178,7 @@ func (l *Login) extJWT(c echo.Context) error {
 // authentication and returns the identity and the authenticator it names.
 // Its failures are 401 INVALID_AUTH errors that say what was wrong.
 type CertVerifier interface {
-	VerifyCert(chain []*x509.Certificate) (posture.Identity, string, error)
+	VerifyCert(chain []*x509.Certificate) (posture.Identity, posture.Authenticator, error)
 }
 
 // cert authenticates with the client certificate of the TLS connection
@@ -192,7 +192,7 @@ func (l *Login) cert(c echo.Context) error {
 	if state == nil || len(state.PeerCertificates) == 0 {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "cert authentication needs a client certificate on the TLS connection"}
 	}
-	return l.verified(c, req, AuthCert, func() (posture.Identity, string, error) {
+	return l.verified(c, req, AuthCert, func() (posture.Identity, posture.Authenticator, error) {
 		return l.Cert.VerifyCert(state.PeerCertificates)
 	})
 }
@@ -200,18 +200,18 @@ func (l *Login) cert(c echo.Context) error {
 // verified authenticates with a credential that verify checks, returning
 // the identity and the authenticator (if any) it names. The attempt counts
 // against the source's limit, and an INVALID_AUTH failure as a failed one.
-func (l *Login) verified(c echo.Context, req authenticateRequest, method string, verify func() (posture.Identity, string, error)) error {
+func (l *Login) verified(c echo.Context, req authenticateRequest, method string, verify func() (posture.Identity, posture.Authenticator, error)) error {
 	if err := l.Limiter.Allow(c, ""); err != nil {
 		return err
 	}
-	identity, authenticatorID, err := verify()
+	identity, au, err := verify()
 	if posture.CodeOf(err) == posture.CodeInvalidAuth {
 		l.Limiter.Failed(c, "")
 	}
 	if err != nil {
 		return err
 	}
-	return l.startSession(c, identity, authenticatorID, method, req)
+	return l.startSession(c, identity, au, method, req)
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
@@ -242,7 +242,7 @@ func (l *Login) MFAEnabled(identityID string) (bool, error) {
 // it is disabled. An identity with verified MFA gets a partial session:
 // only the MFA operations work until a code is given to POST
 // /authenticate/mfa.
-func (l *Login) startSession(c echo.Context, identity posture.Identity, authenticatorID, method string, req authenticateRequest) error {
+func (l *Login) startSession(c echo.Context, identity posture.Identity, au posture.Authenticator, method string, req authenticateRequest) error {
 	if identity.IsDisabled(l.Writer.Now()) {
 		return &posture.Error{Code: posture.CodeInvalidAuth} // as the password check answers it
 	}
@@ -257,8 +257,9 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, authenti
 		ID:              posture.NewID(),
 		TokenHash:       TokenHash(token),
 		IdentityID:      identity.ID,
-		AuthenticatorID: authenticatorID,
+		AuthenticatorID: au.ID,
 		AuthMethod:      method,
+		CertExtendable:  method == AuthCert && au.IsIssuedByNetwork,
 		IPAddress:       Source(c),
 		ConfigTypes:     configTypes,
 		MFARequired:     mfa,

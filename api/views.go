@@ -83,7 +83,7 @@ func NewAPISessionView(s posture.APISession, identityName string, timeout time.D
 		ConfigTypes:          s.ConfigTypes,
 		IsMFARequired:        s.MFARequired,
 		IsMFAComplete:        s.MFAComplete,
-		IsCertExtendable:     s.AuthMethod == AuthCert,
+		IsCertExtendable:     s.CertExtendable,
 		LastActivityAt:       Time(s.LastActivityAt),
 		CachedLastActivityAt: Time(s.LastActivityAt),
 		ExpiresAt:            Time(s.LastActivityAt.Add(timeout)),

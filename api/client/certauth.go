@@ -29,26 +29,26 @@ type CertAuth struct {
 }
 
 // VerifyCert implements api.CertVerifier.
-func (v *CertAuth) VerifyCert(chain []*x509.Certificate) (posture.Identity, string, error) {
+func (v *CertAuth) VerifyCert(chain []*x509.Certificate) (posture.Identity, posture.Authenticator, error) {
 	if len(chain) == 0 {
-		return posture.Identity{}, "", invalidAuth("no client certificate")
+		return posture.Identity{}, posture.Authenticator{}, invalidAuth("no client certificate")
 	}
 	leaf := chain[0]
 	au, err := v.Store.AuthenticatorByFingerprint(pki.Fingerprint(leaf))
 	if errors.Is(err, posture.ErrNotFound) || (err == nil && au.Method != posture.MethodCert) {
-		return posture.Identity{}, "", invalidAuth("the client certificate is not the certificate of an authenticator")
+		return posture.Identity{}, posture.Authenticator{}, invalidAuth("the client certificate is not the certificate of an authenticator")
 	}
 	if err != nil {
-		return posture.Identity{}, "", err
+		return posture.Identity{}, posture.Authenticator{}, err
 	}
 	if au.IsIssuedByNetwork {
 		if err := pki.Verify(leaf, v.CA.Pool(), pki.UsageClient, time.Time{}, chain[1:]...); err != nil {
-			return posture.Identity{}, "", invalidAuth("the client certificate failed validation: it is expired, not yet valid or not for client authentication")
+			return posture.Identity{}, posture.Authenticator{}, invalidAuth("the client certificate failed validation: it is expired, not yet valid or not for client authentication")
 		}
 	} else {
 		cas, err := v.Store.CAs()
 		if err != nil {
-			return posture.Identity{}, "", err
+			return posture.Identity{}, posture.Authenticator{}, err
 		}
 		ok := false
 		for _, ca := range cas {
@@ -58,12 +58,12 @@ func (v *CertAuth) VerifyCert(chain []*x509.Certificate) (posture.Identity, stri
 			}
 		}
 		if !ok {
-			return posture.Identity{}, "", invalidAuth("the client certificate was not issued by a verified CA with authentication enabled, or is not valid now")
+			return posture.Identity{}, posture.Authenticator{}, invalidAuth("the client certificate was not issued by a verified CA with authentication enabled, or is not valid now")
 		}
 	}
 	identity, err := v.Store.Identity(au.IdentityID)
 	if errors.Is(err, posture.ErrNotFound) {
-		return identity, "", invalidAuth("the identity of the certificate no longer exists")
+		return identity, au, invalidAuth("the identity of the certificate no longer exists")
 	}
-	return identity, au.ID, err
+	return identity, au, err
 }

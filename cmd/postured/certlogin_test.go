@@ -164,8 +164,8 @@ func TestCAAutoEnrollmentThenCertLogin(t *testing.T) {
 	}
 	expectError(t, enrollCA(kp), http.StatusConflict, posture.CodeCertInUse, "")
 	tok, sess := n.certSession(t, kp)
-	if sess.IdentityID != identity.ID {
-		t.Fatalf("session %+v", sess)
+	if sess.IdentityID != identity.ID || sess.IsCertExtendable {
+		t.Fatalf("session %+v (a certificate of an external CA is not extendable)", sess)
 	}
 	var auths []struct {
 		IsIssuedByNetwork bool `json:"isIssuedByNetwork"`
@@ -260,7 +260,7 @@ func TestEnrollOTTCAThenCertLogin(t *testing.T) {
 	if r := n.send(t, request{method: http.MethodPost, path: "/edge/client/v1/enroll?method=ottca&token=" + enr.Token, cert: &kp}); r.Status != http.StatusOK {
 		t.Fatalf("enroll method=ottca: %d %s", r.Status, r.Body)
 	}
-	if _, s := n.certSession(t, kp); s.IdentityID != id {
+	if _, s := n.certSession(t, kp); s.IdentityID != id || s.IsCertExtendable {
 		t.Fatalf("session %+v", s)
 	}
 	expectError(t, enroll(&kp, enr.Token), http.StatusBadRequest, posture.CodeInvalidEnrollmentToken, "")
