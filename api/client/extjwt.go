@@ -214,6 +214,11 @@ func (x *ExtJWT) VerifyJWT(ctx context.Context, token string) (posture.Identity,
 		}
 		return none, invalidAuth("no identity has the %s %q of the JWT's %q claim", what, name, prop)
 	}
+	// Every admin may add a signer: one could otherwise sign in as the
+	// default admin, whose credentials are its own.
+	if err == nil && identity.IsDefaultAdmin {
+		return none, invalidAuth("the default admin signs in with its own password, not an external JWT")
+	}
 	return identity, err
 }
 

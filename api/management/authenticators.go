@@ -95,6 +95,9 @@ func (a *API) createAuthenticator(c echo.Context) error {
 		if err := a.exists(posture.KindIdentity, "identity", in.IdentityID); err != nil {
 			return nil, posture.Invalid("identityId", "no identity with this id", in.IdentityID)
 		}
+		if err := a.ownCredentials(c, in.IdentityID); err != nil {
+			return nil, err
+		}
 		if _, err := a.Store.AuthenticatorByUsername(in.Username); err == nil {
 			return nil, posture.Invalid("username", "username is already in use", in.Username)
 		} else if !errors.Is(err, posture.ErrNotFound) {
@@ -159,11 +162,11 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		if au.Method != posture.MethodPassword {
 			return nil, posture.Invalid("method", "only a updb (username and password) authenticator can be updated", au.Method)
 		}
-		// The default admin's credentials are its own to change (on
-		// /current-identity/authenticators, with its current password):
-		// another admin could otherwise take it over.
-		if owner, err := get[posture.Identity](a.Store, "identity", au.IdentityID); err == nil && owner.IsDefaultAdmin && owner.ID != api.PrincipalOf(c).Identity.ID {
-			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the default admin's authenticator is changed by the default admin only, with its current password (/current-identity/authenticators)"}
+		// The default admin's password is changed by itself, with its
+		// current password: another admin could otherwise take it over,
+		// and so could the holder of its session token alone.
+		if a.isDefaultAdmin(au.IdentityID) {
+			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the default admin's password is changed by the default admin only, with its current password (/current-identity/authenticators)"}
 		}
 		if au, err = ch.Apply(au, hash, a.Store.AuthenticatorByUsername, a.Writer.Now().UTC()); err != nil {
 			return nil, err
@@ -185,8 +188,11 @@ func (a *API) deleteAuthenticator(c echo.Context) error {
 		}
 		// The default admin keeps a way to sign in, as it stays an
 		// enabled admin (identities.go).
-		if owner, err := get[posture.Identity](a.Store, "identity", au.IdentityID); err == nil && owner.IsDefaultAdmin {
-			all, err := a.Store.IdentityAuthenticators(owner.ID)
+		if a.isDefaultAdmin(au.IdentityID) {
+			if err := a.ownCredentials(c, au.IdentityID); err != nil {
+				return nil, err
+			}
+			all, err := a.Store.IdentityAuthenticators(au.IdentityID)
 			if err != nil {
 				return nil, err
 			}
@@ -200,6 +206,23 @@ func (a *API) deleteAuthenticator(c echo.Context) error {
 		return err
 	}
 	return api.Empty(c)
+}
+
+// isDefaultAdmin says whether the identity is the default admin.
+func (a *API) isDefaultAdmin(identityID string) bool {
+	i, err := get[posture.Identity](a.Store, "identity", identityID)
+	return err == nil && i.IsDefaultAdmin
+}
+
+// ownCredentials refuses a change of the default admin's credentials by
+// another admin, who could otherwise sign in as it: its authenticators are
+// its own (its password is changed with the current one, its MFA removed
+// with a code, and it has no enrollments, whose tokens every admin reads).
+func (a *API) ownCredentials(c echo.Context, identityID string) error {
+	if !a.isDefaultAdmin(identityID) || identityID == api.PrincipalOf(c).Identity.ID {
+		return nil
+	}
+	return &posture.Error{Code: posture.CodeUnauthorized, Message: "the default admin's credentials are changed by the default admin only"}
 }
 
 func (a *API) authenticatorRoutes() []api.Route {

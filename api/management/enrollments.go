@@ -347,6 +347,9 @@ func (a *API) createEnrollment(c echo.Context) error {
 		if err := a.exists(posture.KindIdentity, "identity", in.IdentityID); err != nil {
 			return nil, posture.Invalid("identityId", "no identity with this id", in.IdentityID)
 		}
+		if a.isDefaultAdmin(in.IdentityID) {
+			return nil, posture.Invalid("identityId", "the default admin has no enrollments: every admin reads an enrollment's token, and could sign in as the default admin with it", in.IdentityID)
+		}
 		now := a.Writer.Now().UTC()
 		expires := now.Add(a.enrollmentDuration())
 		if in.ExpiresAt != nil {

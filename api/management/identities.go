@@ -198,11 +198,15 @@ func nilIfEmpty(s string) any {
 
 // deleteIdentityMFA is DELETE /identities/:id/mfa: an administrator removes
 // an identity's MFA enrollment (an mfa.removed event; the identity's API
-// sessions lose their MFA posture). Removing none is a success too.
+// sessions lose their MFA posture). Removing none is a success too. The
+// default admin's is removed by itself only, with a code.
 func (a *API) deleteIdentityMFA(c echo.Context) error {
 	id := c.Param("id")
 	if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
 		return err
+	}
+	if a.isDefaultAdmin(id) {
+		return &posture.Error{Code: posture.CodeUnauthorized, Message: "the default admin's MFA is removed by the default admin only, with a code (DELETE /current-identity/mfa)"}
 	}
 	if _, err := a.Store.RawEntity(posture.KindMFA, id); errors.Is(err, posture.ErrNotFound) {
 		return api.Empty(c)

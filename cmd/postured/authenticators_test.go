@@ -245,12 +245,26 @@ func TestAdminSetsAuthenticators(t *testing.T) {
 	}
 	expectError(t, n.do(t, http.MethodPatch, mgmt+"/authenticators/"+certAuth[0], admin, map[string]any{"password": "second-password"}), 400, posture.CodeCouldNotValidate, "method")
 
-	// Another admin may not change the default admin's password (a
-	// takeover); the default admin changes its own with its current one.
+	// The default admin's credentials are its own: another admin may not
+	// change, add or remove its authenticators or remove its MFA, and no
+	// one may enroll it (every admin reads an enrollment's token). Its
+	// password is changed with the current one only, even by itself.
 	n.createUser(t, "second-admin", "second-admin-password", true)
+	second := n.login(t, api.ManagementBase, "second-admin", "second-admin-password")
 	adminAuth := n.ownAuthenticators(t, admin)[0].ID
-	expectError(t, n.do(t, http.MethodPatch, mgmt+"/authenticators/"+adminAuth, n.login(t, api.ManagementBase, "second-admin", "second-admin-password"),
-		map[string]any{"password": "taken-over"}), 401, posture.CodeUnauthorized, "")
+	adminID := n.ownAuthenticators(t, admin)[0].IdentityID
+	seq := n.lastSeq(t)
+	for _, token := range []string{second, admin} {
+		expectError(t, n.do(t, http.MethodPatch, mgmt+"/authenticators/"+adminAuth, token, map[string]any{"password": "taken-over"}), 401, posture.CodeUnauthorized, "")
+		expectError(t, n.do(t, http.MethodPost, mgmt+"/enrollments", token, map[string]any{"method": "ott", "identityId": adminID}), 400, posture.CodeCouldNotValidate, "identityId")
+		expectError(t, n.do(t, http.MethodDelete, mgmt+"/identities/"+adminID+"/mfa", token, nil), 401, posture.CodeUnauthorized, "")
+	}
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators", second,
+		map[string]any{"method": "updb", "identityId": adminID, "username": "admin-too", "password": "taken-over"}), 401, posture.CodeUnauthorized, "")
+	expectError(t, n.do(t, http.MethodDelete, mgmt+"/authenticators/"+adminAuth, second, nil), 401, posture.CodeUnauthorized, "")
+	if got := n.lastSeq(t); got != seq {
+		t.Fatalf("refused changes of the default admin appended events: %d -> %d", seq, got)
+	}
 	n.login(t, api.ManagementBase, "admin", testAdminPassword) // unchanged
 
 	// The admin's own, as on the client API: the current password is asked.

@@ -240,6 +240,12 @@ func TestExtJWTSigners(t *testing.T) {
 	if got := fetches.Load(); got != 1 {
 		t.Fatalf("the key set was fetched %d times, want 1 (cached)", got)
 	}
+	// Any admin may add a signer; none signs in as the default admin.
+	defaultAdmin, err := n.store.IdentityByName("admin")
+	if err != nil || !defaultAdmin.IsDefaultAdmin {
+		t.Fatalf("the default admin: %+v %v", defaultAdmin, err)
+	}
+	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { c["uid"] = defaultAdmin.ID }))), "default admin")
 	otherRSA, _ := rsa.GenerateKey(rand.Reader, 2048)
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, otherRSA, "k1", jwksClaims(nil))), "signature")
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodRS256, rsaKey, "k1", jwksClaims(func(c jwt.MapClaims) { c["aud"] = "aud-3" }))), "audience")
