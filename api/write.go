@@ -101,6 +101,23 @@ func (w *Writer) ModelContext(ctx context.Context, st Stamp, decide func() ([]po
 	})
 }
 
+// ChangeSubject is Change on one subject, whose decide reads the state the
+// subject's last event left (applied here before decide runs): an
+// identity's MFA enrollment, the end of one of its API sessions.
+func (w *Writer) ChangeSubject(c echo.Context, subject string, decide func() ([]posture.Payload, error)) error {
+	return w.Change(c.Request().Context(), StampOf(c), Change{
+		Subject: subject,
+		Expect: func(ctx context.Context) (uint64, error) {
+			last, err := w.Log.LastSubjectSeq(ctx, subject)
+			if err != nil {
+				return 0, err
+			}
+			return last, w.Barrier.WaitFor(ctx, last)
+		},
+		Decide: decide,
+	})
+}
+
 // Change is a change of one subject under optimistic concurrency (Writer.Change).
 type Change struct {
 	// Subject is the subject whose last sequence the change expects.

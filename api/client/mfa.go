@@ -2,7 +2,6 @@ package client
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
@@ -432,28 +431,15 @@ func (a mfaOps) withCode(c echo.Context, run func(now time.Time, failed *bool) e
 // event of the identity came in between, the others (mfa.passed) follow.
 // On a lost race decide runs again on the newer state, so that a code is
 // accepted once even when two requests (or two nodes) race with it. It
-// returns once the projection has applied the change (api.Writer.Change).
+// returns once the projection has applied the change (api.Writer.ChangeSubject).
 func (a mfaOps) mfaChange(c echo.Context, identityID string, decide func(*posture.MFA) ([]posture.Payload, error)) error {
-	subject := posture.SubjectFor(posture.SubjectMFA, identityID)
-	return a.writer.Change(c.Request().Context(), api.StampOf(c), api.Change{
-		Subject: subject,
-		// The log's last MFA event of the identity, once applied here: the
-		// enrollment decide reads is the newest.
-		Expect: func(ctx context.Context) (uint64, error) {
-			last, err := a.writer.Log.LastSubjectSeq(ctx, subject)
-			if err != nil {
-				return 0, err
-			}
-			return last, a.writer.Barrier.WaitFor(ctx, last)
-		},
-		Decide: api.Budgeted(c, a.budget, identityID, func() ([]posture.Payload, error) {
-			m, err := a.of(identityID)
-			if err != nil {
-				return nil, err
-			}
-			return decide(m)
-		}),
-	})
+	return a.writer.ChangeSubject(c, posture.SubjectFor(posture.SubjectMFA, identityID), api.Budgeted(c, a.budget, identityID, func() ([]posture.Payload, error) {
+		m, err := a.of(identityID)
+		if err != nil {
+			return nil, err
+		}
+		return decide(m)
+	}))
 }
 
 type codeRequest struct {

@@ -95,12 +95,23 @@ func (a *API) detailAPISession(c echo.Context) error {
 
 // deleteAPISession ends an API session as its logout would (its sessions
 // go with it), recorded as removed.
+// deleteAPISession ends an API session once: concurrent deletes of one
+// are decided in turn on its identity's API-session subject, and all but
+// the first find it gone.
 func (a *API) deleteAPISession(c echo.Context) error {
-	s, err := a.Store.APISession(c.Param("id"))
-	if s, err = found(s, err, "API session", c.Param("id")); err != nil {
+	id := c.Param("id")
+	s, err := a.Store.APISession(id)
+	if s, err = found(s, err, "API session", id); err != nil {
 		return err
 	}
-	if _, err := a.Writer.Append(c, posture.APISessionDeleted{ID: s.ID, IdentityID: s.IdentityID, Reason: posture.EndRemoved}); err != nil {
+	end := posture.APISessionDeleted{ID: s.ID, IdentityID: s.IdentityID, Reason: posture.EndRemoved}
+	if err := a.Writer.ChangeSubject(c, end.Subject(), func() ([]posture.Payload, error) {
+		_, err := a.Store.APISession(id)
+		if _, err = found(s, err, "API session", id); err != nil {
+			return nil, err
+		}
+		return []posture.Payload{end}, nil
+	}); err != nil {
 		return err
 	}
 	a.Auth.Forget(s.ID)
@@ -125,12 +136,21 @@ func (a *API) detailSession(c echo.Context) error {
 }
 
 // deleteSession ends a session as its owner's delete would.
+// deleteSession ends a session once, as deleteAPISession.
 func (a *API) deleteSession(c echo.Context) error {
-	s, err := a.Store.Session(c.Param("id"))
-	if s, err = found(s, err, "session", c.Param("id")); err != nil {
+	id := c.Param("id")
+	s, err := a.Store.Session(id)
+	if s, err = found(s, err, "session", id); err != nil {
 		return err
 	}
-	if _, err := a.Writer.Append(c, posture.SessionDeleted{ID: s.ID, IdentityID: s.IdentityID}); err != nil {
+	end := posture.SessionDeleted{ID: s.ID, IdentityID: s.IdentityID}
+	if err := a.Writer.ChangeSubject(c, end.Subject(), func() ([]posture.Payload, error) {
+		_, err := a.Store.Session(id)
+		if _, err = found(s, err, "session", id); err != nil {
+			return nil, err
+		}
+		return []posture.Payload{end}, nil
+	}); err != nil {
 		return err
 	}
 	return api.Empty(c)

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,19 +192,48 @@ func TestAdminListsAndEndsSessions(t *testing.T) {
 	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/sessions/"+sess, ep.token, nil), 401, posture.CodeUnauthorized, "")
 
-	// The admin ends the session: its owner no longer has it.
-	if r := n.do(t, http.MethodDelete, mgmt+"/sessions/"+sess, admin, nil); r.Status != http.StatusOK {
-		t.Fatalf("delete session: %d %s", r.Status, r.Body)
+	// deleteOnce deletes at path from 8 requests at once: one ends it, once
+	// (one event of the type), the others find it gone.
+	deleteOnce := func(path, eventType string) {
+		t.Helper()
+		from := n.lastSeq(t) + 1
+		statuses := make(chan int, 8)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() { statuses <- n.do(t, http.MethodDelete, path, admin, nil).Status })
+		}
+		wg.Wait()
+		close(statuses)
+		var got []int
+		for s := range statuses {
+			got = append(got, s)
+		}
+		slices.Sort(got)
+		if got[0] != http.StatusOK || got[1] != http.StatusNotFound || got[7] != http.StatusNotFound {
+			t.Fatalf("concurrent deletes of %s: %v", path, got)
+		}
+		ends := 0
+		if err := n.elog.Read(t.Context(), from, 0, func(b []posture.Event) error {
+			for _, e := range b {
+				if e.Type == eventType {
+					ends++
+				}
+			}
+			return nil
+		}); err != nil || ends != 1 {
+			t.Fatalf("concurrent deletes of %s: %d %s events (%v)", path, ends, eventType, err)
+		}
 	}
+
+	// The admin ends the session: its owner no longer has it.
+	deleteOnce(mgmt+"/sessions/"+sess, posture.SessionDeleted{}.EventType())
 	expectError(t, n.do(t, http.MethodGet, clientAPI+"/sessions/"+sess, ep.token, nil), 404, posture.CodeNotFound, "")
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/sessions/"+sess, admin, nil), 404, posture.CodeNotFound, "")
 
 	// The admin ends the API session: its token no longer authenticates,
 	// and the session made on it ends too.
 	again := newSession()
-	if r := n.do(t, http.MethodDelete, mgmt+"/api-sessions/"+ep.apiSessionID, admin, nil); r.Status != http.StatusOK {
-		t.Fatalf("delete API session: %d %s", r.Status, r.Body)
-	}
+	deleteOnce(mgmt+"/api-sessions/"+ep.apiSessionID, posture.APISessionDeleted{}.EventType())
 	expectError(t, n.do(t, http.MethodGet, clientAPI+"/current-api-session", ep.token, nil), 401, posture.CodeUnauthorized, "")
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/sessions/"+again, admin, nil), 404, posture.CodeNotFound, "")
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/api-sessions/"+ep.apiSessionID, admin, nil), 404, posture.CodeNotFound, "")
