@@ -163,7 +163,11 @@ func buildDeb(o Options, bin, version, goarch string) (string, error) {
 		Section:     "net",
 		Priority:    "optional",
 		Maintainer:  "postured maintainers <postured@localhost>",
-		Description: "Posture-evaluation controller for zero-trust networks (OpenZiti wire compatible), event sourced on NATS JetStream.",
+		Description: "posture-evaluation controller for zero-trust networks\n" +
+			"postured decides whether an endpoint may reach a network service, from\n" +
+			"service policies and posture checks (OS, MAC, MFA, processes, domain).\n" +
+			"It speaks the OpenZiti Edge Client and management APIs and keeps every\n" +
+			"fact in an event log (NATS JetStream, embedded by default).",
 		Homepage:    "https://github.com/seed-0809debe/posture",
 		Overridables: nfpm.Overridables{
 			Contents: files.Contents{
@@ -171,8 +175,11 @@ func buildDeb(o Options, bin, version, goarch string) (string, error) {
 				{Source: filepath.Join(deploy, "systemd", "postured.service"), Destination: debUnit, FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 				{Source: filepath.Join(deploy, "systemd", "postured.sysusers"), Destination: debSysusers, FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 			},
+			// systemd-sysusers creates the user; adduser where it is missing.
+			Depends: []string{"systemd | adduser"},
 			Scripts: nfpm.Scripts{
 				PostInstall: filepath.Join(deploy, "debian", "postinst"),
+				PreRemove:   filepath.Join(deploy, "debian", "prerm"),
 				PostRemove:  filepath.Join(deploy, "debian", "postrm"),
 			},
 		},

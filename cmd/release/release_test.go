@@ -89,9 +89,16 @@ func TestReleaseDeb(t *testing.T) {
 	ctrl := t.TempDir()
 	dpkg("--control", deb, ctrl)
 	unit := readFile(t, filepath.Join(root, debUnit))
-	for _, want := range []string{"ExecStart=" + debBinary + " serve", "User=postured", "StateDirectory=postured"} {
+	for _, want := range []string{"ExecStart=" + debBinary + " serve", "User=postured", "StateDirectory=postured", "StateDirectoryMode=0700", "UMask=0077"} {
 		if !strings.Contains(unit, want) {
 			t.Errorf("packaged unit has no %q:\n%s", want, unit)
+		}
+	}
+	// systemd's own measure of the sandbox: 8.5 EXPOSED before it was
+	// hardened, 1.7 after (the threshold is in tenths: 3.0).
+	if _, err := exec.LookPath("systemd-analyze"); err == nil {
+		if b, err := exec.Command("systemd-analyze", "security", "--offline=yes", "--threshold=30", filepath.Join(root, debUnit)).CombinedOutput(); err != nil {
+			t.Errorf("systemd-analyze security: %v\n%s", err, b)
 		}
 	}
 	if sysusers := readFile(t, filepath.Join(root, debSysusers)); !regexp.MustCompile(`(?m)^u postured - .* /var/lib/postured$`).MatchString(sysusers) {
@@ -100,8 +107,17 @@ func TestReleaseDeb(t *testing.T) {
 	if postinst := readFile(t, filepath.Join(ctrl, "postinst")); !strings.Contains(postinst, "systemd-sysusers postured.conf") {
 		t.Errorf("postinst does not create the user:\n%s", postinst)
 	}
+	if postinst := readFile(t, filepath.Join(ctrl, "postinst")); !strings.Contains(postinst, "systemctl try-restart postured.service") {
+		t.Errorf("postinst does not restart the service on an upgrade:\n%s", postinst)
+	}
+	if prerm := readFile(t, filepath.Join(ctrl, "prerm")); !strings.Contains(prerm, "systemctl stop postured.service") {
+		t.Errorf("prerm does not stop the service on a removal:\n%s", prerm)
+	}
 	if _, err := os.Stat(filepath.Join(ctrl, "postrm")); err != nil {
 		t.Error(err)
+	}
+	if got := strings.TrimSpace(dpkg("--field", deb, "Depends")); got != "systemd | adduser" {
+		t.Errorf("Depends %q", got)
 	}
 
 	// The packaged binary is stamped: its version commands name the
