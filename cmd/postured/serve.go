@@ -251,6 +251,8 @@ func (s *serveCmd) validate() error {
 		}
 		if _, port, err := net.SplitHostPort(l.addr); err != nil || port == "" {
 			return fmt.Errorf("%s %q: want host:port (or :port for every address)", l.flag, l.addr)
+		} else if _, err := net.LookupPort("tcp", port); err != nil {
+			return fmt.Errorf("%s %q: the port must be 0 to 65535 (0: any free port)", l.flag, l.addr)
 		}
 	}
 	if s.Advertise != "" {

@@ -56,6 +56,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--advertise", "nohostport", data}, `--advertise "nohostport": want host:port`, "postured serve"},
 		{[]string{"serve", "--nats-listen", "nohostport", data}, `--nats-listen "nohostport": want host:port`, "postured serve"},
 		{[]string{"serve", "--metrics-listen", "bad", data}, `--metrics-listen "bad": want host:port`, "postured serve"},
+		{[]string{"serve", "--listen", "127.0.0.1:99999", data}, `--listen "127.0.0.1:99999": the port must be 0 to 65535`, "postured serve"},
 		{[]string{"serve", "--disk-reserve-mib=-1", data}, "--disk-reserve-mib may not be negative", "postured serve"},
 		// A negative number needs no "=": it is the flag's value, which
 		// the command checks.
