@@ -86,7 +86,7 @@ func TestDashboardAndRulesNameRealSeries(t *testing.T) {
 		}
 	}
 	// The rules cover what an operator must hear about.
-	for _, want := range []string{"postured_projection_lag_", "postured_append_duration_seconds_count{result=\"error\"}", "postured_failed_service_requests_total", "postured_disk_free_bytes", "postured_out_of_space", "postured_projection_halted_sequence"} {
+	for _, want := range []string{"postured_projection_lag_", "postured_append_duration_seconds_count{result=\"error\"}", "postured_failed_service_requests_total", "postured_disk_free_bytes", "postured_out_of_space", "postured_projection_halted_sequence", "postured_log_missing_messages", "postured_checkpoint_covered_sequence"} {
 		if !slices.ContainsFunc(sources["rules"], func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("no alert rule on %s (alerts: %q)", want, alerts)
 		}
@@ -96,7 +96,21 @@ func TestDashboardAndRulesNameRealSeries(t *testing.T) {
 	}
 
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
-	newStory(t, n).play(t)
+	st := newStory(t, n)
+	st.play(t)
+	// A would-deny: the check made report-only, the old OS reported again,
+	// a session of another service granted in spite of it.
+	admin := n.adminToken(t)
+	if r := n.do(t, http.MethodPatch, mgmt+"/posture-checks/"+st.check, admin, map[string]any{"enforcement": map[string]any{"mode": "report"}}); r.Status != http.StatusOK {
+		t.Fatalf("report-only: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", st.ep.token, map[string]any{"id": st.check, "typeId": "OS", "type": "Windows", "version": "6.1.7601"}); r.Status != http.StatusCreated {
+		t.Fatalf("posture: %d %s", r.Status, r.Body)
+	}
+	erp := n.create(t, admin, "services", map[string]any{"name": "erp", "roleAttributes": []string{"apps"}})
+	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", st.ep.token, map[string]any{"serviceId": erp}); r.Status != http.StatusCreated {
+		t.Fatalf("session under a report-only check: %d %s", r.Status, r.Body)
+	}
 	r := n.do(t, http.MethodGet, "/metrics", "", nil)
 	if r.Status != http.StatusOK {
 		t.Fatalf("/metrics: %d", r.Status)
