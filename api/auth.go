@@ -138,12 +138,21 @@ func (a *Auth) apiSession(c echo.Context, hash string) (posture.APISession, erro
 	if !errors.Is(err, posture.ErrNotFound) || a.CatchUp == nil || !a.mayCatchUp(Source(c)) {
 		return s, err
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), catchUpWait)
-	defer cancel()
-	if a.CatchUp(ctx) != nil {
+	if !a.catchUp(c) {
 		return s, err // still unknown as far as the node can tell
 	}
 	return a.Sessions.APISessionByTokenHash(hash)
+}
+
+// catchUp waits, at most catchUpWait, until the node has applied every
+// event the log held when the request came, and says whether it did.
+func (a *Auth) catchUp(c echo.Context) bool {
+	if a.CatchUp == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), catchUpWait)
+	defer cancel()
+	return a.CatchUp(ctx) == nil
 }
 
 // mayCatchUp takes one catch-up from the source's bucket.

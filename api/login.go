@@ -121,6 +121,7 @@ func (l *Login) password(c echo.Context) error {
 	if err := l.Limiter.Allow(c, subject); err != nil {
 		return err
 	}
+	l.catchUp(c)
 	auth, err := l.Store.AuthenticatorByUsername(req.Username)
 	if err != nil && !errors.Is(err, posture.ErrNotFound) {
 		l.Limiter.Released(c, subject)
@@ -204,6 +205,7 @@ func (l *Login) verified(c echo.Context, req authenticateRequest, method string,
 	if err := l.Limiter.Allow(c, ""); err != nil {
 		return err
 	}
+	l.catchUp(c)
 	identity, au, err := verify()
 	if posture.CodeOf(err) == posture.CodeInvalidAuth {
 		l.Limiter.Failed(c, "")
@@ -212,6 +214,17 @@ func (l *Login) verified(c echo.Context, req authenticateRequest, method string,
 		return err
 	}
 	return l.startSession(c, identity, au, method, req)
+}
+
+// catchUp makes a login see the credentials changed through another node
+// a moment ago (a user created, a password changed, a certificate
+// enrolled): the node catches up with the log before it reads them, whether
+// they turn out to be known or not, so that both cost the same. The reads
+// of the log's position are shared between concurrent requests.
+func (l *Login) catchUp(c echo.Context) {
+	if l.Auth != nil {
+		l.Auth.catchUp(c)
+	}
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.

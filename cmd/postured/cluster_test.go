@@ -300,6 +300,36 @@ func TestClusterTokenWorksOnEveryNode(t *testing.T) {
 	}
 }
 
+// TestClusterLoginSeesNewUsers: a user created through one node logs in
+// through another at once: a login catches up with the log before it reads
+// the credentials.
+func TestClusterLoginSeesNewUsers(t *testing.T) {
+	_, a, b := startTwoNodes(t)
+	hash, err := api.HashPassword(t.Context(), "new-user-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		// The user as a node creates it, appended without waiting for any
+		// projection; then at once a login on B.
+		now, name := time.Now().UTC(), fmt.Sprintf("new-user-%d", i)
+		id := posture.Identity{ID: posture.NewID(), Name: name, Type: posture.IdentityUser, RoleAttributes: []string{}, CreatedAt: now, UpdatedAt: now}
+		for _, p := range []posture.Payload{
+			posture.Created[posture.Identity]{Entity: id},
+			posture.Created[posture.Authenticator]{Entity: posture.Authenticator{ID: posture.NewID(), IdentityID: id.ID, Method: posture.MethodPassword,
+				Username: name, PasswordHash: hash, CreatedAt: now, UpdatedAt: now}},
+		} {
+			if _, err := a.elog.Append(t.Context(), posture.MustEvent(p, now)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := b.do(t, http.MethodPost, api.ClientBase+"/authenticate?method=password", "", map[string]string{"username": name, "password": "new-user-password"})
+		if r.Status != http.StatusOK {
+			t.Fatalf("user %d, created elsewhere a moment ago: %d %s", i, r.Status, r.Body)
+		}
+	}
+}
+
 // TestClusterSurvivesNATSNodeLoss: 16 clients post 2,000 posture responses
 // through two postured nodes; a third of the way in, the NATS server
 // leading the stream is shut down. Appends retry on the remaining quorum
