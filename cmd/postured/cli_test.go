@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,6 +196,24 @@ func TestOpsCommands(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{posture.TypeSessionDenied, posture.TypeSessionCreated}, types); diff != "" {
 		t.Fatalf("events tail (-want +got):\n%s", diff)
+	}
+	// --no-follow stops after the newest event: the same two, and an end;
+	// following says on stderr from where it prints.
+	var tailOut, errOut lockedBuffer
+	if err := posturedStreams(t.Context(), &tailOut, &errOut, append([]string{"events", "tail", "--no-follow", "--from", "1", "--identity", ep.id, "--type", "session.denied,session.created"}, auditor...)...); err != nil ||
+		strings.Count(tailOut.String(), "\n") != 2 || errOut.String() != "" {
+		t.Fatalf("events tail --no-follow: %v\n%s%s", err, tailOut.String(), errOut.String())
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for !strings.Contains(errOut.String(), "following") && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if err := posturedStreams(ctx, &tailOut, &errOut, append([]string{"events", "tail"}, auditor...)...); err != nil ||
+		!regexp.MustCompile(`^postured: following the log from sequence \d+ \(Ctrl-C stops\)\n$`).MatchString(errOut.String()) {
+		t.Fatalf("events tail: %v %q", err, errOut.String())
 	}
 
 	// A replay into a fresh directory gives the live projection's bytes,

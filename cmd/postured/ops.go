@@ -238,6 +238,7 @@ type eventsTailCmd struct {
 	Identity string   `help:"Only events about this identity."`
 	Type     []string `help:"Only events of these types (repeatable, or comma-separated)."`
 	From     uint64   `help:"Start at this sequence (default: after the newest event)."`
+	NoFollow bool     `help:"Stop after the newest event (the log's newest when the command starts) instead of following the log: with --from, a dump."`
 }
 
 // listed reads a repeatable, comma-separated flag whose values must be
@@ -273,18 +274,31 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 	}
 	defer l.Close()
 	watchConnection(l.Conn(), s.err)
+	last, err := l.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
 	from := t.From
 	if from == 0 {
-		last, err := l.LastSeq(ctx)
-		if err != nil {
-			return err
-		}
 		from = last + 1
+	}
+	read := func(from uint64, fn func([]posture.Event) error) error {
+		if !t.NoFollow {
+			return l.Consume(ctx, from, fn)
+		}
+		if from > last {
+			return nil
+		}
+		return l.Read(ctx, from, last, fn)
+	}
+	if !t.NoFollow {
+		// Every event from here on is printed: a script may act now.
+		fmt.Fprintf(s.err, "postured: following the log from sequence %d (Ctrl-C stops)\n", from)
 	}
 	enc := json.NewEncoder(s.out)
 	enc.SetEscapeHTML(false)
 	for {
-		err = l.Consume(ctx, from, func(batch []posture.Event) error {
+		err = read(from, func(batch []posture.Event) error {
 			for _, e := range batch {
 				from = e.Seq + 1
 				if len(types) > 0 && !types[e.Type] {

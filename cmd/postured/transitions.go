@@ -82,6 +82,13 @@ func (t *transitionsTailCmd) Run(ctx context.Context, s streams) error {
 	}
 	defer msgs.Stop()
 	go func() { <-ctx.Done(); msgs.Stop() }()
+	// The consumer stands: every transition from here on is printed, and a
+	// script may act now.
+	from := "after the newest transition"
+	if t.All {
+		from = "the oldest transition kept"
+	}
+	fmt.Fprintf(s.err, "postured: following %s from %s (Ctrl-C stops)\n", tr.Name(), from)
 	for {
 		msg, err := msgs.Next()
 		if err != nil {
