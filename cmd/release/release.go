@@ -156,19 +156,19 @@ func buildBinary(ctx context.Context, o Options, goos, goarch string) (path, ver
 func buildDeb(o Options, bin, version, goarch string) (string, error) {
 	deploy := filepath.Join(o.Root, "deploy")
 	info := nfpm.WithDefaults(&nfpm.Info{
-		Name:        "postured",
-		Arch:        goarch,
-		Platform:    "linux",
-		Version:     version,
-		Section:     "net",
-		Priority:    "optional",
-		Maintainer:  "postured maintainers <postured@localhost>",
+		Name:       "postured",
+		Arch:       goarch,
+		Platform:   "linux",
+		Version:    version,
+		Section:    "net",
+		Priority:   "optional",
+		Maintainer: "postured maintainers <postured@localhost>",
 		Description: "posture-evaluation controller for zero-trust networks\n" +
 			"postured decides whether an endpoint may reach a network service, from\n" +
 			"service policies and posture checks (OS, MAC, MFA, processes, domain).\n" +
 			"It speaks the OpenZiti Edge Client and management APIs and keeps every\n" +
 			"fact in an event log (NATS JetStream, embedded by default).",
-		Homepage:    "https://github.com/seed-0809debe/posture",
+		Homepage: "https://github.com/seed-0809debe/posture",
 		Overridables: nfpm.Overridables{
 			Contents: files.Contents{
 				{Source: bin, Destination: debBinary, FileInfo: &files.ContentFileInfo{Mode: 0o755}},
