@@ -2,6 +2,7 @@ package client
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -42,17 +43,25 @@ type ExtJWTStore interface {
 
 // SharedRoutes are the client API's operations the management API serves
 // too, as OpenZiti's does: an admin who logs in there with MFA finishes the
-// login there (the partial API session is the same), reads the current
-// identity and reads and changes its own authenticators.
+// login there (the partial API session is the same); the current identity,
+// its MFA and its authenticators (read, changed, a certificate extended),
+// as the ziti CLI manages an admin's own; and the public enrollment
+// documents. What a client's session may do there, only an admin's may do
+// on the management API.
 func (a *API) SharedRoutes() []api.Route {
-	return []api.Route{
-		{Method: http.MethodPost, Path: "/authenticate/mfa", Access: api.Partial, Handler: a.mfa().authenticateMFA},
-		{Method: http.MethodGet, Path: "/current-identity", Access: api.Admin, Handler: a.currentIdentity},
-		{Method: http.MethodGet, Path: "/current-identity/authenticators", Access: api.Admin, Handler: a.listAuthenticators},
-		{Method: http.MethodGet, Path: "/current-identity/authenticators/:id", Access: api.Admin, Handler: a.detailAuthenticator},
-		{Method: http.MethodPut, Path: "/current-identity/authenticators/:id", Access: api.Admin, Handler: a.updateAuthenticator},
-		{Method: http.MethodPatch, Path: "/current-identity/authenticators/:id", Access: api.Admin, Handler: a.patchAuthenticator},
+	var out []api.Route
+	for _, r := range append(a.identityRoutes(), a.enrollRoutes()...) {
+		shared := r.Path == "/authenticate/mfa" || r.Path == "/.well-known/est/cacerts" || r.Path == "/network-jwts" ||
+			strings.HasPrefix(r.Path, "/current-identity")
+		if !shared {
+			continue
+		}
+		if r.Access == api.Session || r.Access == api.Partial && r.Path != "/authenticate/mfa" {
+			r.Access = api.Admin
+		}
+		out = append(out, r)
 	}
+	return out
 }
 
 // identityRoutes are the current identity's operations: MFA, authenticators,

@@ -444,17 +444,30 @@ func decodeQR(t testing.TB, data []byte) string {
 	return res.GetText()
 }
 
-// An admin with MFA logs in on the management API alone, as the ziti CLI
-// does: the password gives a partial API session whose authQuery points at
-// ./authenticate/mfa, which the management API serves; until then the
-// admin's operations are refused, after it they are allowed, and
-// /current-identity names the admin.
+// An admin enrolls MFA and logs in with it on the management API alone, as
+// the ziti CLI does: the password gives a partial API session whose
+// authQuery points at ./authenticate/mfa, which the management API serves;
+// until then the admin's operations are refused, after it they are
+// allowed, and /current-identity names the admin.
 func TestManagementLoginWithMFA(t *testing.T) {
 	cfg := defaultTestConfig(t.TempDir())
 	clk := useFakeClock(&cfg)
 	n := startTestNode(t, cfg)
 	tok := n.createUser(t, "mfa-admin", "mfa-admin-password", true)
-	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
+	if r := n.do(t, http.MethodPost, mgmt+"/current-identity/mfa", tok, nil); r.Status != http.StatusCreated {
+		t.Fatalf("enroll MFA on the management API: %d %s", r.Status, r.Body)
+	}
+	var enrolled mfaDetail
+	n.getJSON(t, mgmt+"/current-identity/mfa", tok, &enrolled)
+	key, err := otp.NewKeyFromURL(enrolled.ProvisioningURL)
+	if err != nil {
+		t.Fatalf("provisioning URL %q: %v", enrolled.ProvisioningURL, err)
+	}
+	secret := key.Secret()
+	if r := n.do(t, http.MethodPost, mgmt+"/current-identity/mfa/verify", tok, map[string]string{"code": totpAt(t, secret, clk.Now())}); r.Status != http.StatusOK {
+		t.Fatalf("verify MFA on the management API: %d %s", r.Status, r.Body)
+	}
+	clk.Advance(30 * time.Second) // the next code
 
 	r := n.do(t, http.MethodPost, mgmt+"/authenticate?method=password", "", map[string]string{"username": "mfa-admin", "password": "mfa-admin-password"})
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"httpUrl":"./authenticate/mfa"`) {
@@ -486,4 +499,5 @@ func TestManagementLoginWithMFA(t *testing.T) {
 	if r := n.do(t, http.MethodGet, mgmt+"/current-identity", user, nil); r.Status != http.StatusForbidden && r.Status != http.StatusUnauthorized {
 		t.Fatalf("a non-admin's current-identity on the management API: %d %s", r.Status, r.Body)
 	}
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/current-identity/mfa", user, nil), 401, posture.CodeUnauthorized, "")
 }
