@@ -99,6 +99,7 @@ func (a *API) relationRoutes() []api.Route {
 		sub(a, posture.KindService, "service", "service-policies", "service policy", selecting(sp, serviceRoles), policyView),
 		sub(a, posture.KindService, "service", "service-edge-router-policies", "service edge router policy", selecting(serp, serviceRoles), serpView),
 		sub(a, posture.KindService, "service", "edge-routers", "edge router", a.serviceRouters, routerView),
+		sub(a, posture.KindService, "service", "identities", "identity", a.serviceIdentities, identityView),
 		sub(a, posture.KindService, "service", "configs", "config", a.serviceConfigs, pure(a.configView)),
 		sub(a, posture.KindConfigType, "config type", "configs", "config", a.typeConfigs, pure(a.configView)),
 		sub(a, posture.KindConfig, "config", "services", "service", a.configServices, serviceView),
@@ -120,6 +121,12 @@ func (a *API) union(policyKind posture.Kind, fromField, id, toField string) []st
 // identityServices are the services any service policy grants the identity.
 func (a *API) identityServices(id string) []string {
 	return a.union(posture.KindServicePolicy, identityRoles, id, serviceRoles)
+}
+
+// serviceIdentities are the identities a service policy grants the
+// service (of either type, as the controller lists them).
+func (a *API) serviceIdentities(id string) []string {
+	return a.union(posture.KindServicePolicy, serviceRoles, id, identityRoles)
 }
 
 // identityRouters are the edge routers the identity may use.

@@ -67,6 +67,9 @@ func TestPolicyRoleMatching(t *testing.T) {
 	expect("/identities/"+alice+"/services", crm, wiki)
 	expect("/identities/"+bob+"/services", vault, wiki)
 	expect("/services/"+wiki+"/service-policies", anyOf, everyone, empty)
+	expect("/services/"+wiki+"/identities", alice, bob, carol, n.adminID(t, tok))
+	expect("/services/"+crm+"/identities", alice, carol)
+	expect("/services/"+vault+"/identities", bob)
 	expect("/posture-checks/"+check+"/service-policies", allOf, anyOf, byID, everyone, empty)
 
 	// Display names resolve @id to @name.
