@@ -120,6 +120,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.checkRoutes()...)
 	routes = append(routes, a.identityResourceRoutes()...)
 	routes = append(routes, a.identityRoutes()...)
+	routes = append(routes, authPolicyRoutes()...)
 	routes = append(routes, a.authenticatorRoutes()...)
 	routes = append(routes, a.services().routes()...)
 	routes = append(routes, a.configTypes().routes()...)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 )
 
@@ -97,10 +98,18 @@ func TestEveryOperationMatchesItsDocument(t *testing.T) {
 	}
 	for _, p := range []string{"/identity-role-attributes", "/service-role-attributes", "/edge-router-role-attributes", "/posture-check-role-attributes",
 		"/posture-check-types", "/posture-check-types/MFA", "/authenticators", "/enrollments", "/enrollments/" + enr, "/cas", "/controllers",
-		"/identities/" + ep.id + "/policy-advice/" + svc, "/identity-types", "/identity-types/Device", "/current-identity/authenticators"} {
+		"/identities/" + ep.id + "/policy-advice/" + svc, "/identity-types", "/identity-types/Device", "/current-identity/authenticators",
+		"/auth-policies", "/auth-policies/default", "/services/" + svc + "/identities", "/network-jwts"} {
 		ok(http.MethodGet, mgmt+p, admin, nil, http.StatusOK)
 	}
 	ok(http.MethodGet, mgmt+"/identity-types/Nobody", admin, nil, http.StatusNotFound)
+	ok(http.MethodGet, mgmt+"/auth-policies/strict", admin, nil, http.StatusNotFound)
+	// Every identity names the default auth policy, which says what logins
+	// allow; it is read, not changed.
+	if d := n.detail(t, admin, "auth-policies", "default"); d["primary"].(map[string]any)["updb"].(map[string]any)["minPasswordLength"] != float64(api.MinPassword) {
+		t.Errorf("the default auth policy: %v", d)
+	}
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/auth-policies", admin, map[string]any{"name": "strict"}), http.StatusMethodNotAllowed, posture.CodeMethodNotAllowed, "")
 	// Authenticators: an admin sets another identity's, and its own as the
 	// client API lets any identity do.
 	epAuth, _ := n.listIDs(t, admin, "/identities/"+ep.id+"/authenticators", "")
