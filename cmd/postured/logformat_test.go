@@ -75,3 +75,25 @@ func TestJSONLogEveryLine(t *testing.T) {
 		t.Errorf("last record %v, want the reason", last)
 	}
 }
+
+// TestOpenDataDirectoryIsSaid: a data directory that other users may read
+// (made by someone else with a wider mode) is left as it is and said at
+// start; postured's own (0700) is not.
+func TestOpenDataDirectoryIsSaid(t *testing.T) {
+	const warning = "the data directory is open to other users: chmod 700 it (under systemd: StateDirectoryMode=0700)"
+	for _, mode := range []os.FileMode{0o755, 0o700} {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		p := startBinary(t, dir, "POSTURED_LOG_FORMAT=json")
+		p.stop(t)
+		said := false
+		for _, rec := range jsonLines(t, p.log()) {
+			said = said || rec["msg"] == warning && rec["mode"] == "0755" && rec["level"] == "WARN"
+		}
+		if said != (mode == 0o755) {
+			t.Errorf("data directory %04o: warned %v:\n%s", mode, said, p.log())
+		}
+	}
+}

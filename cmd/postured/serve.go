@@ -528,6 +528,13 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", s.DataDir, err)
 	}
+	// It holds the CA key and every identity's history: a directory made
+	// by someone else with a wider mode (systemd's StateDirectory is 0755
+	// unless told otherwise) is left as it is, and said.
+	if fi, err := os.Stat(s.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the data directory is open to other users: chmod 700 it (under systemd: StateDirectoryMode=0700)",
+			"dir", s.DataDir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
 	// One node per data directory: the lock comes before anything in it is
 	// opened, and is released after everything is closed.
 	lock, err := datadir.Acquire(s.DataDir)
