@@ -51,18 +51,22 @@ type Configs struct {
 	types []string // ids, or AllConfigTypes alone
 }
 
-// AskedConfigs reads the config types a request asks for.
-func AskedConfigs(c echo.Context, r ModelReader) Configs {
+// AskedConfigs reads the config types a request asks for; the parameter
+// names at most MaxConfigTypes, as a login's body does.
+func AskedConfigs(c echo.Context, r ModelReader) (Configs, error) {
 	var asked []string
 	for _, v := range c.QueryParams()["configTypes"] {
 		asked = append(asked, strings.Split(v, ",")...)
+	}
+	if err := CheckList("configTypes", asked, MaxConfigTypes, MaxLabel); err != nil {
+		return Configs{}, err
 	}
 	if len(asked) == 0 {
 		if p := PrincipalOf(c); p != nil {
 			asked = p.Session.ConfigTypes
 		}
 	}
-	return Configs{r: r, types: ConfigTypeIDs(r, asked)}
+	return Configs{r: r, types: ConfigTypeIDs(r, asked)}, nil
 }
 
 // Of returns a service's configs of the asked types, each config's data

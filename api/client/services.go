@@ -132,7 +132,10 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 			}
 		}
 	}
-	configs := api.AskedConfigs(c, a.Store)
+	configs, err := api.AskedConfigs(c, a.Store)
+	if err != nil {
+		return nil, err
+	}
 	roles, err := api.RoleQuery(c)
 	if err != nil {
 		return nil, err

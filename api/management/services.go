@@ -39,8 +39,13 @@ func (a *API) services() *resource[posture.Service, serviceInput] {
 		build: a.buildService,
 		view:  pure(a.serviceView),
 		viewIn: func(c echo.Context) func(posture.Service) (any, error) {
-			configs := api.AskedConfigs(c, a.Store)
-			return pure(func(s posture.Service) any { return a.serviceViewWith(s, configs.Of(s.Configs)) })
+			configs, err := api.AskedConfigs(c, a.Store)
+			return func(s posture.Service) (any, error) {
+				if err != nil {
+					return nil, err
+				}
+				return a.serviceViewWith(s, configs.Of(s.Configs)), nil
+			}
 		},
 		aliases: [][]string{{"roleAttributes", "attributes"}},
 	}

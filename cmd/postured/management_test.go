@@ -570,6 +570,9 @@ func TestConfigRelations(t *testing.T) {
 			t.Fatalf("services with config types %q: crm's config %v", asked, c)
 		}
 	}
+	tooMany := strings.TrimSuffix(strings.Repeat("host.v1,", api.MaxConfigTypes+1), ",")
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/services?configTypes="+tooMany, admin, nil), 400, posture.CodeCouldNotValidate, fmt.Sprintf("configTypes[%d]", api.MaxConfigTypes))
+	expectError(t, n.do(t, http.MethodGet, clientAPI+"/services?configTypes="+tooMany, admin, nil), 400, posture.CodeCouldNotValidate, fmt.Sprintf("configTypes[%d]", api.MaxConfigTypes))
 	if c := hostConfig(t, "/services?configTypes=intercept.v1", admin); len(c) != 0 {
 		t.Fatalf("crm has no intercept.v1 config: %v", c)
 	}
