@@ -35,9 +35,9 @@ type resource[T posture.Entity, In any] struct {
 	build func(in In, old *T, now time.Time) (T, error)
 	// view is the entity as the API shows it.
 	view func(T) (any, error)
-	// viewIn, when set, is the view as one request asks for it, in the
-	// list and detail answers (a service's configs of the asked types).
-	viewIn func(c echo.Context) func(T) (any, error)
+	// listView, when set, is the view in a list as the request asks for it
+	// (a service's configs of the asked types).
+	listView func(c echo.Context) func(T) (any, error)
 	// aliases are groups of input keys that spell the same field; a patch
 	// that sets one clears the others from the current state.
 	aliases [][]string
@@ -95,14 +95,6 @@ func (r *resource[T, In]) routes() []api.Route {
 	}
 }
 
-// viewFor is the view a request gets.
-func (r *resource[T, In]) viewFor(c echo.Context) func(T) (any, error) {
-	if r.viewIn != nil {
-		return r.viewIn(c)
-	}
-	return r.view
-}
-
 func (r *resource[T, In]) views(items []T, view func(T) (any, error)) ([]any, error) {
 	out := make([]any, len(items))
 	for i, it := range items {
@@ -137,7 +129,10 @@ func (r *resource[T, In]) list(c echo.Context) error {
 			return ok && !roles(a.EntityID(), a.Attributes())
 		})
 	}
-	view := r.viewFor(c)
+	view := r.view
+	if r.listView != nil {
+		view = r.listView(c)
+	}
 	views, err := r.views(items, view)
 	if err != nil {
 		return err
@@ -172,7 +167,7 @@ func (r *resource[T, In]) detail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := r.viewFor(c)(e)
+	v, err := r.view(e)
 	if err != nil {
 		return err
 	}

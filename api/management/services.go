@@ -38,7 +38,7 @@ func (a *API) services() *resource[posture.Service, serviceInput] {
 		},
 		build: a.buildService,
 		view:  pure(a.serviceView),
-		viewIn: func(c echo.Context) func(posture.Service) (any, error) {
+		listView: func(c echo.Context) func(posture.Service) (any, error) {
 			configs, err := api.AskedConfigs(c, a.Store)
 			return func(s posture.Service) (any, error) {
 				if err != nil {
@@ -114,15 +114,15 @@ func (a *API) config(ref string) (posture.Config, error) {
 	return get[posture.Config](a.Store, "config", id)
 }
 
-// serviceView is a service with no config asked for, as in the lists of
-// a policy's or an identity's services.
+// serviceView is a service with no config asked for, as in its detail and
+// in the lists of a policy's or an identity's services.
 func (a *API) serviceView(s posture.Service) any {
 	return a.serviceViewWith(s, map[string]map[string]any{})
 }
 
 // serviceViewWith is a service with its configs of the types the request
-// asks for (api.AskedConfigs), as the controller's management answers
-// fill them for a list or a detail.
+// asks for (api.AskedConfigs), as the controller's management answers fill
+// them in a list of services (its detail leaves them out).
 func (a *API) serviceViewWith(s posture.Service, config map[string]map[string]any) any {
 	links := api.SelfLink(string(posture.KindService), s.ID)
 	for _, sub := range []string{"service-policies", "configs", "edge-routers"} {
