@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -99,13 +100,13 @@ func (a *API) relationRoutes() []api.Route {
 		sub(a, posture.KindService, "service", "service-policies", "service policy", selecting(sp, serviceRoles), policyView),
 		sub(a, posture.KindService, "service", "service-edge-router-policies", "service edge router policy", selecting(serp, serviceRoles), serpView),
 		sub(a, posture.KindService, "service", "edge-routers", "edge router", a.serviceRouters, routerView),
-		sub(a, posture.KindService, "service", "identities", "identity", a.serviceIdentities, identityView),
 		sub(a, posture.KindService, "service", "configs", "config", a.serviceConfigs, pure(a.configView)),
 		sub(a, posture.KindConfigType, "config type", "configs", "config", a.typeConfigs, pure(a.configView)),
 		sub(a, posture.KindConfig, "config", "services", "service", a.configServices, serviceView),
 		sub(a, posture.KindCheck, "posture check", "service-policies", "service policy", selecting(sp, postureCheckRoles), policyView),
 		sub(a, posture.KindEdgeRouter, "edge router", "edge-router-policies", "edge router policy", selecting(erp, edgeRouterRoles), erpView),
 		sub(a, posture.KindEdgeRouter, "edge router", "service-edge-router-policies", "service edge router policy", selecting(serp, edgeRouterRoles), serpView),
+		{Method: http.MethodGet, Path: "/services/:id/identities", Access: api.Admin, Handler: a.serviceIdentities},
 		a.attributeRoute("posture-check-role-attributes", posture.KindCheck),
 		a.attributeRoute("identity-role-attributes", posture.KindIdentity),
 		a.attributeRoute("service-role-attributes", posture.KindService),
@@ -123,10 +124,33 @@ func (a *API) identityServices(id string) []string {
 	return a.union(posture.KindServicePolicy, identityRoles, id, serviceRoles)
 }
 
-// serviceIdentities are the identities a service policy grants the
-// service (of either type, as the controller lists them).
-func (a *API) serviceIdentities(id string) []string {
-	return a.union(posture.KindServicePolicy, serviceRoles, id, identityRoles)
+// serviceIdentities is GET /services/:id/identities: the identities a
+// service policy grants the service, of the type policyType names (Dial or
+// Bind; either when it is left out), as the controller lists them.
+func (a *API) serviceIdentities(c echo.Context) error {
+	id := c.Param("id")
+	if err := a.exists(posture.KindService, "service", id); err != nil {
+		return err
+	}
+	typ := c.QueryParam("policyType")
+	switch strings.ToLower(typ) {
+	case "":
+		return related(a, c, a.union(posture.KindServicePolicy, serviceRoles, id, identityRoles), "identity", a.identityView)
+	case "dial":
+		typ = posture.Dial
+	case "bind":
+		typ = posture.Bind
+	default:
+		return posture.Invalid("policyType", "must be Dial or Bind", typ)
+	}
+	var ids []string
+	for _, pid := range a.Store.Selecting(posture.KindServicePolicy, serviceRoles, id) {
+		if p, err := get[posture.ServicePolicy](a.Store, "service policy", pid); err == nil && p.Type == typ {
+			ids = append(ids, a.Store.Selected(posture.KindServicePolicy, pid, identityRoles)...)
+		}
+	}
+	slices.Sort(ids)
+	return related(a, c, slices.Compact(ids), "identity", a.identityView)
 }
 
 // identityRouters are the edge routers the identity may use.

@@ -50,7 +50,11 @@ func (n *testNode) detail(t testing.TB, token, collection, id string) map[string
 // listIDs lists a collection with a filter and returns the ids and total.
 func (n *testNode) listIDs(t testing.TB, token, path, filter string) ([]string, int) {
 	t.Helper()
-	r := n.do(t, http.MethodGet, mgmt+path+"?limit=500&filter="+url.QueryEscape(filter), token, nil)
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	r := n.do(t, http.MethodGet, mgmt+path+sep+"limit=500&filter="+url.QueryEscape(filter), token, nil)
 	if r.Status != http.StatusOK {
 		t.Fatalf("list %s: %d %s", path, r.Status, r.Body)
 	}

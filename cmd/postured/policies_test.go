@@ -70,6 +70,11 @@ func TestPolicyRoleMatching(t *testing.T) {
 	expect("/services/"+wiki+"/identities", alice, bob, carol, n.adminID(t, tok))
 	expect("/services/"+crm+"/identities", alice, carol)
 	expect("/services/"+vault+"/identities", bob)
+	n.create(t, tok, "service-policies", map[string]any{"name": "carol-hosts-vault", "type": "Bind", "identityRoles": []string{"@" + carol}, "serviceRoles": []string{"@" + vault}})
+	expect("/services/"+vault+"/identities", bob, carol)
+	expect("/services/"+vault+"/identities?policyType=Dial", bob)
+	expect("/services/"+vault+"/identities?policyType=bind", carol)
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/services/"+vault+"/identities?policyType=Host", tok, nil), 400, posture.CodeCouldNotValidate, "policyType")
 	expect("/posture-checks/"+check+"/service-policies", allOf, anyOf, byID, everyone, empty)
 
 	// Display names resolve @id to @name.
