@@ -189,6 +189,11 @@ func (a *API) pending(token, method string) (posture.Enrollment, error) {
 	if now := a.Writer.Now(); !now.Before(e.ExpiresAt) {
 		return e, &posture.Error{Code: posture.CodeEnrollmentExpired, Message: "the enrollment expired at " + e.ExpiresAt.UTC().Format(api.TimeFormat)}
 	}
+	// No enrollment of the default admin is made any more (every admin
+	// reads an enrollment's token); one an older node made is not redeemed.
+	if i, err := a.Enroll.Identity(e.IdentityID); err == nil && i.IsDefaultAdmin {
+		return e, &posture.Error{Code: posture.CodeInvalidEnrollmentToken, Message: "the default admin is not enrolled with a token: its credentials are its own"}
+	}
 	return e, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -264,6 +265,20 @@ func TestAdminSetsAuthenticators(t *testing.T) {
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/authenticators/"+adminAuth, second, nil), 401, posture.CodeUnauthorized, "")
 	if got := n.lastSeq(t); got != seq {
 		t.Fatalf("refused changes of the default admin appended events: %d -> %d", seq, got)
+	}
+	// An enrollment of the default admin an older node made is not redeemed.
+	token, now := posture.NewToken(), time.Now().UTC()
+	planted := posture.Enrollment{ID: posture.NewID(), Method: posture.EnrollOTT, IdentityID: adminID, TokenHash: posture.HashToken(token),
+		ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
+	last, err := n.elog.Append(t.Context(), posture.MustEvent(posture.Created[posture.Enrollment]{Entity: planted}, now))
+	if err != nil || n.store.WaitFor(t.Context(), last) != nil {
+		t.Fatal(err)
+	}
+	r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll?method=ott&token=" + token,
+		contentType: "application/x-pem-file", body: []byte(csrPEM(t, newKey(t), "admin"))})
+	expectError(t, r, 400, posture.CodeInvalidEnrollmentToken, "")
+	if got := n.lastSeq(t); got != last {
+		t.Fatalf("a refused enrollment of the default admin appended events: %d -> %d", last, got)
 	}
 	n.login(t, api.ManagementBase, "admin", testAdminPassword) // unchanged
 
