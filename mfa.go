@@ -114,6 +114,9 @@ func (p MFARecoveryCodesReplaced) Subject() string { return SubjectFor(SubjectMF
 const (
 	MFARemovedByUser  = "user"
 	MFARemovedByAdmin = "admin"
+	// MFARemovedByOperator: by an operator holding the log and the keys
+	// (postured admin recover), the default admin's break-glass.
+	MFARemovedByOperator = "operator"
 )
 
 // MFARemoved records the removal of an identity's enrollment, by the

@@ -30,6 +30,7 @@ type cli struct {
 	Events      eventsCmd      `cmd:"" help:"The event log."`
 	Transitions transitionsCmd `cmd:"" help:"The transitions stream: why and when identities' access changed."`
 	Nats        natsCmd        `cmd:"" help:"Credentials and certificates of an external NATS cluster."`
+	Admin       adminCmd       `cmd:"" help:"The default admin's break-glass."`
 	Version     versionCmd     `cmd:"" help:"Print the version and the VCS revision."`
 	Completion  completionCmd  `cmd:"" help:"Print a shell completion script (bash, zsh or fish) and how to install it."`
 
