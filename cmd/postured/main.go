@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"syscall"
 
@@ -40,7 +41,7 @@ type cli struct {
 // completionCmd is kong-completion's command with the shell checked here:
 // its own enum lists the empty default among the shells it names.
 type completionCmd struct {
-	Shell string `arg:"" optional:"" predictor:"shell" help:"bash, zsh or fish; the login shell ($SHELL) when left out."`
+	Shell string `arg:"" optional:"" predictor:"shell" help:"bash, zsh or fish; when left out, the one $SHELL names (else the login shell)."`
 	Code  bool   `short:"c" env:"-" help:"Print the script itself, for the shell's init file or to be sourced."`
 }
 
@@ -57,7 +58,15 @@ func (c *completionCmd) Validate() error {
 }
 
 func (c *completionCmd) Run(ctx *kong.Context) error {
-	return (&kongcompletion.Completion{Shell: c.Shell, Code: c.Code}).Run(ctx)
+	shell := c.Shell
+	if shell == "" {
+		// $SHELL first: the library asks the user database, which names
+		// the login shell, not the one running.
+		if b := filepath.Base(os.Getenv("SHELL")); b == "bash" || b == "zsh" || b == "fish" {
+			shell = b
+		}
+	}
+	return (&kongcompletion.Completion{Shell: shell, Code: c.Code}).Run(ctx)
 }
 
 // streams are where a command writes its output and its messages.

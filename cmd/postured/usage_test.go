@@ -147,6 +147,11 @@ func TestCompletion(t *testing.T) {
 	if code, _, stderr := runMain(t, "completion", "tcsh"); code != exitUsage || !strings.Contains(stderr, "bash, zsh or fish") || strings.Contains(stderr, `""`) {
 		t.Errorf("completion tcsh: exit %d, %q", code, stderr)
 	}
+	// Without a shell named, the one $SHELL names.
+	t.Setenv("SHELL", "/usr/local/bin/fish")
+	if code, stdout, _ := runMain(t, "completion"); code != 0 || !strings.Contains(stdout, "postured completion -c fish | source") {
+		t.Errorf("completion with SHELL=fish: exit %d, %q", code, stdout)
+	}
 	// The shell asking for completions of the command's argument.
 	t.Setenv("COMP_LINE", "postured completion ")
 	t.Setenv("COMP_POINT", "20")
