@@ -113,8 +113,8 @@ func TestReleaseDeb(t *testing.T) {
 	if prerm := readFile(t, filepath.Join(ctrl, "prerm")); !strings.Contains(prerm, "systemctl stop postured.service") {
 		t.Errorf("prerm does not stop the service on a removal:\n%s", prerm)
 	}
-	if _, err := os.Stat(filepath.Join(ctrl, "postrm")); err != nil {
-		t.Error(err)
+	if postrm := readFile(t, filepath.Join(ctrl, "postrm")); !strings.Contains(postrm, "deb-systemd-helper purge postured.service") {
+		t.Errorf("postrm does not forget the service's enablement on a purge:\n%s", postrm)
 	}
 	if got := strings.TrimSpace(dpkg("--field", deb, "Depends")); got != "systemd | adduser" {
 		t.Errorf("Depends %q", got)
