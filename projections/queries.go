@@ -70,9 +70,10 @@ func (s *Store) ServicesFor(identityID, typ string) []posture.Grant {
 // Reachable lists, sorted, what the policies of a kind that select an entity
 // through one role field select through another: the services of the
 // service policies that select an identity, the edge routers of the edge
-// router policies that select it, and so on.
-func (s *Store) Reachable(policyKind posture.Kind, from, id, to string) []string {
-	links := s.graph.grants(policyKind, from, to, id, "")
+// router policies that select it, and so on; only through policies of the
+// type typ when it is not "" (Dial or Bind, of service policies).
+func (s *Store) Reachable(policyKind posture.Kind, from, id, to, typ string) []string {
+	links := s.graph.grants(policyKind, from, to, id, typ)
 	out := make([]string, 0, len(links))
 	for _, l := range links {
 		if len(out) == 0 || out[len(out)-1] != l.target {

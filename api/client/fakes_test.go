@@ -118,7 +118,7 @@ func (s *memStore) RawEntity(kind posture.Kind, id string) (json.RawMessage, err
 func (s *memStore) IDByName(kind posture.Kind, name string) (string, error) {
 	return s.entities.IDByName(kind, name)
 }
-func (s *memStore) Reachable(_ posture.Kind, _, id, _ string) []string {
+func (s *memStore) Reachable(_ posture.Kind, _, id, _, _ string) []string {
 	return slices.Clone(s.reachable[id])
 }
 func (s *memStore) ServicesFor(string, string) []posture.Grant { return slices.Clone(s.grants) }

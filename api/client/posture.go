@@ -31,7 +31,7 @@ type ServiceReader interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
 	Any(kind posture.Kind) (bool, error)
 	api.ModelReader
-	Reachable(policyKind posture.Kind, from, id, to string) []string
+	Reachable(policyKind posture.Kind, from, id, to, typ string) []string
 	ServicesFor(identityID, typ string) []posture.Grant
 	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)
 	PostureData(identityID string) (posture.IdentityPosture, []posture.SessionPosture, error)

@@ -308,8 +308,8 @@ func tagsOrEmpty(t posture.Tags) posture.Tags {
 // its edge router policies allow and the service's policies permit. There
 // is no data plane here, so none is online.
 func (a *API) routersFor(identityID, serviceID string) []string {
-	mine := a.Store.Reachable(posture.KindEdgeRouterPolicy, "identityRoles", identityID, "edgeRouterRoles")
-	theirs := a.Store.Reachable(posture.KindServiceEdgeRouterPolicy, "serviceRoles", serviceID, "edgeRouterRoles")
+	mine := a.Store.Reachable(posture.KindEdgeRouterPolicy, "identityRoles", identityID, "edgeRouterRoles", "")
+	theirs := a.Store.Reachable(posture.KindServiceEdgeRouterPolicy, "serviceRoles", serviceID, "edgeRouterRoles", "")
 	return slices.DeleteFunc(mine, func(id string) bool { _, ok := slices.BinarySearch(theirs, id); return !ok })
 }
 
@@ -322,7 +322,7 @@ func (a *API) currentIdentityEdgeRouters(c echo.Context) error {
 		}
 		return api.List(c, routerViews(raws))
 	}
-	return api.List(c, a.routers(a.Store.Reachable(posture.KindEdgeRouterPolicy, "identityRoles", p.Identity.ID, "edgeRouterRoles")))
+	return api.List(c, a.routers(a.Store.Reachable(posture.KindEdgeRouterPolicy, "identityRoles", p.Identity.ID, "edgeRouterRoles", "")))
 }
 
 // sessionClaims are the claims of a session token.

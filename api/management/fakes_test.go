@@ -106,7 +106,7 @@ func (s *memStore) Selecting(_ posture.Kind, _, id string) []string {
 func (s *memStore) Selected(_ posture.Kind, policyID, _ string) []string {
 	return s.selected["selected "+policyID]
 }
-func (s *memStore) Reachable(_ posture.Kind, _, id, _ string) []string {
+func (s *memStore) Reachable(_ posture.Kind, _, id, _, _ string) []string {
 	return s.selected["reachable "+id]
 }
 

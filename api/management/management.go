@@ -52,7 +52,7 @@ type EntityReader interface {
 type GraphReader interface {
 	Selecting(policyKind posture.Kind, field, id string) []string
 	Selected(policyKind posture.Kind, policyID, field string) []string
-	Reachable(policyKind posture.Kind, from, id, to string) []string
+	Reachable(policyKind posture.Kind, from, id, to, typ string) []string
 	RoleAttributes(kind posture.Kind) []string
 }
 

@@ -116,7 +116,7 @@ func (a *API) relationRoutes() []api.Route {
 
 // union walks the policies selecting an entity to what they select.
 func (a *API) union(policyKind posture.Kind, fromField, id, toField string) []string {
-	return a.Store.Reachable(policyKind, fromField, id, toField)
+	return a.Store.Reachable(policyKind, fromField, id, toField, "")
 }
 
 // identityServices are the services any service policy grants the identity.
@@ -135,7 +135,6 @@ func (a *API) serviceIdentities(c echo.Context) error {
 	typ := c.QueryParam("policyType")
 	switch strings.ToLower(typ) {
 	case "":
-		return related(a, c, a.union(posture.KindServicePolicy, serviceRoles, id, identityRoles), "identity", a.identityView)
 	case "dial":
 		typ = posture.Dial
 	case "bind":
@@ -143,14 +142,7 @@ func (a *API) serviceIdentities(c echo.Context) error {
 	default:
 		return posture.Invalid("policyType", "must be Dial or Bind", typ)
 	}
-	var ids []string
-	for _, pid := range a.Store.Selecting(posture.KindServicePolicy, serviceRoles, id) {
-		if p, err := get[posture.ServicePolicy](a.Store, "service policy", pid); err == nil && p.Type == typ {
-			ids = append(ids, a.Store.Selected(posture.KindServicePolicy, pid, identityRoles)...)
-		}
-	}
-	slices.Sort(ids)
-	return related(a, c, slices.Compact(ids), "identity", a.identityView)
+	return related(a, c, a.Store.Reachable(posture.KindServicePolicy, serviceRoles, id, identityRoles, typ), "identity", a.identityView)
 }
 
 // identityRouters are the edge routers the identity may use.
