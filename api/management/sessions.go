@@ -93,25 +93,33 @@ func (a *API) detailAPISession(c echo.Context) error {
 	return api.OK(c, v)
 }
 
-// deleteAPISession ends an API session as its logout would (its sessions
-// go with it), recorded as removed.
-// deleteAPISession ends an API session once: concurrent deletes of one
-// are decided in turn on its identity's API-session subject, and all but
-// the first find it gone.
-func (a *API) deleteAPISession(c echo.Context) error {
+// endOnce ends the entity of the request's id that read finds (a noun's
+// NOT_FOUND when it finds none), with the event end makes of it, once:
+// concurrent ends of one are decided in turn on its identity's subject, and
+// all but the first find it gone.
+func endOnce[T any](a *API, c echo.Context, noun string, read func(id string) (T, error), end func(T) posture.Payload) (T, error) {
 	id := c.Param("id")
-	s, err := a.Store.APISession(id)
-	if s, err = found(s, err, "API session", id); err != nil {
-		return err
+	v, err := read(id)
+	if v, err = found(v, err, noun, id); err != nil {
+		return v, err
 	}
-	end := posture.APISessionDeleted{ID: s.ID, IdentityID: s.IdentityID, Reason: posture.EndRemoved}
-	if err := a.Writer.ChangeSubject(c, end.Subject(), func() ([]posture.Payload, error) {
-		_, err := a.Store.APISession(id)
-		if _, err = found(s, err, "API session", id); err != nil {
+	p := end(v)
+	return v, a.Writer.ChangeSubject(c, p.Subject(), func() ([]posture.Payload, error) {
+		if _, err := read(id); err != nil {
+			_, err = found(v, err, noun, id)
 			return nil, err
 		}
-		return []posture.Payload{end}, nil
-	}); err != nil {
+		return []posture.Payload{p}, nil
+	})
+}
+
+// deleteAPISession ends an API session as its logout would (its sessions
+// go with it), recorded as removed.
+func (a *API) deleteAPISession(c echo.Context) error {
+	s, err := endOnce(a, c, "API session", a.Store.APISession, func(s posture.APISession) posture.Payload {
+		return posture.APISessionDeleted{ID: s.ID, IdentityID: s.IdentityID, Reason: posture.EndRemoved}
+	})
+	if err != nil {
 		return err
 	}
 	a.Auth.Forget(s.ID)
@@ -136,20 +144,9 @@ func (a *API) detailSession(c echo.Context) error {
 }
 
 // deleteSession ends a session as its owner's delete would.
-// deleteSession ends a session once, as deleteAPISession.
 func (a *API) deleteSession(c echo.Context) error {
-	id := c.Param("id")
-	s, err := a.Store.Session(id)
-	if s, err = found(s, err, "session", id); err != nil {
-		return err
-	}
-	end := posture.SessionDeleted{ID: s.ID, IdentityID: s.IdentityID}
-	if err := a.Writer.ChangeSubject(c, end.Subject(), func() ([]posture.Payload, error) {
-		_, err := a.Store.Session(id)
-		if _, err = found(s, err, "session", id); err != nil {
-			return nil, err
-		}
-		return []posture.Payload{end}, nil
+	if _, err := endOnce(a, c, "session", a.Store.Session, func(s posture.Session) posture.Payload {
+		return posture.SessionDeleted{ID: s.ID, IdentityID: s.IdentityID}
 	}); err != nil {
 		return err
 	}
