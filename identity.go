@@ -67,6 +67,10 @@ type Authenticator struct {
 	UpdatedAt         time.Time `json:"updatedAt"`
 }
 
+// KindAPISession is the kind of API sessions in the projections: not part of
+// the model, but stored like its entities.
+const KindAPISession = Kind("api-sessions")
+
 // APISession is an authenticated client: the holder of a zt-session token.
 // Only the SHA-256 of the token is kept.
 type APISession struct {

@@ -73,6 +73,9 @@ type DeadlineReached struct {
 func (DeadlineReached) EventType() string { return TypeDeadlineReached }
 func (p DeadlineReached) Subject() string { return SubjectFor(SubjectPosture, p.IdentityID) }
 
+// KindSession is the kind of sessions in the projections.
+const KindSession = Kind("sessions")
+
 // Session is a client's permission to Dial or Bind one service, tied to an
 // API session. Its token (a JWT) is sealed for the identity
 // (FieldSessionToken), which reads it back; Token is its legacy clear form.

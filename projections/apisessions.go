@@ -23,10 +23,10 @@ func init() {
 			tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session refused (identity disabled)", nil)
 			return nil
 		}
-		if err := tx.putRaw(uniqueKey(KindAPISession, "token", s.TokenHash), []byte(s.ID)); err != nil {
+		if err := tx.putRaw(uniqueKey(posture.KindAPISession, "token", s.TokenHash), []byte(s.ID)); err != nil {
 			return err
 		}
-		if err := tx.putRaw(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, s.ID), nil); err != nil {
+		if err := tx.putRaw(relationKey(posture.KindIdentity, s.IdentityID, posture.KindAPISession, s.ID), nil); err != nil {
 			return err
 		}
 		tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session started ("+s.AuthMethod+")", nil)
@@ -36,22 +36,22 @@ func init() {
 		if err := putClientInfo(tx, e, s); err != nil {
 			return err
 		}
-		if err := tx.put(entityKey(KindAPISession, s.ID), s); err != nil {
+		if err := tx.put(entityKey(posture.KindAPISession, s.ID), s); err != nil {
 			return err
 		}
 		return evictAPISessions(tx, s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionTouched) error {
 		var s posture.APISession
-		found, err := getJSON(tx.r(), entityKey(KindAPISession, p.ID), &s)
+		found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, p.ID), &s)
 		if err != nil || !found || !p.At.After(s.LastActivityAt) {
 			return err
 		}
 		s.LastActivityAt = p.At
-		return tx.put(entityKey(KindAPISession, s.ID), s)
+		return tx.put(entityKey(posture.KindAPISession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.APISessionDeleted) error {
-		if found, err := getJSON(tx.r(), entityKey(KindAPISession, p.ID), &posture.APISession{}); err != nil || !found {
+		if found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, p.ID), &posture.APISession{}); err != nil || !found {
 			return err
 		}
 		tx.history(p.IdentityID, p.ID, posture.HistoryAPISession, "API session ended ("+p.Reason+")", nil)
@@ -77,7 +77,7 @@ func evictAPISessions(tx *Tx, started posture.APISession) error {
 	others := make([]posture.APISession, 0, len(ids))
 	for _, id := range ids {
 		var s posture.APISession
-		found, err := getJSON(tx.r(), entityKey(KindAPISession, id), &s)
+		found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, id), &s)
 		if err != nil {
 			return err
 		}
@@ -109,23 +109,23 @@ func (s *Store) Evicted() uint64 { return s.evicted.Load() }
 
 func deleteAPISession(tx *Tx, id string) error {
 	var s posture.APISession
-	found, err := getJSON(tx.r(), entityKey(KindAPISession, id), &s)
+	found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, id), &s)
 	if err != nil || !found {
 		return err
 	}
-	if err := tx.del(uniqueKey(KindAPISession, "token", s.TokenHash)); err != nil {
+	if err := tx.del(uniqueKey(posture.KindAPISession, "token", s.TokenHash)); err != nil {
 		return err
 	}
 	if err := endSessionCertificates(tx, id); err != nil {
 		return err
 	}
-	if err := tx.del(relationKey(posture.KindIdentity, s.IdentityID, KindAPISession, id)); err != nil {
+	if err := tx.del(relationKey(posture.KindIdentity, s.IdentityID, posture.KindAPISession, id)); err != nil {
 		return err
 	}
 	if err := endSessionPosture(tx, id); err != nil {
 		return err
 	}
-	return tx.del(entityKey(KindAPISession, id))
+	return tx.del(entityKey(posture.KindAPISession, id))
 }
 
 // clientInfoKey is where the latest client report of an identity is kept:
@@ -166,7 +166,7 @@ func (s *Store) ClientInfo(identityID string) (posture.ClientInfo, error) {
 // HasAPISession reports whether the identity has at least one API session.
 func (s *Store) HasAPISession(identityID string) (bool, error) {
 	found := false
-	err := scan(s.r(), relationPrefix(posture.KindIdentity, identityID, KindAPISession), func(_, _ []byte) (bool, error) {
+	err := scan(s.r(), relationPrefix(posture.KindIdentity, identityID, posture.KindAPISession), func(_, _ []byte) (bool, error) {
 		found = true
 		return false, nil
 	})
@@ -175,23 +175,23 @@ func (s *Store) HasAPISession(identityID string) (bool, error) {
 
 // APISession returns the API session with the id.
 func (s *Store) APISession(id string) (posture.APISession, error) {
-	return getEntity[posture.APISession](s.r(), KindAPISession, id)
+	return getEntity[posture.APISession](s.r(), posture.KindAPISession, id)
 }
 
 // APISessionByTokenHash returns the API session whose token hashes to h.
 func (s *Store) APISessionByTokenHash(h string) (posture.APISession, error) {
-	return byUnique[posture.APISession](s.r(), KindAPISession, "token", h)
+	return byUnique[posture.APISession](s.r(), posture.KindAPISession, "token", h)
 }
 
 // APISessions lists every API session in id order.
 func (s *Store) APISessions() ([]posture.APISession, error) {
-	return listEntities[posture.APISession](s.db, KindAPISession)
+	return listEntities[posture.APISession](s.db, posture.KindAPISession)
 }
 
 // IdleAPISessions lists the API sessions whose last activity is before t.
 func (s *Store) IdleAPISessions(before time.Time) ([]posture.APISession, error) {
 	var out []posture.APISession
-	err := scanJSON(s.db, entityPrefix(KindAPISession), func(a posture.APISession) bool {
+	err := scanJSON(s.db, entityPrefix(posture.KindAPISession), func(a posture.APISession) bool {
 		if a.LastActivityAt.Before(before) {
 			out = append(out, a)
 		}

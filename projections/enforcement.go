@@ -206,12 +206,12 @@ func (s *Store) impactOf(r reader, checkID, identityID string) (posture.CheckImp
 				}
 			}
 		}
-		ids, err := childIDs(r, KindAPISession, sid, KindSession)
+		ids, err := childIDs(r, posture.KindAPISession, sid, posture.KindSession)
 		if err != nil {
 			return e, err
 		}
 		for _, id := range ids {
-			sess, err := getEntity[posture.Session](r, KindSession, id)
+			sess, err := getEntity[posture.Session](r, posture.KindSession, id)
 			if errors.Is(err, posture.ErrNotFound) {
 				continue
 			}

@@ -94,12 +94,12 @@ func init() {
 			return nil
 		}
 		var s posture.APISession
-		found, err := getJSON(tx.r(), entityKey(KindAPISession, c.APISessionID), &s)
+		found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, c.APISessionID), &s)
 		if err != nil || !found {
 			// The API session ended first: its certificates are gone too.
 			return err
 		}
-		if err := tx.putRaw(relationKey(KindAPISession, c.APISessionID, posture.KindSessionCertificate, c.ID), nil); err != nil {
+		if err := tx.putRaw(relationKey(posture.KindAPISession, c.APISessionID, posture.KindSessionCertificate, c.ID), nil); err != nil {
 			return err
 		}
 		return tx.put(entityKey(posture.KindSessionCertificate, c.ID), c)
@@ -113,7 +113,7 @@ func deleteSessionCertificate(tx *Tx, apiSessionID, id string) error {
 	if id == "" {
 		return nil
 	}
-	if err := tx.del(relationKey(KindAPISession, apiSessionID, posture.KindSessionCertificate, id)); err != nil {
+	if err := tx.del(relationKey(posture.KindAPISession, apiSessionID, posture.KindSessionCertificate, id)); err != nil {
 		return err
 	}
 	return tx.del(entityKey(posture.KindSessionCertificate, id))
@@ -122,7 +122,7 @@ func deleteSessionCertificate(tx *Tx, apiSessionID, id string) error {
 // endSessionCertificates removes the ephemeral certificates of an API
 // session that ends.
 func endSessionCertificates(tx *Tx, apiSessionID string) error {
-	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, posture.KindSessionCertificate)
+	ids, err := childIDs(tx.b, posture.KindAPISession, apiSessionID, posture.KindSessionCertificate)
 	if err != nil {
 		return err
 	}
@@ -228,7 +228,7 @@ func (s *Store) SessionCertificate(id string) (posture.SessionCertificate, error
 
 // SessionCertificates lists the ephemeral certificates of an API session.
 func (s *Store) SessionCertificates(apiSessionID string) ([]posture.SessionCertificate, error) {
-	ids, err := childIDs(s.db, KindAPISession, apiSessionID, posture.KindSessionCertificate)
+	ids, err := childIDs(s.db, posture.KindAPISession, apiSessionID, posture.KindSessionCertificate)
 	if err != nil {
 		return nil, err
 	}

@@ -312,7 +312,7 @@ func endSessionsOnDisable(tx *Tx, old, updated posture.Identity) error {
 func endAuthenticatorSessions(tx *Tx, a posture.Authenticator, why string) error {
 	for _, id := range tx.graph.sessionsOf(a.IdentityID) {
 		var s posture.APISession
-		found, err := getJSON(tx.r(), entityKey(KindAPISession, id), &s)
+		found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, id), &s)
 		if err != nil {
 			return err
 		}
@@ -330,7 +330,7 @@ func endAuthenticatorSessions(tx *Tx, a posture.Authenticator, why string) error
 // deleteAPISessions deletes an identity's API sessions, recording why in
 // its history when a reason is given.
 func deleteAPISessions(tx *Tx, identityID, reason string) error {
-	sessions, err := childIDs(tx.b, posture.KindIdentity, identityID, KindAPISession)
+	sessions, err := childIDs(tx.b, posture.KindIdentity, identityID, posture.KindAPISession)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func TestQueriesFillTheHotCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	tokenKey, sessionKey := uniqueKey(KindAPISession, "token", "hash1"), entityKey(KindAPISession, "sess000001")
+	tokenKey, sessionKey := uniqueKey(posture.KindAPISession, "token", "hash1"), entityKey(posture.KindAPISession, "sess000001")
 	cached := func(key []byte) bool {
 		_, ok := s.hot.load(key, false)
 		return ok
@@ -58,7 +58,7 @@ func TestQueriesFillTheHotCache(t *testing.T) {
 	if _, err := s.APISessionByTokenHash("unknown"); !errors.Is(err, posture.ErrNotFound) {
 		t.Fatalf("unknown token: %v", err)
 	}
-	if cached(uniqueKey(KindAPISession, "token", "unknown")) {
+	if cached(uniqueKey(posture.KindAPISession, "token", "unknown")) {
 		t.Error("the query cached a token that is not there")
 	}
 }

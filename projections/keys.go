@@ -48,10 +48,6 @@ var (
 // certificates a deleted CA issued.
 const layout = 11
 
-// KindAPISession is the kind of API sessions: not part of the model, but
-// stored like its entities.
-const KindAPISession = posture.Kind("api-sessions")
-
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
 // so that keys sort in time order. Times an int64 of nanoseconds cannot
 // hold are clamped to its ends: a deadline in the year 9999 sorts last (and

@@ -54,7 +54,7 @@ func (v View) Access(identityID, apiSessionID, serviceID, typ string, now time.T
 // HasSession reports whether the API session has a session of the type
 // for the service.
 func (v View) HasSession(apiSessionID, typ, serviceID string) (bool, error) {
-	_, err := byUnique[posture.Session](v.tx.r(), KindSession, "key", sessionKey(apiSessionID, typ, serviceID))
+	_, err := byUnique[posture.Session](v.tx.r(), posture.KindSession, "key", sessionKey(apiSessionID, typ, serviceID))
 	if errors.Is(err, posture.ErrNotFound) {
 		return false, nil
 	}

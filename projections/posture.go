@@ -92,11 +92,11 @@ func init() {
 			return err
 		}
 		var s posture.APISession
-		if found, err := getJSON(tx.r(), entityKey(KindAPISession, p.APISessionID), &s); err != nil || !found {
+		if found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, p.APISessionID), &s); err != nil || !found {
 			return err
 		}
 		s.MFAComplete = true
-		if err := tx.put(entityKey(KindAPISession, s.ID), s); err != nil {
+		if err := tx.put(entityKey(posture.KindAPISession, s.ID), s); err != nil {
 			return err
 		}
 		tx.history(p.IdentityID, p.APISessionID, posture.HistoryMFA, "MFA passed", nil)
@@ -624,13 +624,13 @@ func removeUngranted(tx *Tx, identityID, apiSessionID string, states map[string]
 //
 // With announce, each removal is also a session-removed transition.
 func removeSessions(tx *Tx, apiSessionID string, why func(posture.Session) string, announce bool) error {
-	ids, err := childIDs(tx.b, KindAPISession, apiSessionID, KindSession)
+	ids, err := childIDs(tx.b, posture.KindAPISession, apiSessionID, posture.KindSession)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
 		var s posture.Session
-		found, err := getJSON(tx.r(), entityKey(KindSession, id), &s)
+		found, err := getJSON(tx.r(), entityKey(posture.KindSession, id), &s)
 		if err != nil {
 			return err
 		}

@@ -44,7 +44,7 @@ func (s *Store) Graces(identityID string, now time.Time) (map[string]time.Time, 
 // sessionStates calls fn with the state of each of the identity's API
 // sessions, in API session id order.
 func sessionStates(r reader, identityID string, fn func(id string, st sessionState)) error {
-	ids, err := childIDs(r, posture.KindIdentity, identityID, KindAPISession)
+	ids, err := childIDs(r, posture.KindIdentity, identityID, posture.KindAPISession)
 	if err != nil {
 		return err
 	}

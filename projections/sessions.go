@@ -8,11 +8,8 @@ import (
 	"github.com/seed-0809debe/posture"
 )
 
-// KindSession is the kind of sessions.
-const KindSession = posture.Kind("sessions")
-
 func sessionKeyIndex(s posture.Session) []byte {
-	return uniqueKey(KindSession, "key", sessionKey(s.APISessionID, s.Type, s.ServiceID))
+	return uniqueKey(posture.KindSession, "key", sessionKey(s.APISessionID, s.Type, s.ServiceID))
 }
 
 // sessionKey is what identifies a session: one per API session, type and
@@ -25,7 +22,7 @@ func init() {
 	on(func(tx *Tx, e posture.Event, p posture.SessionCreated) error {
 		s := p.Session
 		var api posture.APISession
-		if found, err := getJSON(tx.r(), entityKey(KindAPISession, s.APISessionID), &api); err != nil || !found {
+		if found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, s.APISessionID), &api); err != nil || !found {
 			return err // the API session ended meanwhile: no session
 		}
 		// The API decided on the state it read. Another request of the API
@@ -46,7 +43,7 @@ func init() {
 		if err := tx.putRaw(sessionKeyIndex(s), []byte(s.ID)); err != nil {
 			return err
 		}
-		if err := tx.putRaw(relationKey(KindAPISession, s.APISessionID, KindSession, s.ID), nil); err != nil {
+		if err := tx.putRaw(relationKey(posture.KindAPISession, s.APISessionID, posture.KindSession, s.ID), nil); err != nil {
 			return err
 		}
 		names := make([]string, len(p.Policies))
@@ -59,11 +56,11 @@ func init() {
 				return err
 			}
 		}
-		return tx.put(entityKey(KindSession, s.ID), s)
+		return tx.put(entityKey(posture.KindSession, s.ID), s)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.SessionDeleted) error {
 		var s posture.Session
-		if found, err := getJSON(tx.r(), entityKey(KindSession, p.ID), &s); err != nil || !found {
+		if found, err := getJSON(tx.r(), entityKey(posture.KindSession, p.ID), &s); err != nil || !found {
 			return err
 		}
 		sessionHistory(tx, s, "deleted by the client")
@@ -84,26 +81,26 @@ func deleteSession(tx *Tx, s posture.Session) error {
 	if err := tx.del(sessionKeyIndex(s)); err != nil {
 		return err
 	}
-	if err := tx.del(relationKey(KindAPISession, s.APISessionID, KindSession, s.ID)); err != nil {
+	if err := tx.del(relationKey(posture.KindAPISession, s.APISessionID, posture.KindSession, s.ID)); err != nil {
 		return err
 	}
-	return tx.del(entityKey(KindSession, s.ID))
+	return tx.del(entityKey(posture.KindSession, s.ID))
 }
 
 // Session returns the session with the id.
 func (s *Store) Session(id string) (posture.Session, error) {
-	return getEntity[posture.Session](s.r(), KindSession, id)
+	return getEntity[posture.Session](s.r(), posture.KindSession, id)
 }
 
 // Sessions lists every session in id order.
 func (s *Store) Sessions() ([]posture.Session, error) {
-	return listEntities[posture.Session](s.db, KindSession)
+	return listEntities[posture.Session](s.db, posture.KindSession)
 }
 
 // SessionFor returns the API session's session of a type for a service, if
 // there is one.
 func (s *Store) SessionFor(apiSessionID, typ, serviceID string) (posture.Session, error) {
-	return byUnique[posture.Session](s.r(), KindSession, "key", sessionKey(apiSessionID, typ, serviceID))
+	return byUnique[posture.Session](s.r(), posture.KindSession, "key", sessionKey(apiSessionID, typ, serviceID))
 }
 
 // IdentitySessions lists the sessions of an identity's API sessions, in id
@@ -111,7 +108,7 @@ func (s *Store) SessionFor(apiSessionID, typ, serviceID string) (posture.Session
 func (s *Store) IdentitySessions(identityID string) ([]posture.Session, error) {
 	var out []posture.Session
 	for _, apiSessionID := range s.graph.sessionsOf(identityID) {
-		ids, err := childIDs(s.db, KindAPISession, apiSessionID, KindSession)
+		ids, err := childIDs(s.db, posture.KindAPISession, apiSessionID, posture.KindSession)
 		if err != nil {
 			return nil, err
 		}
