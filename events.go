@@ -9,12 +9,15 @@ const (
 	TypeAPISessionCreated = "apisession.created"
 	TypeAPISessionTouched = "apisession.touched"
 	TypeAPISessionDeleted = "apisession.deleted"
+
+	TypeIdentityServiceConfigsSet = "identity.service-configs.set"
 )
 
 func init() {
 	register(
 		ConfigChanged{},
 		APISessionCreated{}, APISessionTouched{}, APISessionDeleted{},
+		IdentityServiceConfigsSet{},
 	)
 }
 
@@ -65,3 +68,24 @@ type APISessionDeleted struct {
 
 func (APISessionDeleted) EventType() string { return TypeAPISessionDeleted }
 func (p APISessionDeleted) Subject() string { return SubjectFor("apisession", p.IdentityID) }
+
+// KindIdentityServiceConfigs is the kind of identities' own service
+// configs in the projections: one record per identity that has some, keyed
+// by the identity id.
+const KindIdentityServiceConfigs = Kind("identity-service-configs")
+
+// MaxIdentityServiceConfigs bounds the service configs of one identity.
+const MaxIdentityServiceConfigs = 1000
+
+// IdentityServiceConfigsSet records an identity's own service configs as
+// they now are: for a service and a config type, the config that the
+// identity's clients get instead of the service's own of that type (the
+// controller's service config overrides). Configs maps a service id to a
+// config type id to a config id; empty, the identity has none.
+type IdentityServiceConfigsSet struct {
+	IdentityID string                       `json:"identityId"`
+	Configs    map[string]map[string]string `json:"configs"`
+}
+
+func (IdentityServiceConfigsSet) EventType() string { return TypeIdentityServiceConfigsSet }
+func (IdentityServiceConfigsSet) Subject() string   { return SubjectModel }

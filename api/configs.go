@@ -17,6 +17,15 @@ type ModelReader interface {
 	IDByName(kind posture.Kind, name string) (string, error)
 }
 
+// ConfigReader reads configs and what identities have of their own
+// (projections.Store implements it).
+type ConfigReader interface {
+	ModelReader
+	// IdentityServiceConfigs reads an identity's own configs for services:
+	// a service id to a config type id to a config id.
+	IdentityServiceConfigs(identityID string) (map[string]map[string]string, error)
+}
+
 // AllConfigTypes asks for the configs of every config type.
 const AllConfigTypes = "all"
 
@@ -45,15 +54,17 @@ func ConfigTypeIDs(r ModelReader, names []string) []string {
 // Configs are the config types a request asks for: those of the
 // configTypes query parameter (repeated or comma-separated, by id or name,
 // "all" for every type), or else those its API session gave at
-// authentication.
+// authentication; and the requester's own configs for services, which
+// take the place of a service's config of the same type.
 type Configs struct {
-	r     ModelReader
-	types []string // ids, or AllConfigTypes alone
+	r     ConfigReader
+	types []string                     // ids, or AllConfigTypes alone
+	own   map[string]map[string]string // service id -> config type id -> config id
 }
 
 // AskedConfigs reads the config types a request asks for; the parameter
 // names at most MaxConfigTypes, as a login's body does.
-func AskedConfigs(c echo.Context, r ModelReader) (Configs, error) {
+func AskedConfigs(c echo.Context, r ConfigReader) (Configs, error) {
 	var asked []string
 	for _, v := range c.QueryParams()["configTypes"] {
 		asked = append(asked, strings.Split(v, ",")...)
@@ -61,32 +72,45 @@ func AskedConfigs(c echo.Context, r ModelReader) (Configs, error) {
 	if err := CheckList("configTypes", asked, MaxConfigTypes, MaxLabel); err != nil {
 		return Configs{}, err
 	}
-	if len(asked) == 0 {
-		if p := PrincipalOf(c); p != nil {
-			asked = p.Session.ConfigTypes
+	p := PrincipalOf(c)
+	if len(asked) == 0 && p != nil {
+		asked = p.Session.ConfigTypes
+	}
+	cfg := Configs{r: r, types: ConfigTypeIDs(r, asked)}
+	if len(cfg.types) > 0 && p != nil {
+		var err error
+		if cfg.own, err = r.IdentityServiceConfigs(p.Identity.ID); err != nil {
+			return cfg, err
 		}
 	}
-	return Configs{r: r, types: ConfigTypeIDs(r, asked)}, nil
+	return cfg, nil
 }
 
 // Of returns a service's configs of the asked types, each config's data
-// under its type's name (a service's "config" on the wire); empty when no
-// type is asked for.
-func (a Configs) Of(configIDs []string) map[string]map[string]any {
+// under its type's name (a service's "config" on the wire), the
+// requester's own in place of the service's; empty when no type is asked
+// for.
+func (a Configs) Of(serviceID string, configIDs []string) map[string]map[string]any {
 	out := map[string]map[string]any{}
 	if len(a.types) == 0 {
 		return out
 	}
 	all := a.types[0] == AllConfigTypes
-	for _, id := range configIDs {
+	add := func(id string) {
 		var cfg posture.Config
 		var ct posture.ConfigType
 		if readEntity(a.r, posture.KindConfig, id, &cfg) != nil || readEntity(a.r, posture.KindConfigType, cfg.ConfigTypeID, &ct) != nil {
-			continue // removed since the service was read
+			return // removed since the service was read
 		}
 		if all || slices.Contains(a.types, ct.ID) {
 			out[ct.Name] = cfg.Data
 		}
+	}
+	for _, id := range configIDs {
+		add(id)
+	}
+	for _, id := range a.own[serviceID] {
+		add(id)
 	}
 	return out
 }

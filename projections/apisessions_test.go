@@ -148,3 +148,36 @@ func TestAPISessionsPerIdentityAreBounded(t *testing.T) {
 		t.Fatalf("%d API sessions (%v), want %d; %d evicted, want 2", len(all), err, projections.MaxAPISessions, s.Evicted())
 	}
 }
+
+// An identity's own service configs are kept as last set, dropped when set
+// empty or when the identity is deleted, and ignored for an identity that
+// does not exist.
+func TestIdentityServiceConfigsFollowTheIdentity(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	a := &applier{s: s, at: at, step: time.Second}
+	apply := func(p posture.Payload) { t.Helper(); a.apply(t, p) }
+	check := func(id string, want int) {
+		t.Helper()
+		got, err := s.IdentityServiceConfigs(id)
+		if err != nil || len(got["svc1"]) != want {
+			t.Fatalf("service configs of %s: %v %v, want %d", id, got, err, want)
+		}
+	}
+	two := map[string]map[string]string{"svc1": {"type1": "cfg1", "type2": "cfg2"}}
+	apply(posture.IdentityServiceConfigsSet{IdentityID: "nobody", Configs: two})
+	check("nobody", 0)
+	id := posture.Identity{ID: "ident1", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}
+	apply(posture.Created[posture.Identity]{Entity: id})
+	apply(posture.IdentityServiceConfigsSet{IdentityID: id.ID, Configs: two})
+	check(id.ID, 2)
+	apply(posture.IdentityServiceConfigsSet{IdentityID: id.ID, Configs: map[string]map[string]string{}})
+	check(id.ID, 0)
+	apply(posture.IdentityServiceConfigsSet{IdentityID: id.ID, Configs: two})
+	apply(posture.Deleted[posture.Identity]{ID: id.ID})
+	check(id.ID, 0)
+	if n, err := s.Count(posture.KindIdentityServiceConfigs); n != 0 || err != nil {
+		t.Fatalf("records left: %d %v", n, err)
+	}
+}

@@ -12,6 +12,34 @@ func init() {
 	on(func(tx *Tx, e posture.Event, p posture.ConfigChanged) error {
 		return tx.put(configKey, p)
 	})
+	on(func(tx *Tx, e posture.Event, p posture.IdentityServiceConfigsSet) error {
+		if _, found, err := getOld[posture.Identity](tx, posture.KindIdentity, p.IdentityID); err != nil || !found {
+			return err
+		}
+		if len(p.Configs) == 0 {
+			return dropServiceConfigs(tx, p.IdentityID)
+		}
+		return tx.put(serviceConfigsKey(p.IdentityID), p.Configs)
+	})
+}
+
+// Identity service config keys:
+//
+//	e/identity-service-configs/<identityId>  service id -> config type id -> config id
+func serviceConfigsKey(identityID string) []byte {
+	return entityKey(posture.KindIdentityServiceConfigs, identityID)
+}
+
+func dropServiceConfigs(tx *Tx, identityID string) error {
+	return tx.del(serviceConfigsKey(identityID))
+}
+
+// IdentityServiceConfigs returns an identity's own service configs: a
+// service id to a config type id to a config id (nil for none).
+func (s *Store) IdentityServiceConfigs(identityID string) (map[string]map[string]string, error) {
+	var out map[string]map[string]string
+	_, err := getJSON(s.r(), serviceConfigsKey(identityID), &out)
+	return out, err
 }
 
 // Default settings in force before the first config.changed event.

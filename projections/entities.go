@@ -272,6 +272,9 @@ func init() {
 		if err := tx.del(clientInfoKey(old.ID)); err != nil {
 			return err
 		}
+		if err := dropServiceConfigs(tx, old.ID); err != nil {
+			return err
+		}
 		if err := dropFleetFailures(tx, old.ID); err != nil {
 			return err
 		}
@@ -371,6 +374,16 @@ func (s *Store) Raw(kind posture.Kind) ([]json.RawMessage, error) {
 		return true, nil
 	})
 	return out, err
+}
+
+// Count counts the entities of a kind.
+func (s *Store) Count(kind posture.Kind) (int, error) {
+	n := 0
+	err := scan(s.db, entityPrefix(kind), func(_, _ []byte) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
 }
 
 // Any reports whether an entity of the kind exists.

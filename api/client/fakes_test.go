@@ -112,6 +112,13 @@ func (s *memStore) Raw(kind posture.Kind) ([]json.RawMessage, error) {
 	return values(s.entities[kind], func(json.RawMessage) bool { return true }), nil
 }
 func (s *memStore) Any(kind posture.Kind) (bool, error) { return len(s.entities[kind]) > 0, nil }
+
+// IdentityServiceConfigs: the fake's identities have no service configs
+// of their own.
+func (s *memStore) IdentityServiceConfigs(string) (map[string]map[string]string, error) {
+	return nil, nil
+}
+
 func (s *memStore) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
 	return found(s.entities[kind][id], s.entities[kind][id] != nil)
 }

@@ -30,7 +30,7 @@ type Store interface {
 type ServiceReader interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
 	Any(kind posture.Kind) (bool, error)
-	api.ModelReader
+	api.ConfigReader
 	Reachable(policyKind posture.Kind, from, id, to, typ string) []string
 	ServicesFor(identityID, typ string) []posture.Grant
 	Evaluate(identityID, apiSessionID string, policyIDs []string, now time.Time) ([]posture.PolicyResult, error)

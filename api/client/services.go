@@ -154,7 +154,7 @@ func (a *API) services(c echo.Context, only string) ([]serviceView, error) {
 			continue
 		}
 		v := serviceView{
-			ID: s.ID, Name: s.Name, RoleAttributes: s.RoleAttributes, Configs: s.Configs, Config: configs.Of(s.Configs),
+			ID: s.ID, Name: s.Name, RoleAttributes: s.RoleAttributes, Configs: s.Configs, Config: configs.Of(s.ID, s.Configs),
 			EncryptionRequired: s.EncryptionRequired, MaxIdleTimeMillis: s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy,
 			Permissions: []string{}, PostureQueries: []postureQuerySet{}, Tags: s.Tags,
 			CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.UpdatedAt), Links: api.SelfLink("services", s.ID),

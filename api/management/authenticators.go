@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
+	"github.com/seed-0809debe/posture/pki"
 )
 
 type authenticatorInput struct {
@@ -208,6 +209,76 @@ func (a *API) deleteAuthenticator(c echo.Context) error {
 	return api.Empty(c)
 }
 
+// reEnrollAuthenticator is POST /authenticators/{id}/re-enroll
+// {expiresAt}: the authenticator is deleted (its API sessions end) and
+// its identity gets an enrollment of the same kind in the same change: a
+// password's is updb with its username, a certificate's ottca when a CA of
+// the network issued it, else ott. It answers the enrollment's id.
+func (a *API) reEnrollAuthenticator(c echo.Context) error {
+	id := c.Param("id")
+	expires, err := a.decodeExpiry(c)
+	if err != nil {
+		return err
+	}
+	var created string
+	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+		au, err := get[posture.Authenticator](a.Store, "authenticator", id)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.noEnrollmentOfDefaultAdmin("id", au.IdentityID); err != nil {
+			return nil, err
+		}
+		now := a.Writer.Now().UTC()
+		e := posture.Enrollment{ID: posture.NewID(), IdentityID: au.IdentityID, ExpiresAt: expires, CreatedAt: now, UpdatedAt: now}
+		switch au.Method {
+		case posture.MethodPassword:
+			e.Method, e.Username = posture.EnrollUPDB, au.Username
+		default:
+			e.Method = posture.EnrollOTT
+			if !au.IsIssuedByNetwork {
+				if e.CAID, err = a.issuingCA(au.CertPEM); err != nil {
+					return nil, err
+				}
+				if e.CAID != "" {
+					e.Method = posture.EnrollOTTCA
+				}
+			}
+		}
+		if err := a.enrollable(au.IdentityID, e.Method, au.ID); err != nil {
+			return nil, err
+		}
+		if err := a.issue(&e); err != nil {
+			return nil, err
+		}
+		created = e.ID
+		return []posture.Payload{posture.Deleted[posture.Authenticator]{ID: id}, posture.Created[posture.Enrollment]{Entity: e}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.CreatedAt(c, string(posture.KindEnrollment), created)
+}
+
+// issuingCA is the id of the network's CA that signed a certificate, or ""
+// for none.
+func (a *API) issuingCA(certPEM string) (string, error) {
+	cert, err := pki.ParseCertificatePEM([]byte(certPEM))
+	if err != nil {
+		return "", nil
+	}
+	cas, err := list[posture.CA](a.Store)
+	if err != nil {
+		return "", err
+	}
+	for _, ca := range cas {
+		if caCert, err := pki.ParseCertificatePEM([]byte(ca.CertPEM)); err == nil && cert.CheckSignatureFrom(caCert) == nil {
+			return ca.ID, nil
+		}
+	}
+	return "", nil
+}
+
 // isDefaultAdmin says whether the identity is the default admin.
 func (a *API) isDefaultAdmin(identityID string) bool {
 	i, err := get[posture.Identity](a.Store, "identity", identityID)
@@ -233,5 +304,6 @@ func (a *API) authenticatorRoutes() []api.Route {
 		{Method: http.MethodPut, Path: "/authenticators/:id", Access: api.Admin, Handler: a.updateAuthenticator},
 		{Method: http.MethodPatch, Path: "/authenticators/:id", Access: api.Admin, Handler: a.patchAuthenticator},
 		{Method: http.MethodDelete, Path: "/authenticators/:id", Access: api.Admin, Handler: a.deleteAuthenticator},
+		{Method: http.MethodPost, Path: "/authenticators/:id/re-enroll", Access: api.Admin, Handler: a.reEnrollAuthenticator},
 	}
 }

@@ -63,9 +63,7 @@ func (a *API) enrollmentDuration() time.Duration {
 // created in the same change (it has no authenticators or enrollments yet).
 // It runs inside the model change, on the latest state.
 func (a *API) newEnrollment(identityID string, isNew bool, method, caID, username string, expiresAt, now time.Time) (posture.Enrollment, error) {
-	token := posture.NewToken()
-	e := posture.Enrollment{ID: posture.NewID(), Method: method, IdentityID: identityID, TokenHash: posture.HashToken(token),
-		ExpiresAt: expiresAt.UTC(), CreatedAt: now, UpdatedAt: now}
+	e := posture.Enrollment{ID: posture.NewID(), Method: method, IdentityID: identityID, ExpiresAt: expiresAt.UTC(), CreatedAt: now, UpdatedAt: now}
 	switch method {
 	case posture.EnrollOTT:
 	case posture.EnrollOTTCA:
@@ -98,19 +96,27 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 		return e, posture.Invalid("expiresAt", "must be in the future", api.Time(expiresAt))
 	}
 	if !isNew {
-		if err := a.enrollable(identityID, method); err != nil {
+		if err := a.enrollable(identityID, method, ""); err != nil {
 			return e, err
 		}
 	}
-	jwt, err := a.enrollmentJWT(method, identityID, token, e.ExpiresAt)
+	return e, a.issue(&e)
+}
+
+// issue gives an enrollment a new one-time token and its JWT, valid until
+// its expiresAt, both sealed; the token is found by its hash.
+func (a *API) issue(e *posture.Enrollment) error {
+	token := posture.NewToken()
+	jwt, err := a.enrollmentJWT(e.Method, e.IdentityID, token, e.ExpiresAt)
 	if err != nil {
-		return e, err
+		return err
 	}
-	if e.TokenSealed, err = a.seal(identityID, posture.FieldEnrollmentToken, token); err != nil {
-		return e, err
+	e.TokenHash, e.Token, e.JWT = posture.HashToken(token), "", ""
+	if e.TokenSealed, err = a.seal(e.IdentityID, posture.FieldEnrollmentToken, token); err != nil {
+		return err
 	}
-	e.JWTSealed, err = a.seal(identityID, posture.FieldEnrollmentJWT, jwt)
-	return e, err
+	e.JWTSealed, err = a.seal(e.IdentityID, posture.FieldEnrollmentJWT, jwt)
+	return err
 }
 
 // secretsTimeout bounds the sealing and opening of secrets where no request
@@ -149,8 +155,8 @@ func (a *API) enrollmentJWT(method, subject, token string, expiresAt time.Time) 
 
 // enrollable refuses a second enrollment of the same kind: an identity has
 // at most one certificate (ott or ottca) and one password (updb), enrolled
-// or pending.
-func (a *API) enrollable(identityID, method string) error {
+// or pending. replacing is an authenticator the enrollment replaces.
+func (a *API) enrollable(identityID, method, replacing string) error {
 	kind := func(m string) string {
 		if m == posture.EnrollUPDB || m == posture.MethodPassword {
 			return posture.MethodPassword
@@ -172,7 +178,7 @@ func (a *API) enrollable(identityID, method string) error {
 		return err
 	}
 	for _, au := range auths {
-		if au.Method == want {
+		if au.Method == want && au.ID != replacing {
 			return &posture.Error{Code: posture.CodeEnrollmentExists, Message: "the identity already has a " + au.Method + " authenticator"}
 		}
 	}
@@ -347,8 +353,8 @@ func (a *API) createEnrollment(c echo.Context) error {
 		if err := a.exists(posture.KindIdentity, "identity", in.IdentityID); err != nil {
 			return nil, posture.Invalid("identityId", "no identity with this id", in.IdentityID)
 		}
-		if a.isDefaultAdmin(in.IdentityID) {
-			return nil, posture.Invalid("identityId", "the default admin has no enrollments: every admin reads an enrollment's token, and could sign in as the default admin with it", in.IdentityID)
+		if err := a.noEnrollmentOfDefaultAdmin("identityId", in.IdentityID); err != nil {
+			return nil, err
 		}
 		now := a.Writer.Now().UTC()
 		expires := now.Add(a.enrollmentDuration())
@@ -368,6 +374,68 @@ func (a *API) createEnrollment(c echo.Context) error {
 	return api.CreatedAt(c, string(posture.KindEnrollment), id)
 }
 
+// expiryInput is the body of an enrollment's refresh and an
+// authenticator's re-enrollment: {expiresAt}, required, in the future.
+type expiryInput struct {
+	ExpiresAt *api.Time `json:"expiresAt"`
+}
+
+func (a *API) decodeExpiry(c echo.Context) (time.Time, error) {
+	var in expiryInput
+	if err := decodeObject(c, &in); err != nil {
+		return time.Time{}, err
+	}
+	if in.ExpiresAt == nil {
+		return time.Time{}, posture.Invalid("expiresAt", "is required", nil)
+	}
+	t := time.Time(*in.ExpiresAt).UTC()
+	if !t.After(a.Writer.Now()) {
+		return t, posture.Invalid("expiresAt", "must be in the future", *in.ExpiresAt)
+	}
+	return t, nil
+}
+
+// noEnrollmentOfDefaultAdmin refuses an enrollment of the default admin:
+// every admin reads an enrollment's token, and could sign in as the
+// default admin with it.
+func (a *API) noEnrollmentOfDefaultAdmin(field, identityID string) error {
+	if a.isDefaultAdmin(identityID) {
+		return posture.Invalid(field, "the default admin has no enrollments: every admin reads an enrollment's token, and could sign in as the default admin with it", identityID)
+	}
+	return nil
+}
+
+// refreshEnrollment is POST /enrollments/{id}/refresh {expiresAt}: the
+// enrollment is valid until expiresAt, with a new token and JWT (read
+// from the enrollment as before). The old JWT stops working, unlike the
+// controller's refresh, which keeps the token: a refresh often follows a
+// JWT that expired or went astray.
+func (a *API) refreshEnrollment(c echo.Context) error {
+	id := c.Param("id")
+	expires, err := a.decodeExpiry(c)
+	if err != nil {
+		return err
+	}
+	err = a.Writer.Model(c, func() ([]posture.Payload, error) {
+		e, err := get[posture.Enrollment](a.Store, "enrollment", id)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.noEnrollmentOfDefaultAdmin("id", e.IdentityID); err != nil {
+			return nil, err
+		}
+		e.ExpiresAt, e.UpdatedAt = expires, a.Writer.Now().UTC()
+		if err := a.issue(&e); err != nil {
+			return nil, err
+		}
+		return []posture.Payload{posture.Updated[posture.Enrollment]{Entity: e}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}
+
 // pkiRoutes are the CA and enrollment operations.
 func (a *API) pkiRoutes() []api.Route {
 	enrollments := a.enrollments()
@@ -377,6 +445,7 @@ func (a *API) pkiRoutes() []api.Route {
 		api.Route{Method: http.MethodGet, Path: "/enrollments/:id", Access: api.Admin, Handler: enrollments.detail},
 		// DELETE: the token stops working.
 		api.Route{Method: http.MethodDelete, Path: "/enrollments/:id", Access: api.Admin, Handler: enrollments.delete},
+		api.Route{Method: http.MethodPost, Path: "/enrollments/:id/refresh", Access: api.Admin, Handler: a.refreshEnrollment},
 		api.Route{Method: http.MethodGet, Path: "/identities/:id/enrollments", Access: api.Admin, Handler: a.identityEnrollments},
 	)
 }

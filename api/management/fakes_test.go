@@ -75,6 +75,17 @@ func (s *memStore) Raw(kind posture.Kind) ([]json.RawMessage, error) {
 	return out, nil
 }
 
+func (s *memStore) Count(kind posture.Kind) (int, error) {
+	raws, err := s.Raw(kind)
+	return len(raws), err
+}
+
+// IdentityServiceConfigs: the fake's identities have no service configs
+// of their own.
+func (s *memStore) IdentityServiceConfigs(string) (map[string]map[string]string, error) {
+	return nil, nil
+}
+
 func (s *memStore) RawEntity(kind posture.Kind, id string) (json.RawMessage, error) {
 	if s.err != nil {
 		return nil, s.err

@@ -30,6 +30,7 @@ type Store interface {
 	IdentityReader
 	SessionReader
 	ConfigsOfType(configTypeID string) ([]string, error)
+	IdentityServiceConfigs(identityID string) (map[string]map[string]string, error)
 }
 
 // SessionReader reads the live API sessions and sessions (sessions.go).
@@ -44,6 +45,7 @@ type SessionReader interface {
 // resources' reads, creates, updates and deletes need (resource.go).
 type EntityReader interface {
 	Raw(kind posture.Kind) ([]json.RawMessage, error)
+	Count(kind posture.Kind) (int, error)
 	RawEntity(kind posture.Kind, id string) (json.RawMessage, error)
 	IDByName(kind posture.Kind, name string) (string, error)
 }
@@ -120,6 +122,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.checkRoutes()...)
 	routes = append(routes, a.identityResourceRoutes()...)
 	routes = append(routes, a.identityRoutes()...)
+	routes = append(routes, a.serviceConfigRoutes()...)
 	routes = append(routes, authPolicyRoutes()...)
 	routes = append(routes, a.authenticatorRoutes()...)
 	routes = append(routes, a.services().routes()...)

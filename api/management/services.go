@@ -44,7 +44,7 @@ func (a *API) services() *resource[posture.Service, serviceInput] {
 				if err != nil {
 					return nil, err
 				}
-				return a.serviceViewWith(s, configs.Of(s.Configs)), nil
+				return a.serviceViewWith(s, configs.Of(s.ID, s.Configs)), nil
 			}
 		},
 		aliases: [][]string{{"roleAttributes", "attributes"}},

@@ -155,5 +155,52 @@ func intParam(c echo.Context, name string, def, lo, hi int) (int, error) {
 func (a *API) summaryRoutes() []api.Route {
 	return []api.Route{
 		{Method: http.MethodGet, Path: "/posture-summary", Access: api.Admin, Handler: a.postureSummary},
+		{Method: http.MethodGet, Path: "/summary", Access: api.Admin, Handler: a.entityCounts},
 	}
+}
+
+// countedKinds are the stored kinds GET /summary counts, under the
+// controller's names for them. Services and edge routers are counted twice,
+// as the controller counts its fabric entities and their edge parts.
+var countedKinds = []struct {
+	names []string
+	kind  posture.Kind
+}{
+	{[]string{"apiSessions"}, posture.KindAPISession},
+	{[]string{"authenticators"}, posture.KindAuthenticator},
+	{[]string{"cas"}, posture.KindCA},
+	{[]string{"configTypes"}, posture.KindConfigType},
+	{[]string{"configs"}, posture.KindConfig},
+	{[]string{"edgeRouterPolicies"}, posture.KindEdgeRouterPolicy},
+	{[]string{"enrollments"}, posture.KindEnrollment},
+	{[]string{"externalJwtSigners"}, posture.KindExternalJWTSigner},
+	{[]string{"identities"}, posture.KindIdentity},
+	{[]string{"mfas"}, posture.KindMFA},
+	{[]string{"postureChecks"}, posture.KindCheck},
+	{[]string{"routers", "routers.edge"}, posture.KindEdgeRouter},
+	{[]string{"serviceEdgeRouterPolicies"}, posture.KindServiceEdgeRouterPolicy},
+	{[]string{"servicePolicies"}, posture.KindServicePolicy},
+	{[]string{"services", "services.edge"}, posture.KindService},
+	{[]string{"sessions"}, posture.KindSession},
+	{[]string{"webhooks"}, posture.KindWebhook},
+}
+
+// entityCounts is GET /summary: how many entities of each kind there are,
+// as the controller's informational summary counts them.
+func (a *API) entityCounts(c echo.Context) error {
+	counts := map[string]int{
+		"authPolicies":      1,
+		"identityTypes":     len(posture.IdentityTypes),
+		"postureCheckTypes": len(checkTypeNames),
+	}
+	for _, k := range countedKinds {
+		n, err := a.Store.Count(k.kind)
+		if err != nil {
+			return err
+		}
+		for _, name := range k.names {
+			counts[name] = n
+		}
+	}
+	return api.OK(c, counts)
 }

@@ -695,3 +695,105 @@ func TestEnrollTokenRaceAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestRefreshEnrollment: a refresh moves an enrollment's expiry and gives
+// it a new token and JWT; the old token stops working, the new one
+// enrolls.
+func TestRefreshEnrollment(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	id, old := n.enrolledIdentity(t, admin, "laptop", map[string]any{"ott": true})
+	later := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	path := mgmt + "/enrollments/" + old.ID + "/refresh"
+
+	expectError(t, n.do(t, http.MethodPost, path, admin, map[string]any{}), http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
+	expectError(t, n.do(t, http.MethodPost, path, admin, map[string]any{"expiresAt": "2020-01-01T00:00:00Z"}), http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/enrollments/x0000000x/refresh", admin, map[string]any{"expiresAt": later}), http.StatusNotFound, posture.CodeNotFound, "")
+	if enr, _ := n.identityEnrollments(t, admin, id); enr["ott"].Token != old.Token {
+		t.Fatalf("a refused refresh changed the enrollment: %+v", enr["ott"])
+	}
+
+	if r := n.do(t, http.MethodPost, path, admin, map[string]any{"expiresAt": later}); r.Status != http.StatusOK {
+		t.Fatalf("refresh: %d %s", r.Status, r.Body)
+	}
+	enr, _ := n.identityEnrollments(t, admin, id)
+	fresh := enr["ott"]
+	if fresh.ID != old.ID || fresh.Token == old.Token || fresh.JWT == old.JWT || !time.Time(fresh.ExpiresAt).Equal(later) {
+		t.Fatalf("refreshed enrollment %+v, was %+v", fresh, old)
+	}
+	if claims := n.verifyEnrollmentJWT(t, fresh.JWT); claims["jti"] != fresh.Token || int64(claims["exp"].(float64)) != later.Unix() {
+		t.Fatalf("refreshed JWT's claims %v", claims)
+	}
+	r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll?method=ott&token=" + old.Token,
+		contentType: "application/x-pem-file", body: []byte(csrPEM(t, newKey(t), "laptop"))})
+	expectError(t, r, http.StatusBadRequest, posture.CodeInvalidEnrollmentToken, "")
+	_, cert := n.enrollOTT(t, fresh.Token)
+	if tok, _ := n.certSession(t, cert); tok == "" {
+		t.Fatal("no session with the enrolled certificate")
+	}
+}
+
+// TestReEnrollAuthenticator: re-enrolling an authenticator deletes it,
+// ends its API sessions and makes an enrollment of the same kind, which
+// the identity redeems for new credentials.
+func TestReEnrollAuthenticator(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	later := map[string]any{"expiresAt": time.Now().Add(time.Hour).UTC()}
+	post := func(path string, body any) response {
+		return n.send(t, request{method: http.MethodPost, path: path, contentType: "application/json", body: jsonBody(t, body)})
+	}
+
+	// A password: an updb enrollment with the same username.
+	ep := n.endpoint(t, admin, "person")
+	auths, _ := n.listIDs(t, admin, "/identities/"+ep.id+"/authenticators", "")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators/"+auths[0]+"/re-enroll", admin, map[string]any{}), http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators/x0000000x/re-enroll", admin, later), http.StatusNotFound, posture.CodeNotFound, "")
+	r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+auths[0]+"/re-enroll", admin, later)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("re-enroll: %d %s", r.Status, r.Body)
+	}
+	var created struct{ ID string }
+	if data, _ := r.envelope(t); json.Unmarshal(data, &created) != nil || created.ID == "" {
+		t.Fatalf("re-enroll answered %s", r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/authenticators/"+auths[0], admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	expectError(t, n.do(t, http.MethodGet, clientAPI+"/current-identity", ep.token, nil), http.StatusUnauthorized, posture.CodeUnauthorized, "")
+	enr, _ := n.identityEnrollments(t, admin, ep.id)
+	if u := enr["updb"]; u.ID != created.ID || u.Username != "person" || u.Token == "" {
+		t.Fatalf("enrollments after re-enroll: %+v", enr)
+	}
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticate?method=password", "", map[string]any{"username": "person", "password": "person-password"}),
+		http.StatusUnauthorized, posture.CodeInvalidAuth, "")
+	if r := post(clientAPI+"/enroll/updb?token="+enr["updb"].Token, map[string]string{"password": "a-new-password"}); r.Status != http.StatusOK {
+		t.Fatalf("enroll updb: %d %s", r.Status, r.Body)
+	}
+	n.login(t, clientAPI, "person", "a-new-password")
+
+	// A certificate the network issued: an ott enrollment.
+	id, ott := n.enrolledIdentity(t, admin, "laptop", map[string]any{"ott": true})
+	_, cert := n.enrollOTT(t, ott.Token)
+	_, byMethod := n.identityEnrollments(t, admin, id)
+	certAuth := byMethod["cert"]["id"]
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+certAuth+"/re-enroll", admin, later); r.Status != http.StatusCreated {
+		t.Fatalf("re-enroll a certificate: %d %s", r.Status, r.Body)
+	}
+	if r := n.certLogin(t, cert); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the re-enrolled certificate still signs in: %d %s", r.Status, r.Body)
+	}
+	enr, _ = n.identityEnrollments(t, admin, id)
+	if _, ok := enr["ott"]; !ok || len(enr) != 1 {
+		t.Fatalf("enrollments after a certificate's re-enroll: %+v", enr)
+	}
+	// A password beside the pending ott: each kind has its own.
+	n.create(t, admin, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": "laptop-user", "password": "laptop-password"})
+	_, byMethod = n.identityEnrollments(t, admin, id)
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+byMethod["updb"]["id"]+"/re-enroll", admin, later); r.Status != http.StatusCreated {
+		t.Fatalf("re-enroll the password beside a pending ott: %d %s", r.Status, r.Body)
+	}
+
+	// The default admin has no enrollments, even by its own hand.
+	own, _ := n.listIDs(t, admin, "/current-identity/authenticators", "")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators/"+own[0]+"/re-enroll", admin, later), http.StatusBadRequest, posture.CodeCouldNotValidate, "id")
+	n.login(t, mgmt, "admin", testAdminPassword)
+}

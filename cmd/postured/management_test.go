@@ -597,3 +597,109 @@ func TestConfigRelations(t *testing.T) {
 		t.Fatalf("an unknown sub-path: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestIdentityServiceConfigs: an identity's own config for a service takes
+// the place of the service's config of that type, for that identity's
+// clients only; it is listed, replaced, removed, and goes with the
+// identity.
+func TestIdentityServiceConfigs(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	host := n.create(t, admin, "config-types", map[string]any{"name": "host.v1", "schema": map[string]any{"type": "object"}})
+	intercept := n.create(t, admin, "config-types", map[string]any{"name": "intercept.v1", "schema": map[string]any{"type": "object"}})
+	shared := n.create(t, admin, "configs", map[string]any{"name": "crm-host", "configTypeId": host, "data": map[string]any{"port": 443}})
+	own := n.create(t, admin, "configs", map[string]any{"name": "crm-host-lab", "configTypeId": host, "data": map[string]any{"port": 8443}})
+	icpt := n.create(t, admin, "configs", map[string]any{"name": "crm-intercept", "configTypeId": intercept, "data": map[string]any{"port": 80}})
+	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "configs": []string{shared, icpt}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "dial-crm", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + svc}})
+	lab := n.endpoint(t, admin, "lab-laptop", "laptops")
+	other := n.endpoint(t, admin, "other", "laptops")
+	path := mgmt + "/identities/" + lab.id + "/service-configs"
+
+	hostPort := func(t *testing.T, tok string) any {
+		t.Helper()
+		var list []struct {
+			Config map[string]map[string]any `json:"config"`
+		}
+		n.getJSON(t, clientAPI+"/services?configTypes=all", tok, &list)
+		if len(list) != 1 || list[0].Config["intercept.v1"]["port"] != 80.0 {
+			t.Fatalf("services: %+v", list)
+		}
+		return list[0].Config["host.v1"]["port"]
+	}
+	listed := func(t *testing.T) []map[string]any {
+		t.Helper()
+		var list []map[string]any
+		n.getJSON(t, path, admin, &list)
+		return list
+	}
+
+	if l := listed(t); len(l) != 0 {
+		t.Fatalf("service configs before any: %v", l)
+	}
+	for _, bad := range []struct {
+		body  any
+		code  string
+		field string
+	}{
+		{map[string]any{"serviceId": svc, "configId": own}, posture.CodeCouldNotParseBody, ""},
+		{[]map[string]any{{"serviceId": "x0000000x", "configId": own}}, posture.CodeCouldNotValidate, "[0].serviceId"},
+		{[]map[string]any{{"serviceId": svc, "configId": own}, {"serviceId": svc, "configId": "x0000000x"}}, posture.CodeCouldNotValidate, "[1].configId"},
+	} {
+		expectError(t, n.do(t, http.MethodPost, path, admin, bad.body), http.StatusBadRequest, bad.code, bad.field)
+	}
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/identities/x0000000x/service-configs", admin, []map[string]any{{"serviceId": svc, "configId": own}}),
+		http.StatusNotFound, posture.CodeNotFound, "")
+	expectError(t, n.do(t, http.MethodPost, path, lab.token, []map[string]any{{"serviceId": svc, "configId": own}}), http.StatusUnauthorized, posture.CodeUnauthorized, "")
+	if l := listed(t); len(l) != 0 {
+		t.Fatalf("refused requests changed the service configs: %v", l)
+	}
+
+	if r := n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": own}}); r.Status != http.StatusOK {
+		t.Fatalf("assign: %d %s", r.Status, r.Body)
+	}
+	if l := listed(t); len(l) != 1 || l[0]["serviceId"] != svc || l[0]["configId"] != own ||
+		l[0]["service"].(map[string]any)["name"] != "crm" || l[0]["config"].(map[string]any)["name"] != "crm-host-lab" {
+		t.Fatalf("service configs: %v", l)
+	}
+	if p := hostPort(t, lab.token); p != 8443.0 {
+		t.Fatalf("lab's host.v1 port %v, want its own 8443", p)
+	}
+	if p := hostPort(t, other.token); p != 443.0 {
+		t.Fatalf("another identity's host.v1 port %v, want the service's 443", p)
+	}
+	// Another config of the same type replaces it; removing by the
+	// service's config of that type removes it.
+	if r := n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": shared}}); r.Status != http.StatusOK {
+		t.Fatalf("assign again: %d %s", r.Status, r.Body)
+	}
+	if l := listed(t); len(l) != 1 || l[0]["configId"] != shared {
+		t.Fatalf("service configs after a second of one type: %v", l)
+	}
+	n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": own}})
+	if r := n.do(t, http.MethodDelete, path, admin, []map[string]any{{"serviceId": svc, "configId": shared}}); r.Status != http.StatusOK {
+		t.Fatalf("remove: %d %s", r.Status, r.Body)
+	}
+	if l := listed(t); len(l) != 0 {
+		t.Fatalf("service configs after the remove: %v", l)
+	}
+	if p := hostPort(t, lab.token); p != 443.0 {
+		t.Fatalf("lab's host.v1 port %v after the remove, want 443", p)
+	}
+	// A delete without a body removes all of them.
+	n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": own}})
+	if r := n.do(t, http.MethodDelete, path, admin, nil); r.Status != http.StatusOK || len(listed(t)) != 0 {
+		t.Fatalf("remove all: %d %s, left %v", r.Status, r.Body, listed(t))
+	}
+
+	// The counts of GET /summary.
+	var counts map[string]int
+	n.getJSON(t, mgmt+"/summary", admin, &counts)
+	for name, want := range map[string]int{"identities": 3, "services": 1, "services.edge": 1, "configs": 3, "configTypes": 2,
+		"servicePolicies": 1, "authenticators": 3, "apiSessions": 3, "postureChecks": 0, "identityTypes": len(posture.IdentityTypes)} {
+		if counts[name] != want {
+			t.Errorf("summary %s: %d, want %d (%v)", name, counts[name], want, counts)
+		}
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/summary", lab.token, nil), http.StatusUnauthorized, posture.CodeUnauthorized, "")
+}

@@ -1,0 +1,178 @@
+package management
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
+)
+
+// An identity's service configs: for a service and a config type, the
+// config its clients get in the service's "config" instead of the
+// service's own of that type (the controller's service config overrides).
+
+// serviceConfigPair is an item of the body of POST and DELETE
+// /identities/{id}/service-configs.
+type serviceConfigPair struct {
+	ServiceID string `json:"serviceId"`
+	ConfigID  string `json:"configId"`
+}
+
+// serviceConfigView is an item of GET /identities/{id}/service-configs.
+type serviceConfigView struct {
+	ServiceID string        `json:"serviceId"`
+	Service   api.EntityRef `json:"service"`
+	ConfigID  string        `json:"configId"`
+	Config    api.EntityRef `json:"config"`
+}
+
+func (a *API) serviceConfigRoutes() []api.Route {
+	return []api.Route{
+		{Method: http.MethodGet, Path: "/identities/:id/service-configs", Access: api.Admin, Handler: a.listServiceConfigs},
+		{Method: http.MethodPost, Path: "/identities/:id/service-configs", Access: api.Admin, Handler: a.assignServiceConfigs},
+		{Method: http.MethodDelete, Path: "/identities/:id/service-configs", Access: api.Admin, Handler: a.removeServiceConfigs},
+	}
+}
+
+// listServiceConfigs lists an identity's service configs, by service name
+// and config type; a service or config deleted since is left out.
+func (a *API) listServiceConfigs(c echo.Context) error {
+	id := c.Param("id")
+	if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
+		return err
+	}
+	own, err := a.Store.IdentityServiceConfigs(id)
+	if err != nil {
+		return err
+	}
+	out := []serviceConfigView{}
+	for _, serviceID := range slices.Sorted(maps.Keys(own)) {
+		svc, err := get[posture.Service](a.Store, "service", serviceID)
+		if err != nil {
+			continue
+		}
+		for _, typeID := range slices.Sorted(maps.Keys(own[serviceID])) {
+			cfg, err := get[posture.Config](a.Store, "config", own[serviceID][typeID])
+			if err != nil {
+				continue
+			}
+			out = append(out, serviceConfigView{
+				ServiceID: svc.ID, Service: api.Ref(string(posture.KindService), svc.ID, svc.Name),
+				ConfigID: cfg.ID, Config: api.Ref(string(posture.KindConfig), cfg.ID, cfg.Name),
+			})
+		}
+	}
+	return api.List(c, out)
+}
+
+// decodePairs reads a body that is a JSON array of {serviceId, configId}.
+// An empty body is an empty array.
+func decodePairs(c echo.Context) ([]serviceConfigPair, error) {
+	body, err := api.ReadBody(c)
+	if err != nil {
+		return nil, err
+	}
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '[' {
+		return nil, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON array of {serviceId, configId}"}
+	}
+	var pairs []serviceConfigPair
+	if err := api.DecodeBytes(body, &pairs); err != nil {
+		return nil, err
+	}
+	if len(pairs) > posture.MaxIdentityServiceConfigs {
+		return nil, posture.Invalid("body", fmt.Sprintf("at most %d service configs", posture.MaxIdentityServiceConfigs), len(pairs))
+	}
+	return pairs, nil
+}
+
+// assignServiceConfigs is POST /identities/{id}/service-configs
+// [{serviceId, configId}]: each config becomes the identity's for the
+// service, in place of the one it had of the same type.
+func (a *API) assignServiceConfigs(c echo.Context) error {
+	pairs, err := decodePairs(c)
+	if err != nil {
+		return err
+	}
+	return a.changeServiceConfigs(c, func(own map[string]map[string]string) error {
+		for i, p := range pairs {
+			field := fmt.Sprintf("[%d]", i)
+			if err := a.exists(posture.KindService, "service", p.ServiceID); err != nil {
+				return posture.Invalid(field+".serviceId", "no service with this id", p.ServiceID)
+			}
+			cfg, err := get[posture.Config](a.Store, "config", p.ConfigID)
+			if err != nil {
+				return posture.Invalid(field+".configId", "no config with this id", p.ConfigID)
+			}
+			if own[p.ServiceID] == nil {
+				own[p.ServiceID] = map[string]string{}
+			}
+			own[p.ServiceID][cfg.ConfigTypeID] = cfg.ID
+		}
+		return nil
+	})
+}
+
+// removeServiceConfigs is DELETE /identities/{id}/service-configs
+// [{serviceId, configId}]: the identity's config for the service of that
+// config's type goes (or the one with that id, if the config is gone).
+// Without a body, or with an empty array, all of them go.
+func (a *API) removeServiceConfigs(c echo.Context) error {
+	pairs, err := decodePairs(c)
+	if err != nil {
+		return err
+	}
+	return a.changeServiceConfigs(c, func(own map[string]map[string]string) error {
+		if len(pairs) == 0 {
+			clear(own)
+		}
+		for _, p := range pairs {
+			cfg, err := get[posture.Config](a.Store, "config", p.ConfigID)
+			maps.DeleteFunc(own[p.ServiceID], func(typeID, configID string) bool {
+				return configID == p.ConfigID || err == nil && typeID == cfg.ConfigTypeID
+			})
+			if len(own[p.ServiceID]) == 0 {
+				delete(own, p.ServiceID)
+			}
+		}
+		return nil
+	})
+}
+
+// changeServiceConfigs changes an identity's service configs in a model
+// change, on the latest state, and records them as they then are.
+func (a *API) changeServiceConfigs(c echo.Context, change func(own map[string]map[string]string) error) error {
+	id := c.Param("id")
+	err := a.Writer.Model(c, func() ([]posture.Payload, error) {
+		if err := a.exists(posture.KindIdentity, "identity", id); err != nil {
+			return nil, err
+		}
+		own, err := a.Store.IdentityServiceConfigs(id)
+		if err != nil {
+			return nil, err
+		}
+		if own == nil {
+			own = map[string]map[string]string{}
+		}
+		if err := change(own); err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, types := range own {
+			n += len(types)
+		}
+		if n > posture.MaxIdentityServiceConfigs {
+			return nil, posture.Invalid("body", fmt.Sprintf("an identity has at most %d service configs", posture.MaxIdentityServiceConfigs), n)
+		}
+		return []posture.Payload{posture.IdentityServiceConfigsSet{IdentityID: id, Configs: own}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return api.Empty(c)
+}
