@@ -117,14 +117,21 @@ func TestVersionCommands(t *testing.T) {
 	if !strings.HasPrefix(want, "postured ") || !strings.Contains(want, "(revision ") || strings.Contains(want, "0.1.0-dev") {
 		t.Errorf("version line %q", want)
 	}
-	// /version answers the same version and revision.
+	// /version answers the same revision, and the version as a semver:
+	// a release's own, v0.0.0 for any other build.
+	for in, want := range map[string]string{"v1.2.3": "v1.2.3", "(devel)": "v0.0.0", "v0.0.0-20261123221500-a203720abcde+dirty": "v0.0.0",
+		"v1.2.4-0.20261123221500-a203720abcde": "v0.0.0", "v1.2.3+dirty": "v0.0.0", "": "v0.0.0"} {
+		if got := wireVersion(in); got != want {
+			t.Errorf("wireVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	data, _ := n.do(t, http.MethodGet, "/version", "", nil).envelope(t)
 	var v struct{ Version, Revision, BuildDate string }
 	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatal(err)
 	}
-	if b := readBuild(); v.Version != b.Version || v.Revision != b.Revision || v.BuildDate != b.Time {
+	if b := readBuild(); v.Version != wireVersion(b.Version) || v.Revision != b.Revision || v.BuildDate != b.Time {
 		t.Errorf("/version %+v, want %+v", v, b)
 	}
 }

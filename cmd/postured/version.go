@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
 )
 
 // build describes the running binary, from the build information the Go
@@ -57,10 +60,23 @@ func (b build) String() string {
 
 // The binary's version, revision and commit time, as /version answers them.
 var (
-	version   = readBuild().Version
+	version   = wireVersion(readBuild().Version)
 	revision  = readBuild().Revision
 	buildDate = readBuild().Time
 )
+
+// wireVersion is the version /version answers: a release's own (v1.2.3),
+// and v0.0.0 for any other build ((devel), a pseudo-version, a modified
+// tree), as the controller's development builds answer. Clients read it as
+// a semver to learn what the controller supports, and take v0.0.0 for a
+// build that supports everything: sdk-golang sends configTypes on service
+// lists only to v0.0.0 or v1.1.0 and later.
+func wireVersion(v string) string {
+	if sv, err := semver.StrictNewVersion(strings.TrimPrefix(v, "v")); err == nil && sv.Prerelease() == "" && sv.Metadata() == "" {
+		return "v" + sv.String()
+	}
+	return "v0.0.0"
+}
 
 type versionCmd struct{}
 
