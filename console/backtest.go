@@ -262,8 +262,10 @@ type Report struct {
 		Denied                       int `json:"denied"`
 		NewlyDenied                  int `json:"newlyDenied"`
 		NewlyAllowed                 int `json:"newlyAllowed"`
+		NewlyWouldDeny               int `json:"newlyWouldDeny"`
 		IdentitiesNewlyDenied        int `json:"identitiesNewlyDenied"`
 		IdentitiesNewlyAllowed       int `json:"identitiesNewlyAllowed"`
+		IdentitiesNewlyWouldDeny     int `json:"identitiesNewlyWouldDeny"`
 		Transitions                  int `json:"transitions"`
 		TransitionsUnchanged         int `json:"transitionsUnchanged"`
 		TransitionsOnlyRecorded      int `json:"transitionsOnlyRecorded"`
@@ -283,7 +285,12 @@ type Report struct {
 		ServiceName  string    `json:"serviceName"`
 		How          string    `json:"how"`
 	} `json:"lostAccess"`
-	FailingValues  []FailingValue `json:"failingValues"`
+	FailingValues []FailingValue `json:"failingValues"`
+	Enforcements  []struct {
+		CheckID   string     `json:"checkId"`
+		CheckName string     `json:"checkName"`
+		EnforceAt *time.Time `json:"enforceAt"`
+	} `json:"enforcements"`
 	Changes        []ReportChange `json:"changes"`
 	ChangesOmitted int            `json:"changesOmitted"`
 }
@@ -298,6 +305,9 @@ type ReportImpact struct {
 	NewlyDeniedRequests    int    `json:"newlyDeniedRequests"`
 	NewlyAllowedIdentities int    `json:"newlyAllowedIdentities"`
 	NewlyAllowedRequests   int    `json:"newlyAllowedRequests"`
+	// A report-only check's requests granted that enforcement would deny.
+	NewlyWouldDenyIdentities int `json:"newlyWouldDenyIdentities"`
+	NewlyWouldDenyRequests   int `json:"newlyWouldDenyRequests"`
 }
 
 // FailingValue is a value reported to a check that refuses newly denied

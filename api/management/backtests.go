@@ -44,6 +44,10 @@ type changeSet struct {
 	Delete []string                   `json:"delete"`
 }
 
+// MaxCandidateChanges bounds the creates, updates and deletes of a
+// candidate: each decision of a backtest evaluates them all.
+const MaxCandidateChanges = 1000
+
 // ParseCandidate validates a candidate document (with, in the API's
 // request, optional "from" and "until") against the model in store, as
 // the API validates requests, at time now (the created and updated
@@ -107,6 +111,15 @@ func at(path string, err error) error {
 }
 
 func (a *API) candidate(doc candidateDoc, now time.Time) ([]posture.Payload, error) {
+	n := 0
+	for _, set := range []*changeSet{doc.PostureChecks, doc.ServicePolicies} {
+		if set != nil {
+			n += len(set.Create) + len(set.Update) + len(set.Delete)
+		}
+	}
+	if n > MaxCandidateChanges {
+		return nil, posture.Invalid("postureChecks", fmt.Sprintf("a candidate makes at most %d changes", MaxCandidateChanges), n)
+	}
 	var out []posture.Payload
 	checks, err := candidateChanges(a.checks(), "postureChecks", doc.PostureChecks, now)
 	if err != nil {

@@ -159,6 +159,49 @@ func TestBacktestTightenFindings(t *testing.T) {
 	}
 }
 
+// TestBacktestReportOnlyCandidate: the tighter OS check in report mode,
+// enforced later, refuses nothing in the window (the requests the check
+// refused are newly allowed), but the granted request it would refuse
+// once enforced is a change: counted, listed with its report-only failure,
+// named with the check's enforceAt, and --fail-on-change fails.
+func TestBacktestReportOnlyCandidate(t *testing.T) {
+	dir := scenarioDataDir(t)
+	args := []string{"--candidate", "testdata/backtest/report-only.json", "--from", scenarioFrom}
+	code, out, errOut := backtestCLI(t, dir, append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep backtest.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Changed || rep.Totals.NewlyDenied != 0 || rep.Totals.NewlyWouldDeny != 1 || rep.Totals.IdentitiesNewlyWouldDeny != 1 {
+		t.Fatalf("totals: %+v", rep.Totals)
+	}
+	if len(rep.Enforcements) != 1 || rep.Enforcements[0].CheckName != "windows-10" || rep.Enforcements[0].EnforceAt == nil ||
+		rep.Enforcements[0].EnforceAt.Year() != 2027 {
+		t.Fatalf("enforcements: %+v", rep.Enforcements)
+	}
+	var change *backtest.Change
+	for i, c := range rep.Changes {
+		if c.Kind == "session-request" && c.Recorded == backtest.Granted {
+			change = &rep.Changes[i]
+		}
+	}
+	if change == nil || change.ServiceName != "crm" || change.Recorded != backtest.Granted || change.Candidate != backtest.WouldDeny ||
+		len(change.Failures) == 0 || len(change.Failures[0].Checks) == 0 || !change.Failures[0].Checks[0].ReportOnly {
+		t.Fatalf("changes: %+v", rep.Changes)
+	}
+	if len(rep.Checks) != 1 || rep.Checks[0].Name != "windows-10" || rep.Checks[0].NewlyWouldDenyRequests != 1 || rep.Checks[0].NewlyDeniedRequests != 0 {
+		t.Fatalf("checks: %+v", rep.Checks)
+	}
+	code, out, errOut = backtestCLI(t, dir, append(args, "--fail-on-change")...)
+	if code != exitChanged || !strings.Contains(out, "would be denied once those checks are enforced") ||
+		!strings.Contains(out, "Check windows-10 only reports: it refuses nothing in the window, and is enforced at 2027-06-01T00:00:00.000Z") {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitChanged, out, errOut)
+	}
+}
+
 // TestBacktestNoChange: a candidate that puts a check back as it is
 // changes nothing, from the start of the log or from a moment in it, and
 // --fail-on-change exits 0.
@@ -200,6 +243,10 @@ func TestBacktestExitCodes(t *testing.T) {
 	if err := os.WriteFile(typo, []byte(`{"postureCheck": {}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	tooMany := filepath.Join(t.TempDir(), "too-many.json")
+	if err := os.WriteFile(tooMany, []byte(`{"servicePolicies": {"delete": [`+strings.Repeat(`"x",`, 1000)+`"x"]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name   string
 		args   []string
@@ -207,6 +254,7 @@ func TestBacktestExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{"no change", []string{"--candidate", "testdata/backtest/same.json", "--fail-on-change"}, 0, ""},
+		{"too many changes", []string{"--candidate", tooMany}, exitBacktestFailed, "a candidate makes at most 1000 changes"},
 		{"change without the flag", []string{"--candidate", "testdata/backtest/tighten.json"}, 0, ""},
 		{"change", []string{"--candidate", "testdata/backtest/tighten.json", "--fail-on-change"}, exitChanged, ""},
 		{"invalid body", []string{"--candidate", "testdata/backtest/bad.json"}, exitBacktestFailed, "postureChecks.create[0].operatingSystems"},

@@ -68,8 +68,10 @@ type Options struct {
 	// reached and the last sequence of the window's read.
 	Progress func(done, total uint64)
 	// MaxChanges bounds the changed decisions listed in the report
-	// (default 10,000); the totals count them all.
+	// (default 10,000), and MaxBytes their size as JSON (default 16 MiB);
+	// the totals count them all.
 	MaxChanges int
+	MaxBytes   int
 }
 
 // Opener returns a fresh, private projection holding the state after the
@@ -90,6 +92,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	if opts.MaxChanges <= 0 {
 		opts.MaxChanges = 10000
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 16 << 20
 	}
 	r, err := newRun(ctx, opts)
 	if err != nil {
@@ -221,7 +226,7 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{opts: opts, log: opts.Log, overrides: o, acc: newAccumulator(opts.MaxChanges),
+	r := &run{opts: opts, log: opts.Log, overrides: o, acc: newAccumulator(opts.MaxChanges, opts.MaxBytes),
 		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}, logDeadlines: map[string]bool{}}
 	// Both projections start from the same state, built side by side.
 	g, gctx := errgroup.WithContext(ctx)
@@ -539,14 +544,14 @@ func (r *run) compare(base []posture.Transition) error {
 // its place: the recorded one when the outcome is the same.
 func (r *run) decide(v projections.View, e posture.Event, p posture.Payload) (posture.Event, error) {
 	var identityID, apiSessionID, serviceID, typ string
-	recordedGrant := false
+	recordedGrant, recordedWouldDeny := false, false
 	var recordedFailures []posture.PolicyFailure
 	var session posture.Session
 	switch v := p.(type) {
 	case posture.SessionCreated:
 		session = v.Session
 		identityID, apiSessionID, serviceID, typ = v.Session.IdentityID, v.Session.APISessionID, v.Session.ServiceID, v.Session.Type
-		recordedGrant = true
+		recordedGrant, recordedWouldDeny = true, len(v.WouldDeny) > 0
 	case posture.SessionDenied:
 		identityID, apiSessionID, serviceID, typ = v.IdentityID, v.APISessionID, v.ServiceID, v.Type
 		recordedFailures = v.PolicyFailures
@@ -556,15 +561,18 @@ func (r *run) decide(v projections.View, e posture.Event, p posture.Payload) (po
 		return e, fmt.Errorf("backtest: deciding event %d again: %w", e.Seq, err)
 	}
 	var passing []string
+	strict := false
 	for _, res := range results {
 		if res.Passing {
 			passing = append(passing, res.PolicyID)
 		}
+		strict = strict || res.Strict
 	}
 	grant := len(passing) > 0
 	d := decision{seq: e.Seq, eventID: e.ID, at: e.At, identityID: identityID, apiSessionID: apiSessionID,
-		serviceID: serviceID, typ: typ, recorded: recordedGrant, candidate: grant, recordedFailures: recordedFailures}
-	if !grant {
+		serviceID: serviceID, typ: typ, recorded: recordedGrant, candidate: grant, recordedFailures: recordedFailures,
+		wouldDeny: grant && !strict, recordedWouldDeny: recordedWouldDeny}
+	if !grant || d.wouldDeny {
 		d.failures = posture.Failures(results)
 	}
 	r.acc.decision(d, r.names(r.base))

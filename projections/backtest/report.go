@@ -33,11 +33,23 @@ type Report struct {
 	// FailingValues: the values reported to the checks that refuse the
 	// newly denied requests (not report-only ones), most identities first.
 	FailingValues []FailingValue `json:"failingValues"`
+	// Enforcements: the candidate's checks that only report, and when
+	// each is enforced (null: when its mode changes). Their failing
+	// verdicts refuse nothing in the window: the requests they would
+	// refuse are counted as would-denies.
+	Enforcements []Enforcement `json:"enforcements"`
 	// Changes: every changed decision and transition in log order, the
-	// evidence (at most Options.MaxChanges; ChangesOmitted counts the
-	// rest).
+	// evidence (at most Options.MaxChanges, and Options.MaxBytes of them
+	// as JSON; ChangesOmitted counts the rest).
 	Changes        []Change `json:"changes"`
 	ChangesOmitted int      `json:"changesOmitted,omitempty"`
+}
+
+// Enforcement is a check of the candidate that only reports.
+type Enforcement struct {
+	CheckID   string     `json:"checkId"`
+	CheckName string     `json:"checkName"`
+	EnforceAt *time.Time `json:"enforceAt"`
 }
 
 // Window is the stretch of the log replayed.
@@ -59,9 +71,15 @@ type Totals struct {
 	Denied       int `json:"denied"`
 	NewlyDenied  int `json:"newlyDenied"`
 	NewlyAllowed int `json:"newlyAllowed"`
-	// Identities with at least one request newly denied or allowed.
-	IdentitiesNewlyDenied  int `json:"identitiesNewlyDenied"`
-	IdentitiesNewlyAllowed int `json:"identitiesNewlyAllowed"`
+	// NewlyWouldDeny: requests granted as recorded (and fully, not only
+	// for report-only checks) that the candidate grants only because its
+	// failing checks report: denied once they are enforced.
+	NewlyWouldDeny int `json:"newlyWouldDeny"`
+	// Identities with at least one request newly denied, allowed or
+	// would-denied.
+	IdentitiesNewlyDenied    int `json:"identitiesNewlyDenied"`
+	IdentitiesNewlyAllowed   int `json:"identitiesNewlyAllowed"`
+	IdentitiesNewlyWouldDeny int `json:"identitiesNewlyWouldDeny"`
 	// Transitions derived from the log (policies passing and failing,
 	// sessions removed, grace and timeouts), all those recorded: the same
 	// under the candidate, only without it (recorded), and the removals of
@@ -87,6 +105,9 @@ type Impact struct {
 	NewlyDeniedRequests    int    `json:"newlyDeniedRequests"`
 	NewlyAllowedIdentities int    `json:"newlyAllowedIdentities"`
 	NewlyAllowedRequests   int    `json:"newlyAllowedRequests"`
+	// A report-only check's newly would-denied identities and requests.
+	NewlyWouldDenyIdentities int `json:"newlyWouldDenyIdentities"`
+	NewlyWouldDenyRequests   int `json:"newlyWouldDenyRequests"`
 }
 
 // LostAccess is the first moment an identity would have lost access.
@@ -115,6 +136,7 @@ type FailingValue struct {
 const (
 	Granted     = "granted"
 	Denied      = "denied"
+	WouldDeny   = "would-deny" // granted only because failing checks report
 	Happened    = "happened"
 	NotHappened = "none"
 )
@@ -138,10 +160,38 @@ type Change struct {
 	Recorded     string    `json:"recorded"`
 	Candidate    string    `json:"candidate"`
 	// Failures: the failing policies and checks of the refusal (the
-	// candidate's for a newly denied request, the recorded one for a
-	// newly allowed request); a transition's checks.
-	Failures []posture.PolicyFailure   `json:"failures,omitempty"`
-	Checks   []posture.TransitionCheck `json:"checks,omitempty"`
+	// candidate's for a newly denied or would-denied request, the
+	// recorded one for a newly allowed request); a transition's checks.
+	// At most maxListedChecks checks are listed in all; ChecksOmitted
+	// counts the rest.
+	Failures      []posture.PolicyFailure   `json:"failures,omitempty"`
+	Checks        []posture.TransitionCheck `json:"checks,omitempty"`
+	ChecksOmitted int                       `json:"checksOmitted,omitempty"`
+}
+
+// maxListedChecks bounds the failing checks a change lists: a candidate
+// of many checks and policies would otherwise list every one of them in
+// every change.
+const maxListedChecks = 32
+
+// listFailures is failures with at most maxListedChecks checks in all,
+// and how many it leaves out.
+func listFailures(failures []posture.PolicyFailure) ([]posture.PolicyFailure, int) {
+	out := make([]posture.PolicyFailure, 0, len(failures))
+	left, omitted := maxListedChecks, 0
+	for _, f := range failures {
+		if left == 0 {
+			omitted += len(f.Checks)
+			continue
+		}
+		if len(f.Checks) > left {
+			omitted += len(f.Checks) - left
+			f.Checks = f.Checks[:left]
+		}
+		left -= len(f.Checks)
+		out = append(out, f)
+	}
+	return out, omitted
 }
 
 // decision is a recorded session request decided again.
@@ -153,6 +203,9 @@ type decision struct {
 	serviceID, typ             string
 	recorded, candidate        bool
 	failures, recordedFailures []posture.PolicyFailure
+	// wouldDeny: the candidate grants only because its failing checks
+	// report; recordedWouldDeny: so was the recorded grant.
+	wouldDeny, recordedWouldDeny bool
 }
 
 // tally counts requests and distinct identities.
@@ -170,8 +223,8 @@ func (t *tally) add(identityID string) {
 }
 
 type impactAcc struct {
-	id, name, typ   string
-	denied, allowed tally
+	id, name, typ              string
+	denied, allowed, wouldDeny tally
 }
 
 type valueAcc struct {
@@ -181,28 +234,40 @@ type valueAcc struct {
 
 // accumulator builds a report as the backtest goes.
 type accumulator struct {
-	max      int
-	totals   Totals
-	denied   map[string]bool // identities newly denied
-	allowed  map[string]bool
-	services map[string]*impactAcc
-	checks   map[string]*impactAcc
-	lost     map[string]LostAccess
-	values   map[string]*valueAcc
-	changes  []Change
-	omitted  int
+	max       int
+	maxBytes  int
+	bytes     int
+	totals    Totals
+	denied    map[string]bool // identities newly denied
+	allowed   map[string]bool
+	wouldDeny map[string]bool
+	services  map[string]*impactAcc
+	checks    map[string]*impactAcc
+	lost      map[string]LostAccess
+	values    map[string]*valueAcc
+	changes   []Change
+	omitted   int
 }
 
-func newAccumulator(max int) *accumulator {
-	return &accumulator{max: max, denied: map[string]bool{}, allowed: map[string]bool{}, services: map[string]*impactAcc{},
+func newAccumulator(max, maxBytes int) *accumulator {
+	return &accumulator{max: max, maxBytes: maxBytes, denied: map[string]bool{}, allowed: map[string]bool{}, wouldDeny: map[string]bool{}, services: map[string]*impactAcc{},
 		checks: map[string]*impactAcc{}, lost: map[string]LostAccess{}, values: map[string]*valueAcc{}}
 }
 
 func (a *accumulator) change(c Change) {
-	if len(a.changes) >= a.max {
+	size := 0
+	if len(a.changes) < a.max {
+		b, err := json.Marshal(c)
+		size = len(b)
+		if err != nil {
+			size = a.maxBytes
+		}
+	}
+	if len(a.changes) >= a.max || a.bytes+size > a.maxBytes {
 		a.omitted++
 		return
 	}
+	a.bytes += size
 	a.changes = append(a.changes, c)
 }
 
@@ -232,19 +297,32 @@ func (a *accumulator) decision(d decision, n names) {
 	} else {
 		a.totals.Denied++
 	}
-	if d.recorded == d.candidate {
+	newlyWouldDeny := d.recorded && d.wouldDeny && !d.recordedWouldDeny
+	if d.recorded == d.candidate && !newlyWouldDeny {
 		return
 	}
 	identity, service := n.identity(d.identityID), n.service(d.serviceID)
 	c := Change{Seq: d.seq, EventID: d.eventID, At: d.at, Kind: "session-request", IdentityID: d.identityID,
 		IdentityName: identity, APISessionID: d.apiSessionID, ServiceID: d.serviceID, ServiceName: service,
 		SessionType: d.typ, Recorded: outcome(d.recorded), Candidate: outcome(d.candidate)}
+	if d.wouldDeny {
+		c.Candidate = WouldDeny
+	}
 	svc := impact(a.services, d.serviceID, service, "")
-	if d.recorded {
+	switch {
+	case newlyWouldDeny:
+		a.totals.NewlyWouldDeny++
+		a.wouldDeny[d.identityID] = true
+		svc.wouldDeny.add(d.identityID)
+		c.Failures, c.ChecksOmitted = listFailures(d.failures)
+		reporting(d.failures, func(cf posture.CheckFailure) {
+			impact(a.checks, cf.PostureCheckID, cf.PostureCheckName, string(cf.PostureCheckType)).wouldDeny.add(d.identityID)
+		})
+	case d.recorded:
 		a.totals.NewlyDenied++
 		a.denied[d.identityID] = true
 		svc.denied.add(d.identityID)
-		c.Failures = d.failures
+		c.Failures, c.ChecksOmitted = listFailures(d.failures)
 		refusing(d.failures, func(cf posture.CheckFailure) {
 			impact(a.checks, cf.PostureCheckID, cf.PostureCheckName, string(cf.PostureCheckType)).denied.add(d.identityID)
 			v := failingValue(cf)
@@ -259,16 +337,29 @@ func (a *accumulator) decision(d decision, n names) {
 		})
 		a.lose(LostAccess{IdentityID: d.identityID, IdentityName: identity, At: d.at, Seq: d.seq,
 			ServiceID: d.serviceID, ServiceName: service, How: "request denied"})
-	} else {
+	default:
 		a.totals.NewlyAllowed++
 		a.allowed[d.identityID] = true
 		svc.allowed.add(d.identityID)
-		c.Failures = d.recordedFailures
+		c.Failures, c.ChecksOmitted = listFailures(d.recordedFailures)
 		refusing(d.recordedFailures, func(cf posture.CheckFailure) {
 			impact(a.checks, cf.PostureCheckID, cf.PostureCheckName, string(cf.PostureCheckType)).allowed.add(d.identityID)
 		})
 	}
 	a.change(c)
+}
+
+// reporting calls fn once for each report-only check failing in failures.
+func reporting(failures []posture.PolicyFailure, fn func(posture.CheckFailure)) {
+	seen := map[string]bool{}
+	for _, f := range failures {
+		for _, cf := range f.Checks {
+			if cf.ReportOnly && !seen[cf.PostureCheckID] {
+				seen[cf.PostureCheckID] = true
+				fn(cf)
+			}
+		}
+	}
 }
 
 // refusing calls fn once for each check that refuses a request in
@@ -310,6 +401,9 @@ func (a *accumulator) transition(t posture.Transition, recorded bool, n names) {
 	c := Change{Seq: t.Cause.Seq, EventID: t.Cause.EventID, At: t.At, Kind: t.Kind, IdentityID: t.IdentityID,
 		IdentityName: n.identity(t.IdentityID), APISessionID: t.APISessionID, ServiceID: t.ServiceID, ServiceName: t.ServiceName,
 		PolicyID: t.PolicyID, PolicyName: t.PolicyName, Checks: t.Checks, Recorded: NotHappened, Candidate: NotHappened}
+	if len(c.Checks) > maxListedChecks {
+		c.Checks, c.ChecksOmitted = c.Checks[:maxListedChecks], len(c.Checks)-maxListedChecks
+	}
 	if recorded {
 		a.totals.Transitions++
 		a.totals.TransitionsOnlyRecorded++
@@ -362,7 +456,9 @@ func (r *run) report() *Report {
 		rep.Window.FirstEvent, rep.Window.LastEvent = &r.first, &r.last
 	}
 	rep.Totals.IdentitiesNewlyDenied, rep.Totals.IdentitiesNewlyAllowed = len(a.denied), len(a.allowed)
+	rep.Totals.IdentitiesNewlyWouldDeny = len(a.wouldDeny)
 	rep.Changed = len(a.changes) > 0 || a.omitted > 0
+	rep.Enforcements = enforcements(r.opts.Changes)
 	rep.Services = impacts(a.services)
 	rep.Checks = impacts(a.checks)
 	rep.LostAccess = make([]LostAccess, 0, len(a.lost))
@@ -407,12 +503,33 @@ func (r *run) report() *Report {
 	return rep
 }
 
+// enforcements lists the candidate's checks that only report, by name.
+func enforcements(changes []posture.Payload) []Enforcement {
+	out := []Enforcement{}
+	add := func(c posture.Check) {
+		if e := c.Enforcement; e != nil && e.Mode == posture.ReportMode {
+			out = append(out, Enforcement{CheckID: c.ID, CheckName: c.Name, EnforceAt: e.EnforceAt})
+		}
+	}
+	for _, p := range changes {
+		switch v := p.(type) {
+		case posture.Created[posture.Check]:
+			add(v.Entity)
+		case posture.Updated[posture.Check]:
+			add(v.Entity)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CheckName < out[j].CheckName })
+	return out
+}
+
 func impacts(m map[string]*impactAcc) []Impact {
 	out := make([]Impact, 0, len(m))
 	for _, i := range m {
 		out = append(out, Impact{ID: i.id, Name: i.name, Type: i.typ,
 			NewlyDeniedIdentities: len(i.denied.identities), NewlyDeniedRequests: i.denied.requests,
-			NewlyAllowedIdentities: len(i.allowed.identities), NewlyAllowedRequests: i.allowed.requests})
+			NewlyAllowedIdentities: len(i.allowed.identities), NewlyAllowedRequests: i.allowed.requests,
+			NewlyWouldDenyIdentities: len(i.wouldDeny.identities), NewlyWouldDenyRequests: i.wouldDeny.requests})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		x, y := out[i], out[j]
@@ -421,6 +538,9 @@ func impacts(m map[string]*impactAcc) []Impact {
 		}
 		if x.NewlyAllowedIdentities != y.NewlyAllowedIdentities {
 			return x.NewlyAllowedIdentities > y.NewlyAllowedIdentities
+		}
+		if x.NewlyWouldDenyIdentities != y.NewlyWouldDenyIdentities {
+			return x.NewlyWouldDenyIdentities > y.NewlyWouldDenyIdentities
 		}
 		if x.Name != y.Name {
 			return x.Name < y.Name
@@ -445,8 +565,19 @@ func (r *Report) WriteText(w io.Writer, limit int) error {
 		fmt.Fprintf(b, "Changed: %s replayed; of %s (%d granted, %d denied), %d would be newly denied (%s) and %d newly allowed (%s).\n",
 			posture.Count(r.Window.Events, "event", "events"), posture.Count(t.Decisions, "session request", "session requests"), t.Granted, t.Denied,
 			t.NewlyDenied, posture.Count(t.IdentitiesNewlyDenied, "identity", "identities"), t.NewlyAllowed, posture.Count(t.IdentitiesNewlyAllowed, "identity", "identities"))
+		if t.NewlyWouldDeny > 0 {
+			fmt.Fprintf(b, "%d granted only because failing checks report would be denied once those checks are enforced (%s).\n",
+				t.NewlyWouldDeny, posture.Count(t.IdentitiesNewlyWouldDeny, "identity", "identities"))
+		}
 		fmt.Fprintf(b, "Transitions: %d recorded (%d unchanged, %d only recorded, %d of sessions the candidate refused), %d only with the candidate; sessions removed: %d no longer, %d more.\n",
 			t.Transitions, t.TransitionsUnchanged, t.TransitionsOnlyRecorded, t.TransitionsOfRefusedSessions, t.TransitionsOnlyCandidate, t.RemovalsOnlyRecorded, t.RemovalsOnlyCandidate)
+	}
+	for _, e := range r.Enforcements {
+		when := "when its mode changes"
+		if e.EnforceAt != nil {
+			when = "at " + e.EnforceAt.UTC().Format(tf)
+		}
+		fmt.Fprintf(b, "Check %s only reports: it refuses nothing in the window, and is enforced %s.\n", posture.Printable(e.CheckName), when)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
@@ -473,12 +604,14 @@ func (r *Report) WriteText(w io.Writer, limit int) error {
 	impactRows := func(list []Impact) [][]any {
 		var rows [][]any
 		for _, i := range list {
-			rows = append(rows, []any{orDash(i.Name), i.ID, i.NewlyDeniedIdentities, i.NewlyDeniedRequests, i.NewlyAllowedIdentities, i.NewlyAllowedRequests})
+			rows = append(rows, []any{orDash(i.Name), i.ID, i.NewlyDeniedIdentities, i.NewlyDeniedRequests, i.NewlyAllowedIdentities, i.NewlyAllowedRequests,
+				i.NewlyWouldDenyIdentities, i.NewlyWouldDenyRequests})
 		}
 		return rows
 	}
-	table("Per service:", "SERVICE\tID\tDENIED IDENTITIES\tDENIED REQUESTS\tALLOWED IDENTITIES\tALLOWED REQUESTS", impactRows(r.Services))
-	table("Per check:", "CHECK\tID\tDENIED IDENTITIES\tDENIED REQUESTS\tALLOWED IDENTITIES\tALLOWED REQUESTS", impactRows(r.Checks))
+	const counts = "\tDENIED IDENTITIES\tDENIED REQUESTS\tALLOWED IDENTITIES\tALLOWED REQUESTS\tWOULD-DENY IDENTITIES\tWOULD-DENY REQUESTS"
+	table("Per service:", "SERVICE\tID"+counts, impactRows(r.Services))
+	table("Per check:", "CHECK\tID"+counts, impactRows(r.Checks))
 	var rows [][]any
 	for _, v := range r.FailingValues {
 		rows = append(rows, []any{v.CheckName, v.CheckType + " " + v.Value, v.Identities, v.Requests})
