@@ -65,6 +65,16 @@ type Configs struct {
 // AskedConfigs reads the config types a request asks for; the parameter
 // names at most MaxConfigTypes, as a login's body does.
 func AskedConfigs(c echo.Context, r ConfigReader) (Configs, error) {
+	identityID := ""
+	if p := PrincipalOf(c); p != nil {
+		identityID = p.Identity.ID
+	}
+	return AskedConfigsFor(c, r, identityID)
+}
+
+// AskedConfigsFor is AskedConfigs with the own service configs of another
+// identity than the requester's ("": none).
+func AskedConfigsFor(c echo.Context, r ConfigReader, identityID string) (Configs, error) {
 	var asked []string
 	for _, v := range c.QueryParams()["configTypes"] {
 		asked = append(asked, strings.Split(v, ",")...)
@@ -77,9 +87,9 @@ func AskedConfigs(c echo.Context, r ConfigReader) (Configs, error) {
 		asked = p.Session.ConfigTypes
 	}
 	cfg := Configs{r: r, types: ConfigTypeIDs(r, asked)}
-	if len(cfg.types) > 0 && p != nil {
+	if len(cfg.types) > 0 && identityID != "" {
 		var err error
-		if cfg.own, err = r.IdentityServiceConfigs(p.Identity.ID); err != nil {
+		if cfg.own, err = r.IdentityServiceConfigs(identityID); err != nil {
 			return cfg, err
 		}
 	}

@@ -125,7 +125,7 @@ func (a *API) Routes() []api.Route {
 	routes = append(routes, a.serviceConfigRoutes()...)
 	routes = append(routes, authPolicyRoutes()...)
 	routes = append(routes, a.authenticatorRoutes()...)
-	routes = append(routes, a.services().routes()...)
+	routes = append(routes, a.serviceRoutes()...)
 	routes = append(routes, a.configTypes().routes()...)
 	routes = append(routes, a.configs().routes()...)
 	routes = append(routes, a.servicePolicies().routes()...)

@@ -3,6 +3,7 @@ package management
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ func (a *API) services() *resource[posture.Service, serviceInput] {
 	return &resource[posture.Service, serviceInput]{
 		a: a, kind: posture.KindService, noun: "service",
 		input: func(s posture.Service, _ time.Time) serviceInput {
-			return serviceInput{Name: &s.Name, RoleAttributes: &s.RoleAttributes, Configs: s.Configs,
+			return serviceInput{Name: &s.Name, RoleAttributes: &s.RoleAttributes, Configs: s.Configs, EncryptionRequired: &s.EncryptionRequired,
 				MaxIdleTimeMillis: &s.MaxIdleTimeMillis, TerminatorStrategy: s.TerminatorStrategy, Tags: s.Tags}
 		},
 		build: a.buildService,
@@ -51,12 +52,76 @@ func (a *API) services() *resource[posture.Service, serviceInput] {
 	}
 }
 
+// serviceRoutes are the service resource's routes, with the list that
+// takes asIdentity.
+func (a *API) serviceRoutes() []api.Route {
+	r := a.services()
+	routes := r.routes()
+	for i, rt := range routes {
+		if rt.Method == http.MethodGet && rt.Path == "/"+string(posture.KindService) {
+			routes[i].Handler = func(c echo.Context) error {
+				if c.QueryParam("asIdentity") == "" {
+					return r.list(c)
+				}
+				return a.servicesAs(c)
+			}
+		}
+	}
+	return routes
+}
+
+// servicesAs is GET /services?asIdentity=<id or name>: the services the
+// identity's service policies grant it, with its permissions and its own
+// configs, as the controller lists what an identity sees for an admin.
+// Posture queries are the identity's API sessions', read on the client
+// API or in its posture data: the list leaves them empty.
+func (a *API) servicesAs(c echo.Context) error {
+	ref := c.QueryParam("asIdentity")
+	id := ref
+	if err := a.exists(posture.KindIdentity, "identity", ref); err != nil {
+		var nerr error
+		if id, nerr = a.Store.IDByName(posture.KindIdentity, ref); nerr != nil {
+			if errors.Is(nerr, posture.ErrNotFound) {
+				return err
+			}
+			return nerr
+		}
+	}
+	perms := map[string][]string{}
+	for _, typ := range []string{posture.Bind, posture.Dial} {
+		for _, sid := range a.Store.Reachable(posture.KindServicePolicy, identityRoles, id, serviceRoles, typ) {
+			perms[sid] = append(perms[sid], typ)
+		}
+	}
+	configs, err := api.AskedConfigsFor(c, a.Store, id)
+	if err != nil {
+		return err
+	}
+	all, err := list[posture.Service](a.Store)
+	if err != nil {
+		return err
+	}
+	view := func(s posture.Service) (any, error) {
+		v := a.serviceViewWith(s, configs.Of(s.ID, s.Configs)).(map[string]any)
+		v["permissions"] = perms[s.ID]
+		return v, nil
+	}
+	views := []any{}
+	for _, s := range all {
+		if perms[s.ID] != nil {
+			v, _ := view(s)
+			views = append(views, v)
+		}
+	}
+	return listViews(c, views, view)
+}
+
 func (a *API) buildService(in serviceInput, old *posture.Service, now time.Time) (posture.Service, error) {
 	var s posture.Service
 	var err error
 	if old != nil {
-		// encryptionRequired is set at create only.
-		s.ID, s.CreatedAt, s.EncryptionRequired = old.ID, old.CreatedAt, old.EncryptionRequired
+		// An update without encryptionRequired keeps it.
+		s.ID, s.CreatedAt, s.EncryptionRequired = old.ID, old.CreatedAt, deref(in.EncryptionRequired, old.EncryptionRequired)
 	} else {
 		s.ID, s.CreatedAt = posture.NewID(), now
 		s.EncryptionRequired = deref(in.EncryptionRequired, true)

@@ -703,3 +703,58 @@ func TestIdentityServiceConfigs(t *testing.T) {
 	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/summary", lab.token, nil), http.StatusUnauthorized, posture.CodeUnauthorized, "")
 }
+
+// TestServicesAsIdentity: GET /services?asIdentity= lists what the
+// identity's policies grant it, by id or name, with its permissions;
+// an unknown identity is 404. encryptionRequired is changed by an update
+// and kept by one that leaves it out.
+func TestServicesAsIdentity(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	crm := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	db := n.create(t, admin, "services", map[string]any{"name": "db"})
+	n.create(t, admin, "services", map[string]any{"name": "wiki"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "dial-crm", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + crm}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "dial-db", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + db}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "bind-db", "type": "Bind", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + db}})
+	lab := n.create(t, admin, "identities", map[string]any{"name": "lab-laptop", "type": "Device", "roleAttributes": []string{"laptops"}})
+	n.create(t, admin, "identities", map[string]any{"name": "nobody", "type": "Device"})
+
+	type view struct {
+		Name        string   `json:"name"`
+		Permissions []string `json:"permissions"`
+	}
+	for _, ref := range []string{lab, "lab-laptop"} {
+		var list []view
+		n.getJSON(t, mgmt+"/services?asIdentity="+ref, admin, &list)
+		if len(list) != 2 || list[0].Name+list[1].Name != "crmdb" && list[0].Name+list[1].Name != "dbcrm" {
+			t.Fatalf("services as %s: %+v", ref, list)
+		}
+		for _, v := range list {
+			if want := map[string]string{"crm": "Dial", "db": "BindDial"}[v.Name]; strings.Join(v.Permissions, "") != want {
+				t.Fatalf("permissions of %s as %s: %v, want %s", v.Name, ref, v.Permissions, want)
+			}
+		}
+	}
+	var none []view
+	n.getJSON(t, mgmt+"/services?asIdentity=nobody", admin, &none)
+	if len(none) != 0 {
+		t.Fatalf("services as an identity no policy grants: %+v", none)
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/services?asIdentity=no-such-identity", admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+
+	encryption := func() bool {
+		t.Helper()
+		d := n.detail(t, admin, "services", crm)
+		return d["encryptionRequired"].(bool)
+	}
+	if !encryption() {
+		t.Fatal("a new service requires encryption by default")
+	}
+	if r := n.do(t, http.MethodPatch, mgmt+"/services/"+crm, admin, map[string]any{"encryptionRequired": false}); r.Status != http.StatusOK || encryption() {
+		t.Fatalf("patch encryptionRequired false: %d %s, now %v", r.Status, r.Body, encryption())
+	}
+	if r := n.do(t, http.MethodPut, mgmt+"/services/"+crm, admin, map[string]any{"name": "crm"}); r.Status != http.StatusOK || encryption() {
+		t.Fatalf("a put without encryptionRequired changed it: %d %s", r.Status, r.Body)
+	}
+}
