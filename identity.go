@@ -17,9 +17,26 @@ type Identity struct {
 	DisabledAt    *time.Time `json:"disabledAt,omitempty"`
 	DisabledUntil *time.Time `json:"disabledUntil,omitempty"`
 	Tags          Tags       `json:"tags"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	UpdatedAt     time.Time  `json:"updatedAt"`
+	// AppData is data for the identity's applications, which its SDKs
+	// read, as tags are for admins.
+	AppData Tags `json:"appData,omitempty"`
+	// The hosting costs and precedences the controller gives the
+	// terminators an identity hosts (default, required or failed), by
+	// default and per service id. postured has no data plane: they are
+	// kept and shown as given.
+	DefaultHostingCost        int               `json:"defaultHostingCost,omitempty"`
+	DefaultHostingPrecedence  string            `json:"defaultHostingPrecedence,omitempty"`
+	ServiceHostingCosts       map[string]int    `json:"serviceHostingCosts,omitempty"`
+	ServiceHostingPrecedences map[string]string `json:"serviceHostingPrecedences,omitempty"`
+	CreatedAt                 time.Time         `json:"createdAt"`
+	UpdatedAt                 time.Time         `json:"updatedAt"`
 }
+
+// Hosting precedences.
+var HostingPrecedences = []string{"default", "required", "failed"}
+
+// MaxHostingCost is the highest hosting cost.
+const MaxHostingCost = 65535
 
 // IsDisabled reports whether the identity is disabled at now: disabled for
 // good, or until a later time.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -153,6 +154,15 @@ type IdentityFacts struct {
 	Now time.Time
 }
 
+// orEmpty is m, or an empty map for nil: the wire shows {} rather than
+// null.
+func orEmpty[M ~map[K]V, K comparable, V any](m M) M {
+	if m == nil {
+		return M{}
+	}
+	return m
+}
+
 // IdentityView renders identityDetail, as both APIs show it (the management
 // API's identities, the client API's current-identity), with the fields the
 // real controller always sends.
@@ -189,8 +199,8 @@ func IdentityView(i posture.Identity, f IdentityFacts, links Links) map[string]a
 		"authPolicyId": DefaultAuthPolicyID, "authPolicy": Ref("auth-policies", DefaultAuthPolicyID, "Default"),
 		"envInfo": env, "sdkInfo": sdk,
 		"hasApiSession": f.HasAPISession, "hasEdgeRouterConnection": false,
-		"defaultHostingCost": 0, "defaultHostingPrecedence": "default",
-		"serviceHostingCosts": map[string]int{}, "serviceHostingPrecedences": map[string]string{},
+		"appData": orEmpty(i.AppData), "defaultHostingCost": i.DefaultHostingCost, "defaultHostingPrecedence": cmp.Or(i.DefaultHostingPrecedence, "default"),
+		"serviceHostingCosts": orEmpty(i.ServiceHostingCosts), "serviceHostingPrecedences": orEmpty(i.ServiceHostingPrecedences),
 		"createdAt": Time(i.CreatedAt), "updatedAt": Time(i.UpdatedAt), "_links": links,
 	}
 	if disabled && i.DisabledAt != nil {

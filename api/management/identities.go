@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,12 @@ type identityInput struct {
 	ExternalID     *string      `json:"externalId,omitempty"`
 	Disabled       *bool        `json:"disabled,omitempty"`
 	Tags           posture.Tags `json:"tags,omitempty"`
+	AppData        posture.Tags `json:"appData,omitempty"`
+	// The hosting fields, kept as given (posture.Identity).
+	DefaultHostingCost        *int              `json:"defaultHostingCost,omitempty"`
+	DefaultHostingPrecedence  string            `json:"defaultHostingPrecedence,omitempty"`
+	ServiceHostingCosts       map[string]int    `json:"serviceHostingCosts,omitempty"`
+	ServiceHostingPrecedences map[string]string `json:"serviceHostingPrecedences,omitempty"`
 	// Enrollment asks for a one-time enrollment on create (enrollments.go).
 	Enrollment *enrollmentRequest `json:"enrollment,omitempty"`
 	// disableFor is set by POST /identities/:id/disable: disabled from
@@ -36,7 +43,9 @@ func (a *API) identities() *resource[posture.Identity, identityInput] {
 			// As shown: a timed disable that ended is no longer disabled.
 			disabled := i.IsDisabled(now)
 			return identityInput{Name: &i.Name, Type: i.Type, IsAdmin: &i.IsAdmin, RoleAttributes: &i.RoleAttributes,
-				ExternalID: &i.ExternalID, Disabled: &disabled, Tags: i.Tags}
+				ExternalID: &i.ExternalID, Disabled: &disabled, Tags: i.Tags, AppData: i.AppData,
+				DefaultHostingCost: &i.DefaultHostingCost, DefaultHostingPrecedence: i.DefaultHostingPrecedence,
+				ServiceHostingCosts: i.ServiceHostingCosts, ServiceHostingPrecedences: i.ServiceHostingPrecedences}
 		},
 		build:   a.buildIdentity,
 		view:    a.identityView,
@@ -149,6 +158,9 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 	if i.Tags, err = tags(in.Tags); err != nil {
 		return i, err
 	}
+	if err := a.hosting(&i, in); err != nil {
+		return i, err
+	}
 	i.ExternalID = strings.TrimSpace(deref(in.ExternalID, ""))
 	if i.ExternalID != "" {
 		other, err := a.Store.IdentityByExternalID(i.ExternalID)
@@ -160,6 +172,75 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 		}
 	}
 	return i, nil
+}
+
+// maxHostingServices bounds an identity's per-service hosting costs and
+// precedences: the identity is read at every request of its own.
+const maxHostingServices = 100
+
+// hosting validates an identity's app data and hosting fields: a cost of
+// 0 to 65535, a precedence of default, required or failed, per service
+// for services that exist.
+func (a *API) hosting(i *posture.Identity, in identityInput) error {
+	var err error
+	if in.AppData != nil {
+		if i.AppData, err = api.CheckTagsAt("appData", in.AppData); err != nil {
+			return err
+		}
+	}
+	cost := func(field string, c int) error {
+		if c < 0 || c > posture.MaxHostingCost {
+			return posture.Invalid(field, fmt.Sprintf("must be 0 to %d", posture.MaxHostingCost), c)
+		}
+		return nil
+	}
+	precedence := func(field, p string) (string, error) {
+		p = strings.ToLower(strings.TrimSpace(p))
+		if !slices.Contains(posture.HostingPrecedences, p) {
+			return "", posture.Invalid(field, "must be one of "+strings.Join(posture.HostingPrecedences, ", "), p)
+		}
+		return p, nil
+	}
+	service := func(field, id string) error {
+		if err := a.exists(posture.KindService, "service", id); err != nil {
+			return posture.Invalid(field, "no service with this id", id)
+		}
+		return nil
+	}
+	i.DefaultHostingCost = deref(in.DefaultHostingCost, 0)
+	if err := cost("defaultHostingCost", i.DefaultHostingCost); err != nil {
+		return err
+	}
+	if in.DefaultHostingPrecedence != "" {
+		if i.DefaultHostingPrecedence, err = precedence("defaultHostingPrecedence", in.DefaultHostingPrecedence); err != nil {
+			return err
+		}
+	}
+	if len(in.ServiceHostingCosts) > maxHostingServices || len(in.ServiceHostingPrecedences) > maxHostingServices {
+		return posture.Invalid("serviceHostingCosts", fmt.Sprintf("at most %d services", maxHostingServices), nil)
+	}
+	for id, c := range in.ServiceHostingCosts {
+		if err := service("serviceHostingCosts."+id, id); err != nil {
+			return err
+		}
+		if err := cost("serviceHostingCosts."+id, c); err != nil {
+			return err
+		}
+	}
+	i.ServiceHostingCosts = in.ServiceHostingCosts
+	for id, p := range in.ServiceHostingPrecedences {
+		if err := service("serviceHostingPrecedences."+id, id); err != nil {
+			return err
+		}
+		if p, err = precedence("serviceHostingPrecedences."+id, p); err != nil {
+			return err
+		}
+		if i.ServiceHostingPrecedences == nil {
+			i.ServiceHostingPrecedences = map[string]string{}
+		}
+		i.ServiceHostingPrecedences[id] = p
+	}
+	return nil
 }
 
 // identityView reads what the API shows beside the identity; a read that

@@ -758,3 +758,50 @@ func TestServicesAsIdentity(t *testing.T) {
 		t.Fatalf("a put without encryptionRequired changed it: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestIdentityAppDataAndHosting: an identity keeps its appData and hosting
+// fields as given (the ziti CLI sets them), through a patch that does not
+// name them; bad values are refused and change nothing.
+func TestIdentityAppDataAndHosting(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	crm := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	id := n.create(t, admin, "identities", map[string]any{"name": "svc-host", "type": "Device", "appData": map[string]any{"k": "v"},
+		"defaultHostingCost": 5, "defaultHostingPrecedence": "required"})
+	check := func(want map[string]any) {
+		t.Helper()
+		d := n.detail(t, admin, "identities", id)
+		for k, v := range want {
+			if got, _ := json.Marshal(d[k]); string(got) != v.(string) {
+				t.Errorf("%s: %s, want %s", k, got, v)
+			}
+		}
+	}
+	check(map[string]any{"appData": `{"k":"v"}`, "defaultHostingCost": `5`, "defaultHostingPrecedence": `"required"`,
+		"serviceHostingCosts": `{}`, "serviceHostingPrecedences": `{}`})
+	if r := n.do(t, http.MethodPatch, mgmt+"/identities/"+id, admin, map[string]any{"serviceHostingCosts": map[string]int{crm: 3},
+		"serviceHostingPrecedences": map[string]string{crm: "failed"}}); r.Status != http.StatusOK {
+		t.Fatalf("patch: %d %s", r.Status, r.Body)
+	}
+	check(map[string]any{"appData": `{"k":"v"}`, "defaultHostingCost": `5`, "serviceHostingCosts": `{"` + crm + `":3}`,
+		"serviceHostingPrecedences": `{"` + crm + `":"failed"}`})
+	for _, bad := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"defaultHostingCost": 70000}, "defaultHostingCost"},
+		{map[string]any{"defaultHostingPrecedence": "sometimes"}, "defaultHostingPrecedence"},
+		{map[string]any{"serviceHostingCosts": map[string]int{"x0000000x": 1}}, "serviceHostingCosts.x0000000x"},
+		{map[string]any{"appData": map[string]any{"k": []int{1}}}, "appData.k"},
+	} {
+		expectError(t, n.do(t, http.MethodPatch, mgmt+"/identities/"+id, admin, bad.body), http.StatusBadRequest, posture.CodeCouldNotValidate, bad.field)
+	}
+	check(map[string]any{"defaultHostingCost": `5`, "defaultHostingPrecedence": `"required"`, "appData": `{"k":"v"}`})
+	// The identity reads its own appData.
+	n.create(t, admin, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": "svc-host", "password": "svc-host-password"})
+	var own map[string]any
+	n.getJSON(t, clientAPI+"/current-identity", n.login(t, clientAPI, "svc-host", "svc-host-password"), &own)
+	if d, _ := json.Marshal(own["appData"]); string(d) != `{"k":"v"}` {
+		t.Fatalf("current identity's appData: %s", d)
+	}
+}
