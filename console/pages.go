@@ -534,13 +534,16 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusOK, "explain", data)
 		return
 	}
-	id, err := c.identityOf(identityID)
-	if err != nil {
-		again(err)
-		return
+	var (
+		at  time.Time
+		err error
+	)
+	if v := q.Get("at"); v != "" {
+		if at, err = parseTime(v, c.opts.Now()); err != nil {
+			again(posture.Invalid("at", timeHint, v))
+			return
+		}
 	}
-	// The form asks again by id, whatever it was asked by.
-	data["Identity"], data["IdentityID"] = id, id.ID
 	var (
 		svc      posture.Service
 		svcKnown bool
@@ -555,12 +558,57 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 			data["ServiceID"] = svc.ID
 		}
 	}
+	// The explainer is asked once a question: the answer that finds an
+	// identity deleted since had the id at the moment is the one shown.
+	var (
+		asked     [2]string
+		answer    posture.Explanation
+		answerErr error
+	)
+	ask := func(identityID string) (posture.Explanation, error) {
+		if k := [2]string{identityID, serviceID}; asked != k {
+			asked = k
+			answer, answerErr = c.opts.Explainer.Explain(r.Context(), identityID, serviceID, typ, at)
+		}
+		return answer, answerErr
+	}
+	id, deleted, err := c.identityOf(identityID, at, func(id string) (bool, error) {
+		_, err := ask(id)
+		var pe *posture.Error
+		if asPostureError(err, &pe) && pe.Code == posture.CodeNotFound {
+			return !strings.HasPrefix(pe.Message, "no identity "), nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		again(err)
+		return
+	}
+	// The form asks again by id, whatever it was asked by; an identity
+	// found by its name is said with its id, so that it is not taken for
+	// one that had the id typed.
+	who := id.Name
+	if deleted {
+		who = "identity " + id.ID + " (deleted since)"
+	}
+	data["IdentityID"], data["Who"], data["Deleted"] = id.ID, who, deleted
+	if id.ID != identityID {
+		none := fmt.Sprintf("no identity has the id %q now", identityID)
+		if !at.IsZero() {
+			none = fmt.Sprintf("no identity had the id %q at %s", identityID, stamp(at))
+		}
+		data["Resolved"] = fmt.Sprintf("Explaining the identity named %s (id %s): %s.", id.Name, id.ID, none)
+	}
 	services := c.services(id.ID)
 	if serviceID != "" && !slices.ContainsFunc(services, func(s service) bool { return s.ID == serviceID }) {
 		// A service no policy grants the identity is still the one asked
 		// about: the choice keeps it, so that asking again asks the same.
+		// An identity deleted since is granted nothing now.
 		name := serviceID + " (no service has this id or name now)"
-		if svcKnown {
+		switch {
+		case svcKnown && deleted:
+			name = svc.Name
+		case svcKnown:
 			name = svc.Name + " (not granted to this identity)"
 		}
 		services = append([]service{{serviceID, name}}, services...)
@@ -569,13 +617,6 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	if serviceID == "" {
 		c.render(w, r, http.StatusOK, "explain", data)
 		return
-	}
-	var at time.Time
-	if v := q.Get("at"); v != "" {
-		if at, err = parseTime(v, c.opts.Now()); err != nil {
-			again(posture.Invalid("at", timeHint, v))
-			return
-		}
 	}
 	// What did not exist at the moment is said as it is known now.
 	switch {
@@ -587,9 +628,9 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 		again(posture.Errorf(posture.CodeNotFound, "Service %s did not exist at %s (created %s).", svc.Name, stamp(at), stamp(svc.CreatedAt)))
 		return
 	}
-	x, err := c.opts.Explainer.Explain(r.Context(), id.ID, serviceID, typ, at)
+	x, err := ask(id.ID)
 	if err != nil {
-		again(explainError(err, id, serviceID, svc, svcKnown, at))
+		again(explainError(err, who, serviceID, svc, svcKnown, at))
 		return
 	}
 	data["Explanation"] = x
@@ -604,7 +645,7 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 // explainError says what the explainer could not find at the moment in
 // words: the identity's or the service's name and the moment; a service
 // that no id or name names now is said to be unknown by either.
-func explainError(err error, id posture.Identity, serviceID string, svc posture.Service, svcKnown bool, at time.Time) error {
+func explainError(err error, who, serviceID string, svc posture.Service, svcKnown bool, at time.Time) error {
 	var pe *posture.Error
 	if !asPostureError(err, &pe) || pe.Code != posture.CodeNotFound {
 		return err
@@ -615,7 +656,7 @@ func explainError(err error, id posture.Identity, serviceID string, svc posture.
 	}
 	switch msg := pe.Message; {
 	case strings.HasPrefix(msg, "no identity "):
-		return posture.Errorf(posture.CodeNotFound, "%s did not exist %s.", id.Name, when)
+		return posture.Errorf(posture.CodeNotFound, "%s did not exist %s.", who, when)
 	case !svcKnown:
 		return posture.Errorf(posture.CodeNotFound, "No service has the id or name %q now, and none had that id %s.", serviceID, when)
 	case strings.HasPrefix(msg, "no service "):
@@ -624,18 +665,30 @@ func explainError(err error, id posture.Identity, serviceID string, svc posture.
 	return err
 }
 
-// identityOf reads the identity an explain question names by its id or by
-// its name.
-func (c *Console) identityOf(idOrName string) (posture.Identity, error) {
+// identityOf reads the identity an explain question names: the one with
+// the id now; else, at a past moment, the one that had the id then
+// (hadID asks the moment), which is one deleted since (it keeps its
+// history, and is known by its id alone: deleted); else the one with the
+// name now.
+func (c *Console) identityOf(idOrName string, at time.Time, hadID func(id string) (bool, error)) (posture.Identity, bool, error) {
 	id, err := c.opts.Store.Identity(idOrName)
 	if !errors.Is(err, posture.ErrNotFound) {
-		return id, err
+		return id, false, err
+	}
+	if !at.IsZero() {
+		had, err := hadID(idOrName)
+		if err != nil {
+			return posture.Identity{}, false, err
+		}
+		if had {
+			return posture.Identity{ID: idOrName}, true, nil
+		}
 	}
 	id, err = c.opts.Store.IdentityByName(idOrName)
 	if errors.Is(err, posture.ErrNotFound) {
-		return id, posture.Errorf(posture.CodeNotFound, "No identity has the id or name %q.", idOrName)
+		return id, false, posture.Errorf(posture.CodeNotFound, "No identity has the id or name %q.", idOrName)
 	}
-	return id, err
+	return id, false, err
 }
 
 // serviceOf reads the service an explain question names by its id or, when

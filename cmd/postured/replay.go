@@ -271,7 +271,7 @@ func replayInMemory(ctx context.Context, l *eventlog.Log, c cutoff) (*projection
 
 type replayCmd struct {
 	logFlags
-	Out   string `help:"Directory of the rebuilt projection (default <data-dir>/replay); it must not exist or be empty."`
+	Out   string `help:"Directory of the rebuilt projection (default <data-dir>/replay); it must not exist or be empty, and is made 0700, as the node's data directory is (it holds the identities' history and token hashes)."`
 	ToSeq uint64 `name:"to-seq" xor:"cut" help:"Stop after this sequence."`
 	Until string `xor:"cut" help:"Stop before the first event later than this time (RFC 3339, taken to the end of its last digit, so 10:32:00Z includes 10:32:00.5; or a duration from now such as -2h)."`
 }
@@ -294,6 +294,15 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 		return err
 	}
 	defer l.Close()
+	// The projection holds every identity's history, token hashes and
+	// sealed tokens: the directory is the node's own, as its data
+	// directory is, whatever the umask or an empty one's mode.
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(out, 0o700); err != nil {
+		return fmt.Errorf("make %s 0700: %w", out, err)
+	}
 	store, err := openRebuilt(out)
 	if err != nil {
 		return err
