@@ -50,10 +50,13 @@ func ListViews[S, V any](c echo.Context, items []S, view func(S) (V, error)) err
 
 // Fields tells List the fields of views whose keys vary (maps): the
 // entity's own fields (Of, its type) and, for an empty list, a view of a
-// zero entity (Sample).
+// zero entity (Sample). Aliases are the names a filter or sort may also
+// use for fields of the views, as the OpenZiti controller names them (a
+// config's type for the view's configType).
 type Fields struct {
-	Of     reflect.Type
-	Sample func() any
+	Of      reflect.Type
+	Sample  func() any
+	Aliases map[string]string
 }
 
 // ListOf is List for views that are maps, with what else their fields are.
@@ -64,7 +67,7 @@ func ListOf[T any](c echo.Context, items []T, known Fields) error {
 	}
 	var opts filter.Options
 	if params.Filter != "" || params.Sort != "" {
-		opts.Fields = listFields(items, known)
+		opts = listOptions(items, known)
 	}
 	q, err := filter.ParseWith(params.Filter, opts)
 	if err != nil {
@@ -100,7 +103,7 @@ func ListOf[T any](c echo.Context, items []T, known Fields) error {
 			recs = append(recs, m)
 		}
 	}
-	filter.SortRecords(recs, by)
+	filter.SortRecordsWith(recs, by, opts)
 	out := make([]T, len(recs))
 	for i, m := range recs {
 		out[i] = items[m[pos].(int)]
@@ -110,90 +113,142 @@ func ListOf[T any](c echo.Context, items []T, known Fields) error {
 
 // filterableFields are the fields a list names in meta.filterableFields,
 // as the OpenZiti controller does: those of its items' type (for views held
-// as interfaces, of the known entity's), sorted, without the patterns that
-// stand for anything below a map and without links. A filter may also
-// name a view's own keys (listFields).
+// as interfaces, of the known entity's, with the references a view of it
+// shows and the aliases), sorted, without the patterns that stand for
+// anything below a map and without links. A filter may also name a view's
+// own keys (listOptions).
 func filterableFields[T any](known Fields) []string {
-	t := reflect.TypeFor[T]()
-	if t.Kind() == reflect.Interface {
-		if t = known.Of; t == nil {
+	key := filterableKey{t: reflect.TypeFor[T]()}
+	if key.t.Kind() == reflect.Interface {
+		if key.t, key.viewed = known.Of, true; key.t == nil {
 			return nil
 		}
 	}
-	if f, ok := filterable.Load(t); ok {
+	if f, ok := filterable.Load(key); ok {
 		return f.([]string)
 	}
+	names := fieldsOf(key.t)
+	if key.viewed {
+		names = slices.Clone(names)
+		if known.Sample != nil {
+			refs := map[string]bool{}
+			viewShape(known.Sample(), map[string]bool{}, refs)
+			for n := range refs {
+				names = append(names, n)
+			}
+		}
+		for a := range known.Aliases {
+			names = append(names, a)
+		}
+	}
 	var out []string
-	for _, n := range fieldsOf(t) {
+	for _, n := range names {
 		if !strings.HasSuffix(n, ".*") && !slices.Contains(strings.Split(n, "."), "_links") {
 			out = append(out, n)
 		}
 	}
 	slices.Sort(out)
 	out = slices.Compact(out)
-	filterable.Store(t, out)
+	filterable.Store(key, out)
 	return out
 }
 
-// filterable caches filterableFields by type.
-var filterable sync.Map // reflect.Type -> []string
+// filterableKey is the key of the filterableFields cache: the items' type,
+// or the known entity's type of views held as interfaces (viewed).
+type filterableKey struct {
+	t      reflect.Type
+	viewed bool
+}
 
-// listFields are the names a filter or sort may use on items: the fields
-// of their type; for views held as interfaces, those of every type among
+// filterable caches filterableFields.
+var filterable sync.Map // filterableKey -> []string
+
+// listOptions are what a filter or sort may name on items: the fields of
+// their type; for views held as interfaces, those of every type among
 // them, a map's own keys (and anything below them), the known entity's
-// fields, and a sample view's for an empty list. Nil (any name) when a
-// view's fields cannot be told.
-func listFields[T any](items []T, known Fields) []string {
+// fields, and a sample view's for an empty list (no restriction when a
+// view's fields cannot be told). Among them, the references to other
+// entities compare by their id, and the known aliases stand for fields.
+func listOptions[T any](items []T, known Fields) filter.Options {
+	opts := filter.Options{Aliases: known.Aliases}
 	t := reflect.TypeFor[T]()
 	if t.Kind() != reflect.Interface {
-		return fieldsOf(t)
+		s := shapeOf(t)
+		opts.Fields, opts.Refs = s.fields, s.refs
+		return opts
 	}
-	names := map[string]bool{}
-	add := func(v any) bool {
-		rv := reflect.ValueOf(v)
-		switch {
-		case !rv.IsValid():
-			return true
-		case rv.Kind() == reflect.Map && rv.Type().Key().Kind() == reflect.String:
-			for _, k := range rv.MapKeys() {
-				names[k.String()], names[k.String()+".*"] = true, true
-			}
-			return true
-		}
-		f := fieldsOf(rv.Type())
-		for _, n := range f {
-			names[n] = true
-		}
-		return f != nil
-	}
+	names, refs := map[string]bool{}, map[string]bool{}
+	told := true
 	for _, it := range items {
-		if !add(it) {
-			return nil
-		}
+		told = viewShape(it, names, refs) && told
 	}
 	if len(items) == 0 {
-		if known.Sample == nil || !add(known.Sample()) {
-			return nil
-		}
+		told = known.Sample != nil && viewShape(known.Sample(), names, refs)
 	}
 	if known.Of != nil {
-		f := fieldsOf(known.Of)
-		if f == nil {
-			return nil
-		}
-		for _, n := range f {
+		s := shapeOf(known.Of)
+		told = told && s.fields != nil
+		for _, n := range s.fields {
 			names[n] = true
 		}
+		for _, n := range s.refs {
+			refs[n] = true
+		}
 	}
-	out := make([]string, 0, len(names))
-	for n := range names {
-		out = append(out, n)
+	for n := range refs {
+		opts.Refs = append(opts.Refs, n)
 	}
-	return out
+	if told {
+		opts.Fields = make([]string, 0, len(names))
+		for n := range names {
+			opts.Fields = append(opts.Fields, n)
+		}
+	}
+	return opts
 }
 
-// fields caches fieldsOf by type.
-var fields sync.Map // reflect.Type -> []string
+// viewShape adds the fields and references of a view to names and refs:
+// a map's keys (and anything below them), among which those holding a
+// reference; a struct's fields. It reports whether the view's fields can
+// be told.
+func viewShape(v any, names, refs map[string]bool) bool {
+	rv := reflect.ValueOf(v)
+	switch {
+	case !rv.IsValid():
+		return true
+	case rv.Kind() == reflect.Map && rv.Type().Key().Kind() == reflect.String:
+		it := rv.MapRange()
+		for it.Next() {
+			k := it.Key().String()
+			names[k], names[k+".*"] = true, true
+			e := it.Value()
+			if e.Kind() == reflect.Interface && !e.IsNil() {
+				e = e.Elem()
+			}
+			if e.IsValid() && refType(e.Type()) {
+				refs[k] = true
+			}
+		}
+		return true
+	}
+	s := shapeOf(rv.Type())
+	for _, n := range s.fields {
+		names[n] = true
+	}
+	for _, n := range s.refs {
+		refs[n] = true
+	}
+	return s.fields != nil
+}
+
+// shape is what a filter or sort may name on items of one type: the names
+// of their fields (nil: any name) and, among them, the references.
+type shape struct {
+	fields, refs []string
+}
+
+// shapes caches shapeOf by type.
+var shapes sync.Map // reflect.Type -> shape
 
 var marshaler = reflect.TypeFor[json.Marshaler]()
 
@@ -201,23 +256,48 @@ var marshaler = reflect.TypeFor[json.Marshaler]()
 // the names of their JSON form, dotted into nested objects, with "name.*"
 // below a map or a free-form value. Nil (any name) for items whose JSON
 // form reflection cannot tell: maps, free-form values, their own encoding.
-func fieldsOf(t reflect.Type) []string {
-	if f, ok := fields.Load(t); ok {
-		return f.([]string)
+func fieldsOf(t reflect.Type) []string { return shapeOf(t).fields }
+
+// shapeOf is fieldsOf with the fields among them that hold a reference to
+// another entity (refType), or an array of them.
+func shapeOf(t reflect.Type) shape {
+	if s, ok := shapes.Load(t); ok {
+		return s.(shape)
 	}
-	var out []string
+	var s shape
 	st := t
 	if st.Kind() == reflect.Pointer {
 		st = st.Elem()
 	}
 	if st.Kind() == reflect.Struct && !st.Implements(marshaler) && !reflect.PointerTo(st).Implements(marshaler) {
-		out = structFields(st, "", 0, []string{})
+		s.fields = structFields(st, "", 0, []string{}, &s.refs)
 	}
-	fields.Store(t, out)
-	return out
+	shapes.Store(t, s)
+	return s
 }
 
-func structFields(t reflect.Type, prefix string, depth int, out []string) []string {
+// refType reports whether values of type t are references to other
+// entities, as EntityRef is: objects with an "id", or arrays of them.
+func refType(t reflect.Type) bool {
+	if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t.Implements(marshaler) || reflect.PointerTo(t).Implements(marshaler) {
+		return false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name == "id" && f.IsExported() {
+			return true
+		}
+	}
+	return false
+}
+
+func structFields(t reflect.Type, prefix string, depth int, out []string, refs *[]string) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -231,7 +311,7 @@ func structFields(t reflect.Type, prefix string, depth int, out []string) []stri
 		// Promoted fields, as encoding/json promotes them: also those of
 		// an embedded struct of an unexported type (not through a pointer).
 		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct && (f.IsExported() || f.Type.Kind() == reflect.Struct) {
-			out = structFields(ft, prefix, depth, out)
+			out = structFields(ft, prefix, depth, out, refs)
 			continue
 		}
 		if !f.IsExported() {
@@ -241,6 +321,9 @@ func structFields(t reflect.Type, prefix string, depth int, out []string) []stri
 			name = f.Name
 		}
 		out = append(out, prefix+name)
+		if refType(f.Type) {
+			*refs = append(*refs, prefix+name)
+		}
 		switch {
 		case ft.Implements(marshaler) || reflect.PointerTo(ft).Implements(marshaler):
 			// its own encoding (times, raw JSON): a value, or anything
@@ -251,7 +334,7 @@ func structFields(t reflect.Type, prefix string, depth int, out []string) []stri
 		case ft.Kind() == reflect.Map || ft.Kind() == reflect.Interface:
 			out = append(out, prefix+name+".*")
 		case ft.Kind() == reflect.Struct && depth < 4:
-			out = structFields(ft, prefix+name+".", depth+1, out)
+			out = structFields(ft, prefix+name+".", depth+1, out, refs)
 		}
 	}
 	return out

@@ -102,22 +102,25 @@ func (n notNode) write(b *strings.Builder) {
 	writeOperand(b, n.x, precNot)
 }
 
-// path is a field name split at its dots.
+// path is a field name and the field it reads in the records (the name,
+// or what an alias stands for), split at its dots.
 type path struct {
 	name  string
 	parts []string
+	ref   bool // a reference: read its id (Options.Refs)
 }
 
-func newPath(name string) path { return path{name: name, parts: strings.Split(name, ".")} }
-
 // get returns the value at the path, or nil when any step is missing or is
-// not an object.
+// not an object. The value of a reference is its id.
 func (p path) get(rec map[string]any) any {
 	m := rec
 	last := len(p.parts) - 1
 	for i, k := range p.parts {
 		v, ok := m[k]
 		if !ok || i == last {
+			if p.ref {
+				return refID(v)
+			}
 			return v
 		}
 		next, ok := v.(map[string]any)
@@ -127,6 +130,26 @@ func (p path) get(rec map[string]any) any {
 		m = next
 	}
 	return nil
+}
+
+// refID is the id of a reference: of an object, its "id" (nil when it has
+// none or an empty one); of an array of references, the array of their
+// ids; any other value as it is.
+func refID(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		if id, ok := x["id"]; ok && id != "" {
+			return id
+		}
+		return nil
+	case []any:
+		ids := make([]any, len(x))
+		for i, e := range x {
+			ids[i] = refID(e)
+		}
+		return ids
+	}
+	return v
 }
 
 // litKind is the type of a literal.

@@ -72,6 +72,12 @@
 //     non-array value counts as a set of one element.
 //   - isEmpty(f) holds when f is missing, null, an empty array or an empty
 //     object.
+//   - A field Options.Refs names a reference (an object with an "id", or an
+//     array of them) and reads as its id, as a foreign key does in OpenZiti:
+//     `identity = "x"`, `identity in [...]`, `isEmpty(identity)` and `sort by
+//     identity` see the id (null for a reference without one), while
+//     identity.name reads the object. A name Options.Aliases maps to a field
+//     reads that field.
 //   - Other conditions on an array field without anyOf/allOf are false, except
 //     the null tests.
 //

@@ -18,13 +18,60 @@ type Options struct {
 	// such as "tags.*", admits every dotted path below that prefix
 	// ("tags.env"). Nil admits every name; an empty non-nil slice admits none.
 	Fields []string
+	// Refs lists the fields that hold a reference to another entity: an
+	// object with an "id" (such as {id, name, entity, _links}), or an
+	// array of them. As in OpenZiti, where such a field is a foreign key,
+	// a condition, isEmpty or sort on the field itself reads the
+	// reference's id (`identity = "x"` is `identity.id = "x"`, and a
+	// reference without an id is null); the paths below it (identity.name)
+	// read the object as any other.
+	Refs []string
+	// Aliases maps a name a filter or sort may use to the field of the
+	// records it stands for, such as "type" for a config's "configType"
+	// (type.name is then configType.name). An alias is admitted when its
+	// field is.
+	Aliases map[string]string
 }
 
-// allows reports whether name is admitted by o.Fields.
+// resolve is the field of the records that name stands for: name with
+// its longest aliased prefix (a whole name or the names before a dot)
+// replaced.
+func (o *Options) resolve(name string) string {
+	best := ""
+	for a := range o.Aliases {
+		if len(a) > len(best) && (name == a || strings.HasPrefix(name, a+".")) {
+			best = a
+		}
+	}
+	if best == "" {
+		return name
+	}
+	return o.Aliases[best] + name[len(best):]
+}
+
+// path is the path name reads in the records.
+func (o *Options) path(name string) path {
+	field := o.resolve(name)
+	p := path{name: name, parts: strings.Split(field, ".")}
+	p.ref = slices.Contains(o.Refs, field)
+	return p
+}
+
+// allows reports whether name is admitted by o.Fields, itself or as the
+// alias of an admitted field.
 func (o *Options) allows(name string) bool {
 	if o.Fields == nil {
 		return true
 	}
+	if o.admits(name) {
+		return true
+	}
+	field := o.resolve(name)
+	return field != name && o.admits(field)
+}
+
+// admits reports whether o.Fields names name or a pattern it matches.
+func (o *Options) admits(name string) bool {
 	for _, f := range o.Fields {
 		if f == name {
 			return true
@@ -127,12 +174,17 @@ func (p *parser) field(t token) (path, *syntaxError) {
 		msg := fmt.Sprintf("unknown field %q", short(t.text))
 		if n := len(p.opts.Fields); n > 0 && n <= 40 {
 			valid := slices.Clone(p.opts.Fields)
+			for a := range p.opts.Aliases {
+				if !slices.Contains(valid, a) && p.opts.allows(a) {
+					valid = append(valid, a)
+				}
+			}
 			slices.Sort(valid)
 			msg += "; valid fields are " + strings.Join(valid, ", ")
 		}
 		return path{}, errAt(t.pos, "%s", msg)
 	}
-	return newPath(t.text), nil
+	return p.opts.path(t.text), nil
 }
 
 // query = [ orExpr ] { clause } .

@@ -46,14 +46,18 @@ func ParseSortWith(s string, opts Options) ([]SortField, error) {
 // is null (and missing), booleans, numbers, date-times, other strings, then
 // arrays and objects (which compare equal). Desc reverses the whole order of
 // its key, so nulls come first ascending and last descending.
-func SortRecords(recs []map[string]any, by []SortField) {
+func SortRecords(recs []map[string]any, by []SortField) { SortRecordsWith(recs, by, Options{}) }
+
+// SortRecordsWith is SortRecords with the options the sort was parsed
+// with: an alias sorts by its field, a reference by its id.
+func SortRecordsWith(recs []map[string]any, by []SortField, opts Options) {
 	if len(by) == 0 || len(recs) < 2 {
 		return
 	}
 	m := len(by)
 	paths := make([]path, m)
 	for j, f := range by {
-		paths[j] = newPath(f.Field)
+		paths[j] = opts.path(f.Field)
 	}
 	// Decorate: compute each record's keys once.
 	keys := make([]sortKey, len(recs)*m)

@@ -141,9 +141,17 @@ func (r *resource[T, In]) list(c echo.Context) error {
 }
 
 // listViews answers one page of the views of entities of type T: a filter
-// or sort may name the entity's fields and the keys its views show.
+// or sort may name the entity's fields and the keys its views show, and
+// the names the OpenZiti controller gives some of them (filterAliases).
 func listViews[T posture.Entity](c echo.Context, views []any, view func(T) (any, error)) error {
-	return api.ListOf(c, views, api.Fields{Of: reflect.TypeFor[T](), Sample: func() any { return sampleView(view) }})
+	t := reflect.TypeFor[T]()
+	return api.ListOf(c, views, api.Fields{Of: t, Sample: func() any { return sampleView(view) }, Aliases: filterAliases[t]})
+}
+
+// filterAliases are the names the OpenZiti controller's filters give to
+// fields of views by another: a config's type is its configType reference.
+var filterAliases = map[reflect.Type]map[string]string{
+	reflect.TypeFor[posture.Config](): {"type": "configType"},
 }
 
 // sampleView is the view of a zero entity: the keys an empty list's filter
