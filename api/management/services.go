@@ -120,8 +120,12 @@ func (a *API) buildService(in serviceInput, old *posture.Service, now time.Time)
 	var s posture.Service
 	var err error
 	if old != nil {
-		// An update without encryptionRequired keeps it.
-		s.ID, s.CreatedAt, s.EncryptionRequired = old.ID, old.CreatedAt, deref(in.EncryptionRequired, old.EncryptionRequired)
+		// encryptionRequired is set at create (the seed's read-only
+		// field): an update that would change it is refused, not ignored.
+		s.ID, s.CreatedAt, s.EncryptionRequired = old.ID, old.CreatedAt, old.EncryptionRequired
+		if in.EncryptionRequired != nil && *in.EncryptionRequired != old.EncryptionRequired {
+			return s, posture.Invalid("encryptionRequired", "is set when the service is created and does not change", *in.EncryptionRequired)
+		}
 	} else {
 		s.ID, s.CreatedAt = posture.NewID(), now
 		s.EncryptionRequired = deref(in.EncryptionRequired, true)

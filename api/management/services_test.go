@@ -65,11 +65,13 @@ func TestServiceHandlers(t *testing.T) {
 					t.Fatalf("services %s", r.Data)
 				}
 			}},
-		{Name: "patchService: encryptionRequired changes, as on the controller", Method: http.MethodPatch, Path: "/services/svc1", Body: `{"encryptionRequired":false,"maxIdleTimeMillis":1000}`,
+		{Name: "patchService: encryptionRequired is set at create", Method: http.MethodPatch, Path: "/services/svc1", Body: `{"encryptionRequired":false,"maxIdleTimeMillis":1000}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "encryptionRequired"},
+		{Name: "patchService: encryptionRequired as it is", Method: http.MethodPatch, Path: "/services/svc1", Body: `{"encryptionRequired":true,"maxIdleTimeMillis":1000}`,
 			Status: http.StatusOK, Appended: []string{updated[posture.Service]()},
 			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
 				s := payload[posture.Updated[posture.Service]](t, log).Entity
-				if s.EncryptionRequired || s.MaxIdleTimeMillis != 1000 || s.Name != "crm" {
+				if !s.EncryptionRequired || s.MaxIdleTimeMillis != 1000 || s.Name != "crm" {
 					t.Fatalf("updated %+v", s)
 				}
 			}},

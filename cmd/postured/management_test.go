@@ -706,8 +706,7 @@ func TestIdentityServiceConfigs(t *testing.T) {
 
 // TestServicesAsIdentity: GET /services?asIdentity= lists what the
 // identity's policies grant it, by id or name, with its permissions;
-// an unknown identity is 404. encryptionRequired is changed by an update
-// and kept by one that leaves it out.
+// an unknown identity is 404. encryptionRequired is set at create.
 func TestServicesAsIdentity(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	admin := n.adminToken(t)
@@ -743,19 +742,16 @@ func TestServicesAsIdentity(t *testing.T) {
 	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/services?asIdentity=no-such-identity", admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
 
-	encryption := func() bool {
-		t.Helper()
-		d := n.detail(t, admin, "services", crm)
-		return d["encryptionRequired"].(bool)
+	// encryptionRequired is set at create: a change is refused, the same
+	// value and its absence pass.
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/services/"+crm, admin, map[string]any{"encryptionRequired": false}), http.StatusBadRequest, posture.CodeCouldNotValidate, "encryptionRequired")
+	for _, body := range []map[string]any{{"name": "crm", "encryptionRequired": true}, {"name": "crm"}} {
+		if r := n.do(t, http.MethodPut, mgmt+"/services/"+crm, admin, body); r.Status != http.StatusOK {
+			t.Fatalf("put %v: %d %s", body, r.Status, r.Body)
+		}
 	}
-	if !encryption() {
-		t.Fatal("a new service requires encryption by default")
-	}
-	if r := n.do(t, http.MethodPatch, mgmt+"/services/"+crm, admin, map[string]any{"encryptionRequired": false}); r.Status != http.StatusOK || encryption() {
-		t.Fatalf("patch encryptionRequired false: %d %s, now %v", r.Status, r.Body, encryption())
-	}
-	if r := n.do(t, http.MethodPut, mgmt+"/services/"+crm, admin, map[string]any{"name": "crm"}); r.Status != http.StatusOK || encryption() {
-		t.Fatalf("a put without encryptionRequired changed it: %d %s", r.Status, r.Body)
+	if d := n.detail(t, admin, "services", crm); d["encryptionRequired"] != true {
+		t.Fatalf("encryptionRequired changed: %v", d)
 	}
 }
 

@@ -196,7 +196,8 @@ func TestIdentitiesServicesConfigs(t *testing.T) {
 	if s["encryptionRequired"] != false || s["configs"].([]any)[0] != cfg || s["terminatorStrategy"] != "smartrouting" {
 		t.Fatalf("service: %v", s)
 	}
-	if r := n.do(t, http.MethodPut, mgmt+"/services/"+svc, tok, map[string]any{"name": "crm", "encryptionRequired": true}); r.Status != http.StatusOK {
+	expectError(t, n.do(t, http.MethodPut, mgmt+"/services/"+svc, tok, map[string]any{"name": "crm", "encryptionRequired": true}), 400, posture.CodeCouldNotValidate, "encryptionRequired")
+	if r := n.do(t, http.MethodPut, mgmt+"/services/"+svc, tok, map[string]any{"name": "crm"}); r.Status != http.StatusOK {
 		t.Fatalf("put service: %d %s", r.Status, r.Body)
 	}
 	if s := n.detail(t, tok, "services", svc); s["encryptionRequired"] != false {
