@@ -16,6 +16,11 @@ func init() {
 		if _, found, err := getOld[posture.Identity](tx, posture.KindIdentity, p.IdentityID); err != nil || !found {
 			return err
 		}
+		// Its clients' services change: their indicator moves, so that
+		// they read them again.
+		if err := markChanged(tx, p.IdentityID, e.At); err != nil {
+			return err
+		}
 		if len(p.Configs) == 0 {
 			return dropServiceConfigs(tx, p.IdentityID)
 		}

@@ -655,8 +655,19 @@ func TestIdentityServiceConfigs(t *testing.T) {
 		t.Fatalf("refused requests changed the service configs: %v", l)
 	}
 
+	changedAt := func(t *testing.T) string {
+		t.Helper()
+		var u struct{ LastChangeAt string }
+		n.getJSON(t, clientAPI+"/current-api-session/service-updates", lab.token, &u)
+		return u.LastChangeAt
+	}
+	before := changedAt(t)
 	if r := n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": own}}); r.Status != http.StatusOK {
 		t.Fatalf("assign: %d %s", r.Status, r.Body)
+	}
+	// Its clients learn that their services changed.
+	if after := changedAt(t); after <= before {
+		t.Fatalf("service updates' lastChangeAt %s, was %s", after, before)
 	}
 	if l := listed(t); len(l) != 1 || l[0]["serviceId"] != svc || l[0]["configId"] != own ||
 		l[0]["service"].(map[string]any)["name"] != "crm" || l[0]["config"].(map[string]any)["name"] != "crm-host-lab" {
