@@ -160,17 +160,7 @@ func TestAdminListsAndEndsSessions(t *testing.T) {
 	ep := n.endpoint(t, admin, "laptop", "laptops")
 	svc := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
 	n.create(t, admin, "service-policies", map[string]any{"name": "dial", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"#apps"}})
-	newSession := func() string {
-		t.Helper()
-		r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc, "type": "Dial"})
-		data, _ := r.envelope(t)
-		var s struct{ ID string }
-		if r.Status != http.StatusCreated || json.Unmarshal(data, &s) != nil {
-			t.Fatalf("session: %d %s", r.Status, r.Body)
-		}
-		return s.ID
-	}
-	sess := newSession()
+	sess := n.dial(t, ep.token, svc)
 
 	var apiSessions []map[string]any
 	n.getJSON(t, mgmt+"/api-sessions?filter="+url.QueryEscape(`identityId="`+ep.id+`"`), admin, &apiSessions)
@@ -232,7 +222,7 @@ func TestAdminListsAndEndsSessions(t *testing.T) {
 
 	// The admin ends the API session: its token no longer authenticates,
 	// and the session made on it ends too.
-	again := newSession()
+	again := n.dial(t, ep.token, svc)
 	deleteOnce(mgmt+"/api-sessions/"+ep.apiSessionID, posture.APISessionDeleted{}.EventType())
 	expectError(t, n.do(t, http.MethodGet, clientAPI+"/current-api-session", ep.token, nil), 401, posture.CodeUnauthorized, "")
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/sessions/"+again, admin, nil), 404, posture.CodeNotFound, "")

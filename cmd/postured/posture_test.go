@@ -41,6 +41,18 @@ func (n *testNode) endpoint(t testing.TB, admin, name string, attrs ...string) e
 	return endpoint{id: id, token: tok, apiSessionID: s.ID}
 }
 
+// dial asks for a Dial session of a service and returns its id.
+func (n *testNode) dial(t testing.TB, tok, serviceID string) string {
+	t.Helper()
+	r := n.do(t, http.MethodPost, clientAPI+"/sessions", tok, map[string]any{"serviceId": serviceID, "type": "Dial"})
+	data, _ := r.envelope(t)
+	var s struct{ ID string }
+	if r.Status != http.StatusCreated || json.Unmarshal(data, &s) != nil {
+		t.Fatalf("session: %d %s", r.Status, r.Body)
+	}
+	return s.ID
+}
+
 func (n *testNode) sessionIDs(t testing.TB, tok string) []string {
 	t.Helper()
 	r := n.do(t, http.MethodGet, clientAPI+"/sessions", tok, nil)

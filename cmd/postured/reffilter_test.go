@@ -29,17 +29,7 @@ func TestFiltersOnReferences(t *testing.T) {
 	crm := n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}})
 	wiki := n.create(t, admin, "services", map[string]any{"name": "wiki", "roleAttributes": []string{"apps"}})
 	n.create(t, admin, "service-policies", map[string]any{"name": "dial", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"#apps"}})
-	session := func(ep endpoint, svc string) string {
-		t.Helper()
-		r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc, "type": "Dial"})
-		data, _ := r.envelope(t)
-		var s struct{ ID string }
-		if r.Status != http.StatusCreated || json.Unmarshal(data, &s) != nil {
-			t.Fatalf("session: %d %s", r.Status, r.Body)
-		}
-		return s.ID
-	}
-	bobCRM, carolWiki := session(bob, crm), session(carol, wiki)
+	bobCRM, carolWiki := n.dial(t, bob.token, crm), n.dial(t, carol.token, wiki)
 	host := n.create(t, admin, "config-types", map[string]any{"name": "host.v1", "schema": map[string]any{"type": "object"}})
 	intercept := n.create(t, admin, "config-types", map[string]any{"name": "intercept.v1", "schema": map[string]any{"type": "object"}})
 	hostCfg := n.create(t, admin, "configs", map[string]any{"name": "crm-host", "configTypeId": host, "data": map[string]any{"port": 443}})
