@@ -792,6 +792,26 @@ func TestReEnrollAuthenticator(t *testing.T) {
 		t.Fatalf("re-enroll the password beside a pending ott: %d %s", r.Status, r.Body)
 	}
 
+	// A certificate of one of the network's CAs: an ottca enrollment for
+	// that CA.
+	ext := newTestCA(t, "kiosk root")
+	caID := n.addCA(t, admin, "kiosks", ext)
+	if r := n.verifyCA(t, admin, caID, ext); r.Status != http.StatusOK {
+		t.Fatalf("verify: %d %s", r.Status, r.Body)
+	}
+	kiosk, ottca := n.enrolledIdentity(t, admin, "kiosk", map[string]any{"ottca": caID})
+	kp, _ := ext.issue(t, "kiosk")
+	if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ottca?token=" + ottca.Token, cert: &kp}); r.Status != http.StatusOK {
+		t.Fatalf("enroll ottca: %d %s", r.Status, r.Body)
+	}
+	_, byMethod = n.identityEnrollments(t, admin, kiosk)
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+byMethod["cert"]["id"]+"/re-enroll", admin, later); r.Status != http.StatusCreated {
+		t.Fatalf("re-enroll a CA's certificate: %d %s", r.Status, r.Body)
+	}
+	if enr, _ := n.identityEnrollments(t, admin, kiosk); enr["ottca"].CAID != caID || len(enr) != 1 {
+		t.Fatalf("enrollments after a CA certificate's re-enroll: %+v", enr)
+	}
+
 	// The default admin has no enrollments, even by its own hand.
 	own, _ := n.listIDs(t, admin, "/current-identity/authenticators", "")
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators/"+own[0]+"/re-enroll", admin, later), http.StatusBadRequest, posture.CodeCouldNotValidate, "id")
