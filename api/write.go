@@ -229,11 +229,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 // appendAfter appends the first event if the last of its subject is
 // expect, then the others unconditionally. n is how many it appended.
 func (w *Writer) appendAfter(ctx context.Context, st Stamp, payloads []posture.Payload, expect uint64) (seq uint64, n int, err error) {
-	for i, p := range payloads {
-		e, err := w.Event(st, p)
-		if err != nil {
-			return 0, n, err
-		}
+	events, err := w.events(st, payloads)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, e := range events {
 		if i == 0 {
 			seq, err = w.Log.AppendIfLast(ctx, e, expect)
 		} else {
@@ -250,12 +250,14 @@ func (w *Writer) appendAfter(ctx context.Context, st Stamp, payloads []posture.P
 func (w *Writer) appendChain(ctx context.Context, st Stamp, subject string, payloads []posture.Payload, expect uint64) (seq uint64, n int, err error) {
 	for _, p := range payloads {
 		if p.Subject() != subject {
-			return 0, n, fmt.Errorf("a change of %s cannot carry %s (subject %s)", subject, p.EventType(), p.Subject())
+			return 0, 0, fmt.Errorf("a change of %s cannot carry %s (subject %s)", subject, p.EventType(), p.Subject())
 		}
-		e, err := w.Event(st, p)
-		if err != nil {
-			return 0, n, err
-		}
+	}
+	events, err := w.events(st, payloads)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range events {
 		if seq, err = w.Log.AppendIfLast(ctx, e, expect); err != nil {
 			return 0, n, err
 		}
@@ -263,6 +265,20 @@ func (w *Writer) appendChain(ctx context.Context, st Stamp, subject string, payl
 		n++
 	}
 	return seq, n, nil
+}
+
+// events builds the events of a change before any is appended, so that
+// one that cannot be encoded (a time past year 9999) fails the change
+// whole rather than after the events before it.
+func (w *Writer) events(st Stamp, payloads []posture.Payload) ([]posture.Event, error) {
+	out := make([]posture.Event, len(payloads))
+	for i, p := range payloads {
+		var err error
+		if out[i], err = w.Event(st, p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // turns lets the changes of each subject go one at a time.

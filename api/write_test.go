@@ -157,3 +157,27 @@ func TestChangeGoesWithoutItsTurnAfterAWhile(t *testing.T) {
 		t.Fatalf("the held change decided %d times, %d conflicts, %d events: want 2, 1 and 2", decisions, log.conflicts, log.seq)
 	}
 }
+
+// A change whose later event cannot be encoded (a time past year 9999)
+// appends none of its events, in a chain or not.
+func TestChangeThatCannotBeEncodedAppendsNothing(t *testing.T) {
+	log := &optimisticLog{last: map[string]uint64{}}
+	w := &api.Writer{Log: log, Barrier: log, Now: time.Now}
+	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	payloads := []posture.Payload{
+		posture.Deleted[posture.Authenticator]{ID: "auth-1"},
+		posture.Created[posture.Enrollment]{Entity: posture.Enrollment{ID: "enr-1", ExpiresAt: far}},
+	}
+	if err := w.ModelContext(context.Background(), api.Stamp{}, func() ([]posture.Payload, error) { return payloads, nil }); err == nil {
+		t.Fatal("a change with an event that cannot be encoded succeeded")
+	}
+	err := w.Change(context.Background(), api.Stamp{}, api.Change{Subject: posture.SubjectModel,
+		Expect: func(context.Context) (uint64, error) { return log.LastModelSeq(), nil },
+		Decide: func() ([]posture.Payload, error) { return payloads, nil }})
+	if err == nil {
+		t.Fatal("a change with an event that cannot be encoded succeeded")
+	}
+	if log.seq != 0 {
+		t.Fatalf("%d events appended, want none", log.seq)
+	}
+}

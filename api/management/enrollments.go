@@ -92,8 +92,8 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 	default:
 		return e, posture.Invalid("method", "must be ott, ottca or updb", method)
 	}
-	if !expiresAt.After(now) {
-		return e, posture.Invalid("expiresAt", "must be in the future", api.Time(expiresAt))
+	if err := checkExpiry(expiresAt, now); err != nil {
+		return e, err
 	}
 	if !isNew {
 		if err := a.enrollable(identityID, method, ""); err != nil {
@@ -389,10 +389,19 @@ func (a *API) decodeExpiry(c echo.Context) (time.Time, error) {
 		return time.Time{}, posture.Invalid("expiresAt", "is required", nil)
 	}
 	t := time.Time(*in.ExpiresAt).UTC()
-	if !t.After(a.Writer.Now()) {
-		return t, posture.Invalid("expiresAt", "must be in the future", *in.ExpiresAt)
+	return t, checkExpiry(t, a.Writer.Now())
+}
+
+// checkExpiry refuses an enrollment's expiresAt that is not in the future
+// or more than 10 years ahead.
+func checkExpiry(t, now time.Time) error {
+	switch {
+	case !t.After(now):
+		return posture.Invalid("expiresAt", "must be in the future", api.Time(t))
+	case t.After(now.Add(maxScheduleAhead)):
+		return posture.Invalid("expiresAt", "must be at most 10 years ahead", api.Time(t))
 	}
-	return t, nil
+	return nil
 }
 
 // noEnrollmentOfDefaultAdmin refuses an enrollment of the default admin:

@@ -707,7 +707,11 @@ func TestRefreshEnrollment(t *testing.T) {
 	path := mgmt + "/enrollments/" + old.ID + "/refresh"
 
 	expectError(t, n.do(t, http.MethodPost, path, admin, map[string]any{}), http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
-	expectError(t, n.do(t, http.MethodPost, path, admin, map[string]any{"expiresAt": "2020-01-01T00:00:00Z"}), http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
+	for _, bad := range []string{"2020-01-01T00:00:00Z", "2999-01-01T00:00:00Z", "9999-12-31T23:00:00-23:00"} {
+		expectError(t, n.do(t, http.MethodPost, path, admin, map[string]any{"expiresAt": bad}), http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
+		expectError(t, n.do(t, http.MethodPost, mgmt+"/enrollments", admin, map[string]any{"identityId": id, "method": "updb", "username": "laptop-user", "expiresAt": bad}),
+			http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
+	}
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/enrollments/x0000000x/refresh", admin, map[string]any{"expiresAt": later}), http.StatusNotFound, posture.CodeNotFound, "")
 	if enr, _ := n.identityEnrollments(t, admin, id); enr["ott"].Token != old.Token {
 		t.Fatalf("a refused refresh changed the enrollment: %+v", enr["ott"])
@@ -749,6 +753,12 @@ func TestReEnrollAuthenticator(t *testing.T) {
 	auths, _ := n.listIDs(t, admin, "/identities/"+ep.id+"/authenticators", "")
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators/"+auths[0]+"/re-enroll", admin, map[string]any{}), http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators/x0000000x/re-enroll", admin, later), http.StatusNotFound, posture.CodeNotFound, "")
+	// A time past year 9999 in UTC is refused, and the authenticator stays.
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators/"+auths[0]+"/re-enroll", admin, map[string]any{"expiresAt": "9999-12-31T23:00:00-23:00"}),
+		http.StatusBadRequest, posture.CodeCouldNotValidate, "expiresAt")
+	if r := n.do(t, http.MethodGet, mgmt+"/authenticators/"+auths[0], admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("a refused re-enroll deleted the authenticator: %d", r.Status)
+	}
 	r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+auths[0]+"/re-enroll", admin, later)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("re-enroll: %d %s", r.Status, r.Body)
