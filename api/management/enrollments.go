@@ -392,14 +392,18 @@ func (a *API) decodeExpiry(c echo.Context) (time.Time, error) {
 	return t, checkExpiry(t, a.Writer.Now())
 }
 
+// maxEnrollmentAhead bounds an enrollment's expiresAt: a time the log
+// can encode (before year 10000), and one a person may still mean.
+const maxEnrollmentAhead = 100 * 365 * 24 * time.Hour
+
 // checkExpiry refuses an enrollment's expiresAt that is not in the future
-// or more than 10 years ahead.
+// or more than 100 years ahead.
 func checkExpiry(t, now time.Time) error {
 	switch {
 	case !t.After(now):
 		return posture.Invalid("expiresAt", "must be in the future", api.Time(t))
-	case t.After(now.Add(maxScheduleAhead)):
-		return posture.Invalid("expiresAt", "must be at most 10 years ahead", api.Time(t))
+	case t.After(now.Add(maxEnrollmentAhead)):
+		return posture.Invalid("expiresAt", "must be at most 100 years ahead", api.Time(t))
 	}
 	return nil
 }

@@ -25,10 +25,10 @@ type identityInput struct {
 	Tags           posture.Tags `json:"tags,omitempty"`
 	AppData        posture.Tags `json:"appData,omitempty"`
 	// The hosting fields, kept as given (posture.Identity).
-	DefaultHostingCost        *int              `json:"defaultHostingCost,omitempty"`
-	DefaultHostingPrecedence  string            `json:"defaultHostingPrecedence,omitempty"`
-	ServiceHostingCosts       map[string]int    `json:"serviceHostingCosts,omitempty"`
-	ServiceHostingPrecedences map[string]string `json:"serviceHostingPrecedences,omitempty"`
+	DefaultHostingCost        *int               `json:"defaultHostingCost,omitempty"`
+	DefaultHostingPrecedence  string             `json:"defaultHostingPrecedence,omitempty"`
+	ServiceHostingCosts       map[string]*int    `json:"serviceHostingCosts,omitempty"`
+	ServiceHostingPrecedences map[string]*string `json:"serviceHostingPrecedences,omitempty"`
 	// Enrollment asks for a one-time enrollment on create (enrollments.go).
 	Enrollment *enrollmentRequest `json:"enrollment,omitempty"`
 	// disableFor is set by POST /identities/:id/disable: disabled from
@@ -45,7 +45,7 @@ func (a *API) identities() *resource[posture.Identity, identityInput] {
 			return identityInput{Name: &i.Name, Type: i.Type, IsAdmin: &i.IsAdmin, RoleAttributes: &i.RoleAttributes,
 				ExternalID: &i.ExternalID, Disabled: &disabled, Tags: i.Tags, AppData: i.AppData,
 				DefaultHostingCost: &i.DefaultHostingCost, DefaultHostingPrecedence: i.DefaultHostingPrecedence,
-				ServiceHostingCosts: i.ServiceHostingCosts, ServiceHostingPrecedences: i.ServiceHostingPrecedences}
+				ServiceHostingCosts: pointers(i.ServiceHostingCosts), ServiceHostingPrecedences: pointers(i.ServiceHostingPrecedences)}
 		},
 		build:   a.buildIdentity,
 		view:    a.identityView,
@@ -158,7 +158,7 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 	if i.Tags, err = tags(in.Tags); err != nil {
 		return i, err
 	}
-	if err := a.hosting(&i, in); err != nil {
+	if err := a.hosting(&i, in, old); err != nil {
 		return i, err
 	}
 	i.ExternalID = strings.TrimSpace(deref(in.ExternalID, ""))
@@ -178,10 +178,24 @@ func (a *API) buildIdentity(in identityInput, old *posture.Identity, now time.Ti
 // precedences: the identity is read at every request of its own.
 const maxHostingServices = 100
 
+// pointers is m with each value behind a pointer, as an input holds it.
+func pointers[V any](m map[string]V) map[string]*V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]*V, len(m))
+	for k, v := range m {
+		out[k] = &v
+	}
+	return out
+}
+
 // hosting validates an identity's app data and hosting fields: a cost of
 // 0 to 65535, a precedence of default, required or failed, per service
-// for services that exist.
-func (a *API) hosting(i *posture.Identity, in identityInput) error {
+// for services that exist. A service entry set to null goes; one of a
+// service deleted since goes too, so that it does not hold the identity's
+// other changes (a disable) back.
+func (a *API) hosting(i *posture.Identity, in identityInput, old *posture.Identity) error {
 	var err error
 	if in.AppData != nil {
 		if i.AppData, err = api.CheckTagsAt("appData", in.AppData); err != nil {
@@ -201,11 +215,22 @@ func (a *API) hosting(i *posture.Identity, in identityInput) error {
 		}
 		return p, nil
 	}
-	service := func(field, id string) error {
-		if err := a.exists(posture.KindService, "service", id); err != nil {
-			return posture.Invalid(field, "no service with this id", id)
+	// keep says whether a service's entry stays: the service exists, or
+	// it had one before (its service deleted since: it goes quietly).
+	keep := func(field, id string, had bool) (bool, error) {
+		gone, err := a.gone(posture.KindService, id)
+		switch {
+		case err != nil:
+			return false, err
+		case gone && !had:
+			return false, posture.Invalid(field, "no service with this id", id)
 		}
-		return nil
+		return !gone, nil
+	}
+	var wasCosts map[string]int
+	var wasPrecedences map[string]string
+	if old != nil {
+		wasCosts, wasPrecedences = old.ServiceHostingCosts, old.ServiceHostingPrecedences
 	}
 	i.DefaultHostingCost = deref(in.DefaultHostingCost, 0)
 	if err := cost("defaultHostingCost", i.DefaultHostingCost); err != nil {
@@ -220,25 +245,47 @@ func (a *API) hosting(i *posture.Identity, in identityInput) error {
 		return posture.Invalid("serviceHostingCosts", fmt.Sprintf("at most %d services", maxHostingServices), nil)
 	}
 	for id, c := range in.ServiceHostingCosts {
-		if err := service("serviceHostingCosts."+id, id); err != nil {
+		field := "serviceHostingCosts." + id
+		if c == nil {
+			continue
+		}
+		_, had := wasCosts[id]
+		ok, err := keep(field, id, had)
+		if err != nil {
 			return err
 		}
-		if err := cost("serviceHostingCosts."+id, c); err != nil {
+		if !ok {
+			continue
+		}
+		if err := cost(field, *c); err != nil {
 			return err
 		}
+		if i.ServiceHostingCosts == nil {
+			i.ServiceHostingCosts = map[string]int{}
+		}
+		i.ServiceHostingCosts[id] = *c
 	}
-	i.ServiceHostingCosts = in.ServiceHostingCosts
 	for id, p := range in.ServiceHostingPrecedences {
-		if err := service("serviceHostingPrecedences."+id, id); err != nil {
+		field := "serviceHostingPrecedences." + id
+		if p == nil {
+			continue
+		}
+		_, had := wasPrecedences[id]
+		ok, err := keep(field, id, had)
+		if err != nil {
 			return err
 		}
-		if p, err = precedence("serviceHostingPrecedences."+id, p); err != nil {
+		if !ok {
+			continue
+		}
+		v, err := precedence(field, *p)
+		if err != nil {
 			return err
 		}
 		if i.ServiceHostingPrecedences == nil {
 			i.ServiceHostingPrecedences = map[string]string{}
 		}
-		i.ServiceHostingPrecedences[id] = p
+		i.ServiceHostingPrecedences[id] = v
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package management
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -120,25 +121,22 @@ func (a *API) assignServiceConfigs(c echo.Context) error {
 
 // removeServiceConfigs is DELETE /identities/{id}/service-configs
 // [{serviceId, configId}]: the identity's config for the service of that
-// config's type goes (or the one with that id, if the config is gone).
-// Without a body, or with an empty array, all of them go.
+// config's type goes (or the one with that id, if the config is gone). The
+// pairs are required: a body a proxy dropped removes nothing.
 func (a *API) removeServiceConfigs(c echo.Context) error {
 	pairs, err := decodePairs(c)
 	if err != nil {
 		return err
 	}
+	if len(pairs) == 0 {
+		return posture.Invalid("body", "give the {serviceId, configId} pairs to remove (GET lists them)", nil)
+	}
 	return a.changeServiceConfigs(c, func(own map[string]map[string]string) error {
-		if len(pairs) == 0 {
-			clear(own)
-		}
 		for _, p := range pairs {
 			cfg, err := get[posture.Config](a.Store, "config", p.ConfigID)
 			maps.DeleteFunc(own[p.ServiceID], func(typeID, configID string) bool {
 				return configID == p.ConfigID || err == nil && typeID == cfg.ConfigTypeID
 			})
-			if len(own[p.ServiceID]) == 0 {
-				delete(own, p.ServiceID)
-			}
 		}
 		return nil
 	})
@@ -159,9 +157,31 @@ func (a *API) changeServiceConfigs(c echo.Context, change func(own map[string]ma
 		if own == nil {
 			own = map[string]map[string]string{}
 		}
+		// What names a service or a config deleted since is dropped: it
+		// shows nowhere, and would count against the limit.
+		for serviceID, types := range own {
+			gone, err := a.gone(posture.KindService, serviceID)
+			if err != nil {
+				return nil, err
+			}
+			if gone {
+				delete(own, serviceID)
+				continue
+			}
+			for typeID, configID := range types {
+				gone, err := a.gone(posture.KindConfig, configID)
+				if err != nil {
+					return nil, err
+				}
+				if gone {
+					delete(types, typeID)
+				}
+			}
+		}
 		if err := change(own); err != nil {
 			return nil, err
 		}
+		maps.DeleteFunc(own, func(_ string, types map[string]string) bool { return len(types) == 0 })
 		n := 0
 		for _, types := range own {
 			n += len(types)
@@ -175,4 +195,13 @@ func (a *API) changeServiceConfigs(c echo.Context, change func(own map[string]ma
 		return err
 	}
 	return api.Empty(c)
+}
+
+// gone says whether no entity of the kind has the id.
+func (a *API) gone(kind posture.Kind, id string) (bool, error) {
+	_, err := a.Store.RawEntity(kind, id)
+	if errors.Is(err, posture.ErrNotFound) {
+		return true, nil
+	}
+	return false, err
 }

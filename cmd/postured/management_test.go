@@ -697,16 +697,36 @@ func TestIdentityServiceConfigs(t *testing.T) {
 	if p := hostPort(t, lab.token); p != 443.0 {
 		t.Fatalf("lab's host.v1 port %v after the remove, want 443", p)
 	}
-	// A delete without a body removes all of them.
+	// A delete names what it removes: without pairs (a body a proxy
+	// dropped) it is refused and removes nothing.
 	n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": own}})
-	if r := n.do(t, http.MethodDelete, path, admin, nil); r.Status != http.StatusOK || len(listed(t)) != 0 {
-		t.Fatalf("remove all: %d %s, left %v", r.Status, r.Body, listed(t))
+	for _, body := range []any{nil, []any{}} {
+		expectError(t, n.do(t, http.MethodDelete, path, admin, body), http.StatusBadRequest, posture.CodeCouldNotValidate, "body")
+	}
+	if l := listed(t); len(l) != 1 {
+		t.Fatalf("a refused delete changed the service configs: %v", l)
+	}
+	// A config deleted since is dropped at the next change: it is not kept
+	// (where it would count against the limit), and the service's own
+	// config of its type comes back.
+	if r := n.do(t, http.MethodDelete, mgmt+"/configs/"+own, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete a config only an identity uses: %d %s", r.Status, r.Body)
+	}
+	n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": icpt}})
+	if l := listed(t); len(l) != 1 || l[0]["configId"] != icpt {
+		t.Fatalf("service configs after their config's delete: %v", l)
+	}
+	if kept, err := n.store.IdentityServiceConfigs(lab.id); err != nil || len(kept[svc]) != 1 || kept[svc][intercept] != icpt {
+		t.Fatalf("kept service configs %v %v, want only the intercept one", kept, err)
+	}
+	if p := hostPort(t, lab.token); p != 443.0 {
+		t.Fatalf("lab's host.v1 port %v once its own config is gone, want the service's 443", p)
 	}
 
 	// The counts of GET /summary.
 	var counts map[string]int
 	n.getJSON(t, mgmt+"/summary", admin, &counts)
-	for name, want := range map[string]int{"identities": 3, "services": 1, "services.edge": 1, "configs": 3, "configTypes": 2,
+	for name, want := range map[string]int{"identities": 3, "services": 1, "services.edge": 1, "configs": 2, "configTypes": 2,
 		"servicePolicies": 1, "authenticators": 3, "apiSessions": 3, "postureChecks": 0, "identityTypes": len(posture.IdentityTypes)} {
 		if counts[name] != want {
 			t.Errorf("summary %s: %d, want %d (%v)", name, counts[name], want, counts)
@@ -804,6 +824,23 @@ func TestIdentityAppDataAndHosting(t *testing.T) {
 		expectError(t, n.do(t, http.MethodPatch, mgmt+"/identities/"+id, admin, bad.body), http.StatusBadRequest, posture.CodeCouldNotValidate, bad.field)
 	}
 	check(map[string]any{"defaultHostingCost": `5`, "defaultHostingPrecedence": `"required"`, "appData": `{"k":"v"}`})
+	// An entry set to null goes.
+	db := n.create(t, admin, "services", map[string]any{"name": "db"})
+	if r := n.do(t, http.MethodPatch, mgmt+"/identities/"+id, admin, map[string]any{"serviceHostingCosts": map[string]any{crm: nil, db: 4},
+		"serviceHostingPrecedences": map[string]any{crm: nil, db: "required"}}); r.Status != http.StatusOK {
+		t.Fatalf("patch with null entries: %d %s", r.Status, r.Body)
+	}
+	check(map[string]any{"serviceHostingCosts": `{"` + db + `":4}`, "serviceHostingPrecedences": `{"` + db + `":"required"}`})
+	// A service deleted since holds nothing back: its entries go with the
+	// identity's next change, a disable included.
+	if r := n.do(t, http.MethodDelete, mgmt+"/services/"+db, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete db: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodPost, mgmt+"/identities/"+id+"/disable", admin, map[string]any{}); r.Status != http.StatusOK {
+		t.Fatalf("disable an identity whose hosting names a deleted service: %d %s", r.Status, r.Body)
+	}
+	check(map[string]any{"serviceHostingCosts": `{}`, "serviceHostingPrecedences": `{}`, "disabled": `true`})
+	n.do(t, http.MethodPost, mgmt+"/identities/"+id+"/enable", admin, map[string]any{})
 	// The identity reads its own appData.
 	n.create(t, admin, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": "svc-host", "password": "svc-host-password"})
 	var own map[string]any
