@@ -118,7 +118,7 @@ func (a *API) candidate(doc candidateDoc, now time.Time) ([]posture.Payload, err
 		}
 	}
 	if n > MaxCandidateChanges {
-		return nil, posture.Invalid("postureChecks", fmt.Sprintf("a candidate makes at most %d changes", MaxCandidateChanges), n)
+		return nil, posture.Invalid("candidate", fmt.Sprintf("a candidate makes at most %d changes (creates, updates and deletes of checks and policies together)", MaxCandidateChanges), n)
 	}
 	var out []posture.Payload
 	checks, err := candidateChanges(a.checks(), "postureChecks", doc.PostureChecks, now)

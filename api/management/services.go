@@ -77,6 +77,9 @@ func (a *API) serviceRoutes() []api.Route {
 // API or in its posture data: the list leaves them empty.
 func (a *API) servicesAs(c echo.Context) error {
 	ref := c.QueryParam("asIdentity")
+	if err := api.CheckMax("asIdentity", ref, api.MaxLabel); err != nil {
+		return err
+	}
 	id := ref
 	if err := a.exists(posture.KindIdentity, "identity", ref); err != nil {
 		var nerr error

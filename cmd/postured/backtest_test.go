@@ -254,7 +254,7 @@ func TestBacktestExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{"no change", []string{"--candidate", "testdata/backtest/same.json", "--fail-on-change"}, 0, ""},
-		{"too many changes", []string{"--candidate", tooMany}, exitBacktestFailed, "a candidate makes at most 1000 changes"},
+		{"too many changes", []string{"--candidate", tooMany}, exitBacktestFailed, "candidate: a candidate makes at most 1000 changes"},
 		{"change without the flag", []string{"--candidate", "testdata/backtest/tighten.json"}, 0, ""},
 		{"change", []string{"--candidate", "testdata/backtest/tighten.json", "--fail-on-change"}, exitChanged, ""},
 		{"invalid body", []string{"--candidate", "testdata/backtest/bad.json"}, exitBacktestFailed, "postureChecks.create[0].operatingSystems"},

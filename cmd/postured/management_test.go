@@ -772,6 +772,7 @@ func TestServicesAsIdentity(t *testing.T) {
 		t.Fatalf("services as an identity no policy grants: %+v", none)
 	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/services?asIdentity=no-such-identity", admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/services?asIdentity="+strings.Repeat("x", 300), admin, nil), http.StatusBadRequest, posture.CodeCouldNotValidate, "asIdentity")
 
 	// encryptionRequired is set at create: a change is refused, the same
 	// value and its absence pass.

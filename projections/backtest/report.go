@@ -237,6 +237,7 @@ type accumulator struct {
 	max       int
 	maxBytes  int
 	bytes     int
+	full      bool // the changes listed reached maxBytes
 	totals    Totals
 	denied    map[string]bool // identities newly denied
 	allowed   map[string]bool
@@ -255,19 +256,17 @@ func newAccumulator(max, maxBytes int) *accumulator {
 }
 
 func (a *accumulator) change(c Change) {
-	size := 0
-	if len(a.changes) < a.max {
-		b, err := json.Marshal(c)
-		size = len(b)
-		if err != nil {
-			size = a.maxBytes
-		}
-	}
-	if len(a.changes) >= a.max || a.bytes+size > a.maxBytes {
+	if len(a.changes) >= a.max || a.full {
 		a.omitted++
 		return
 	}
-	a.bytes += size
+	b, err := json.Marshal(c)
+	if err != nil || a.bytes+len(b) > a.maxBytes {
+		a.full = true // the changes after one left out for size are left out too: the list is the window's beginning
+		a.omitted++
+		return
+	}
+	a.bytes += len(b)
 	a.changes = append(a.changes, c)
 }
 
