@@ -113,6 +113,22 @@ func (a *API) createAuthenticator(c echo.Context) error {
 				return nil, posture.Invalid("method", "the identity already has a updb authenticator", in.Method)
 			}
 		}
+		// A pending updb enrollment is the identity's password to be: its
+		// username is taken, and the identity has one password.
+		if _, err := a.Enrollments.EnrollmentByUsername(in.Username); err == nil {
+			return nil, posture.Invalid("username", "username is already in use by an enrollment", in.Username)
+		} else if !errors.Is(err, posture.ErrNotFound) {
+			return nil, err
+		}
+		pending, err := a.Enrollments.IdentityEnrollments(in.IdentityID)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range pending {
+			if e.Method == posture.EnrollUPDB {
+				return nil, posture.Invalid("method", "the identity has a pending updb enrollment: delete it first", in.Method)
+			}
+		}
 		now := a.Writer.Now().UTC()
 		id = posture.NewID()
 		return []posture.Payload{posture.Created[posture.Authenticator]{Entity: posture.Authenticator{

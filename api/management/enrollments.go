@@ -155,8 +155,9 @@ func (a *API) enrollmentJWT(method, subject, token string, expiresAt time.Time) 
 
 // enrollable refuses a second enrollment of the same kind: an identity has
 // at most one certificate (ott or ottca) and one password (updb), enrolled
-// or pending. replacing is an authenticator the enrollment replaces.
-func (a *API) enrollable(identityID, method, replacing string) error {
+// or pending. except is an authenticator the enrollment replaces, or the
+// enrollment itself when it is refreshed.
+func (a *API) enrollable(identityID, method, except string) error {
 	kind := func(m string) string {
 		if m == posture.EnrollUPDB || m == posture.MethodPassword {
 			return posture.MethodPassword
@@ -169,7 +170,7 @@ func (a *API) enrollable(identityID, method, replacing string) error {
 		return err
 	}
 	for _, e := range pending {
-		if kind(e.Method) == want {
+		if kind(e.Method) == want && e.ID != except {
 			return &posture.Error{Code: posture.CodeEnrollmentExists, Message: "the identity already has a pending " + e.Method + " enrollment"}
 		}
 	}
@@ -178,7 +179,7 @@ func (a *API) enrollable(identityID, method, replacing string) error {
 		return err
 	}
 	for _, au := range auths {
-		if au.Method == want && au.ID != replacing {
+		if au.Method == want && au.ID != except {
 			return &posture.Error{Code: posture.CodeEnrollmentExists, Message: "the identity already has a " + au.Method + " authenticator"}
 		}
 	}
@@ -435,6 +436,10 @@ func (a *API) refreshEnrollment(c echo.Context) error {
 			return nil, err
 		}
 		if err := a.noEnrollmentOfDefaultAdmin("id", e.IdentityID); err != nil {
+			return nil, err
+		}
+		// An authenticator added since would refuse its redemption.
+		if err := a.enrollable(e.IdentityID, e.Method, e.ID); err != nil {
 			return nil, err
 		}
 		e.ExpiresAt, e.UpdatedAt = expires, a.Writer.Now().UTC()

@@ -735,6 +735,14 @@ func TestRefreshEnrollment(t *testing.T) {
 	if tok, _ := n.certSession(t, cert); tok == "" {
 		t.Fatal("no session with the enrolled certificate")
 	}
+
+	// An identity with a pending updb enrollment gets no other password,
+	// nor does another identity take its username.
+	person, _ := n.enrolledIdentity(t, admin, "person", map[string]any{"updb": "person-1"})
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators", admin, map[string]any{"method": "updb", "identityId": person, "username": "person-2", "password": "person-password"}),
+		http.StatusBadRequest, posture.CodeCouldNotValidate, "method")
+	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators", admin, map[string]any{"method": "updb", "identityId": id, "username": "person-1", "password": "person-password"}),
+		http.StatusBadRequest, posture.CodeCouldNotValidate, "username")
 }
 
 // TestReEnrollAuthenticator: re-enrolling an authenticator deletes it,
