@@ -41,6 +41,9 @@ func secondaryKeys(e posture.Entity) []kv {
 		}
 	case posture.Service:
 		unique("name", v.Name)
+		for _, c := range v.Configs {
+			out = append(out, kv{relationKey(posture.KindConfig, c, kind, v.ID), nil})
+		}
 	case posture.Config:
 		unique("name", v.Name)
 		out = append(out, kv{relationKey(posture.KindConfigType, v.ConfigTypeID, kind, v.ID), nil})
@@ -288,7 +291,21 @@ func init() {
 	}})
 	onEntity(entityHooks[posture.Check]{})
 	onEntity(entityHooks[posture.Service]{})
-	onEntity(entityHooks[posture.Config]{})
+	onEntity(entityHooks[posture.Config]{afterUpdate: func(tx *Tx, _, cfg posture.Config) error {
+		// The services that carry the config change for their clients:
+		// their service-update indicator moves, as for a change of the
+		// service, so that they read them again.
+		services, err := childIDs(tx.b, posture.KindConfig, cfg.ID, posture.KindService)
+		if err != nil {
+			return err
+		}
+		for _, id := range services {
+			if err := reevaluateChange(tx, posture.KindService, id, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
 	onEntity(entityHooks[posture.ConfigType]{})
 	onEntity(entityHooks[posture.ServicePolicy]{})
 	onEntity(entityHooks[posture.EdgeRouter]{})

@@ -45,8 +45,11 @@ var (
 // unlock starts or moves an MFA grace, and records one history entry per
 // fact a posture event set (postureHistory);
 // layout 11 ends the API sessions of a deleted authenticator, and those of
-// certificates a deleted CA issued.
-const layout = 11
+// certificates a deleted CA issued;
+// layout 12 relates a config to the services that carry it
+// (r/configs/<id>/services/<serviceId>), whose clients a change of the
+// config moves.
+const layout = 12
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
 // so that keys sort in time order. Times an int64 of nanoseconds cannot

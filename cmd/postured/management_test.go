@@ -850,3 +850,35 @@ func TestIdentityAppDataAndHosting(t *testing.T) {
 		t.Fatalf("current identity's appData: %s", d)
 	}
 }
+
+// TestConfigChangeMovesServiceUpdates: a change of a config moves the
+// service-update indicator of the clients of the services that carry it,
+// as a change of the service does, and of no one else.
+func TestConfigChangeMovesServiceUpdates(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ct := n.create(t, admin, "config-types", map[string]any{"name": "intercept.v1", "schema": map[string]any{"type": "object"}})
+	cfg := n.create(t, admin, "configs", map[string]any{"name": "crm-intercept", "configTypeId": ct, "data": map[string]any{"port": 80}})
+	n.create(t, admin, "services", map[string]any{"name": "crm", "roleAttributes": []string{"apps"}, "configs": []string{cfg}})
+	n.create(t, admin, "services", map[string]any{"name": "wiki", "roleAttributes": []string{"docs"}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "dial-apps", "type": "Dial", "identityRoles": []string{"#laptops"}, "serviceRoles": []string{"#apps"}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "dial-docs", "type": "Dial", "identityRoles": []string{"#readers"}, "serviceRoles": []string{"#docs"}})
+	laptop := n.endpoint(t, admin, "laptop", "laptops")
+	reader := n.endpoint(t, admin, "reader", "readers")
+	changedAt := func(ep endpoint) string {
+		t.Helper()
+		var u struct{ LastChangeAt string }
+		n.getJSON(t, clientAPI+"/current-api-session/service-updates", ep.token, &u)
+		return u.LastChangeAt
+	}
+	laptopBefore, readerBefore := changedAt(laptop), changedAt(reader)
+	if r := n.do(t, http.MethodPatch, mgmt+"/configs/"+cfg, admin, map[string]any{"data": map[string]any{"port": 8080}}); r.Status != http.StatusOK {
+		t.Fatalf("patch config: %d %s", r.Status, r.Body)
+	}
+	if after := changedAt(laptop); after <= laptopBefore {
+		t.Errorf("crm's client: lastChangeAt %s, was %s", after, laptopBefore)
+	}
+	if after := changedAt(reader); after != readerBefore {
+		t.Errorf("wiki's client: lastChangeAt %s, was %s", after, readerBefore)
+	}
+}
