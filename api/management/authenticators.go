@@ -1,7 +1,6 @@
 package management
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -99,9 +98,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 		if err := a.ownCredentials(c, in.IdentityID); err != nil {
 			return nil, err
 		}
-		if _, err := a.Store.AuthenticatorByUsername(in.Username); err == nil {
-			return nil, posture.Invalid("username", "username is already in use", in.Username)
-		} else if !errors.Is(err, posture.ErrNotFound) {
+		if err := a.usernameFree("username", in.Username); err != nil {
 			return nil, err
 		}
 		existing, err := a.Store.IdentityAuthenticators(in.IdentityID)
@@ -113,13 +110,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 				return nil, posture.Invalid("method", "the identity already has a updb authenticator", in.Method)
 			}
 		}
-		// A pending updb enrollment is the identity's password to be: its
-		// username is taken, and the identity has one password.
-		if _, err := a.Enrollments.EnrollmentByUsername(in.Username); err == nil {
-			return nil, posture.Invalid("username", "username is already in use by an enrollment", in.Username)
-		} else if !errors.Is(err, posture.ErrNotFound) {
-			return nil, err
-		}
+		// A pending updb enrollment is the identity's password to be.
 		pending, err := a.Enrollments.IdentityEnrollments(in.IdentityID)
 		if err != nil {
 			return nil, err

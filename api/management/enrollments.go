@@ -78,14 +78,7 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 		if err := api.CheckUsername("enrollment.updb", username); err != nil {
 			return e, err
 		}
-		if _, err := a.Store.AuthenticatorByUsername(username); err == nil {
-			return e, posture.Invalid("enrollment.updb", "username is already in use", username)
-		} else if !errors.Is(err, posture.ErrNotFound) {
-			return e, err
-		}
-		if _, err := a.Enrollments.EnrollmentByUsername(username); err == nil {
-			return e, posture.Invalid("enrollment.updb", "username is already in use by an enrollment", username)
-		} else if !errors.Is(err, posture.ErrNotFound) {
+		if err := a.usernameFree("enrollment.updb", username); err != nil {
 			return e, err
 		}
 		e.Username = username
@@ -117,6 +110,22 @@ func (a *API) issue(e *posture.Enrollment) error {
 	}
 	e.JWTSealed, err = a.seal(e.IdentityID, posture.FieldEnrollmentJWT, jwt)
 	return err
+}
+
+// usernameFree refuses a username that an authenticator or a pending updb
+// enrollment has.
+func (a *API) usernameFree(field, username string) error {
+	if _, err := a.Store.AuthenticatorByUsername(username); err == nil {
+		return posture.Invalid(field, "username is already in use", username)
+	} else if !errors.Is(err, posture.ErrNotFound) {
+		return err
+	}
+	if _, err := a.Enrollments.EnrollmentByUsername(username); err == nil {
+		return posture.Invalid(field, "username is already in use by an enrollment", username)
+	} else if !errors.Is(err, posture.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 // secretsTimeout bounds the sealing and opening of secrets where no request
