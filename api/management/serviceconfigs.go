@@ -104,11 +104,11 @@ func (a *API) assignServiceConfigs(c echo.Context) error {
 		for i, p := range pairs {
 			field := fmt.Sprintf("[%d]", i)
 			if err := a.exists(posture.KindService, "service", p.ServiceID); err != nil {
-				return posture.Invalid(field+".serviceId", "no service with this id", p.ServiceID)
+				return notFoundAt(err, field+".serviceId", p.ServiceID)
 			}
 			cfg, err := get[posture.Config](a.Store, "config", p.ConfigID)
 			if err != nil {
-				return posture.Invalid(field+".configId", "no config with this id", p.ConfigID)
+				return notFoundAt(err, field+".configId", p.ConfigID)
 			}
 			if own[p.ServiceID] == nil {
 				own[p.ServiceID] = map[string]string{}
@@ -117,6 +117,16 @@ func (a *API) assignServiceConfigs(c echo.Context) error {
 		}
 		return nil
 	})
+}
+
+// notFoundAt names the field of a pair whose service or config does not
+// exist in a 404, as the controller answers it; another error stays.
+func notFoundAt(err error, field, id string) error {
+	var pe *posture.Error
+	if errors.As(err, &pe) && pe.Code == posture.CodeNotFound {
+		return &posture.Error{Code: posture.CodeNotFound, Message: pe.Message, Field: field, Reason: "not found", Value: id}
+	}
+	return err
 }
 
 // removeServiceConfigs is DELETE /identities/{id}/service-configs

@@ -638,15 +638,18 @@ func TestIdentityServiceConfigs(t *testing.T) {
 		t.Fatalf("service configs before any: %v", l)
 	}
 	for _, bad := range []struct {
-		body  any
-		code  string
-		field string
+		body   any
+		status int
+		code   string
+		field  string
 	}{
-		{map[string]any{"serviceId": svc, "configId": own}, posture.CodeCouldNotParseBody, ""},
-		{[]map[string]any{{"serviceId": "x0000000x", "configId": own}}, posture.CodeCouldNotValidate, "[0].serviceId"},
-		{[]map[string]any{{"serviceId": svc, "configId": own}, {"serviceId": svc, "configId": "x0000000x"}}, posture.CodeCouldNotValidate, "[1].configId"},
+		{map[string]any{"serviceId": svc, "configId": own}, http.StatusBadRequest, posture.CodeCouldNotParseBody, ""},
+		// An unknown service or config is 404, as on the controller, with
+		// the pair's field named.
+		{[]map[string]any{{"serviceId": "x0000000x", "configId": own}}, http.StatusNotFound, posture.CodeNotFound, "[0].serviceId"},
+		{[]map[string]any{{"serviceId": svc, "configId": own}, {"serviceId": svc, "configId": "x0000000x"}}, http.StatusNotFound, posture.CodeNotFound, "[1].configId"},
 	} {
-		expectError(t, n.do(t, http.MethodPost, path, admin, bad.body), http.StatusBadRequest, bad.code, bad.field)
+		expectError(t, n.do(t, http.MethodPost, path, admin, bad.body), bad.status, bad.code, bad.field)
 	}
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/identities/x0000000x/service-configs", admin, []map[string]any{{"serviceId": svc, "configId": own}}),
 		http.StatusNotFound, posture.CodeNotFound, "")
