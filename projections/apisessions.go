@@ -23,6 +23,19 @@ func init() {
 			tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session refused (identity disabled)", nil)
 			return nil
 		}
+		// So does a login that checked a password or certificate whose
+		// authenticator was deleted (revoked) before the login was
+		// recorded: the delete ended the sessions there were, not this one.
+		if s.AuthenticatorID != "" {
+			_, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, s.AuthenticatorID)
+			if err != nil {
+				return err
+			}
+			if !found {
+				tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session refused (authenticator deleted)", nil)
+				return nil
+			}
+		}
 		if err := tx.putRaw(uniqueKey(posture.KindAPISession, "token", s.TokenHash), []byte(s.ID)); err != nil {
 			return err
 		}

@@ -109,6 +109,43 @@ func TestDisabledIdentitiesHaveNoSessions(t *testing.T) {
 	}
 }
 
+// Deleting an authenticator ends the API sessions that logged in with it,
+// and a login that checked it before the delete but is recorded after it
+// starts none; a login without an authenticator (an external JWT's) is
+// not concerned.
+func TestRevokedAuthenticatorsHaveNoSessions(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	id := posture.Identity{ID: "ident1", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}
+	au := posture.Authenticator{ID: "auth1", IdentityID: id.ID, Method: posture.MethodPassword, Username: "laptop-user", CreatedAt: at, UpdatedAt: at}
+	a := &applier{s: s, at: at, step: time.Second}
+	apply := func(p posture.Payload) { t.Helper(); a.apply(t, p) }
+	login := func(sid, authenticatorID string) {
+		t.Helper()
+		apply(posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
+			AuthenticatorID: authenticatorID, AuthMethod: "password", ConfigTypes: []string{}, CreatedAt: at, LastActivityAt: at}})
+	}
+	live := func(sid string) bool {
+		t.Helper()
+		_, err := s.APISessionByTokenHash("h-" + sid)
+		return err == nil
+	}
+	apply(posture.Created[posture.Identity]{Entity: id})
+	apply(posture.Created[posture.Authenticator]{Entity: au})
+	login("before", au.ID)
+	if !live("before") {
+		t.Fatal("a login with an existing authenticator started no session")
+	}
+	apply(posture.Deleted[posture.Authenticator]{ID: au.ID})
+	login("raced", au.ID)
+	login("ext-jwt", "")
+	if live("before") || live("raced") || !live("ext-jwt") {
+		t.Fatalf("after the authenticator's delete: before %v, raced %v (want both ended), ext-jwt %v (want live)",
+			live("before"), live("raced"), live("ext-jwt"))
+	}
+}
+
 // An identity keeps at most MaxAPISessions API sessions: a login past them
 // ends the least recently used (a touched old one stays), and the count
 // never grows past the bound.

@@ -48,8 +48,10 @@ var (
 // certificates a deleted CA issued;
 // layout 12 relates a config to the services that carry it
 // (r/configs/<id>/services/<serviceId>), whose clients a change of the
-// config moves.
-const layout = 12
+// config moves;
+// layout 13 starts no API session of a login whose authenticator was
+// deleted before the login was recorded.
+const layout = 13
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
 // so that keys sort in time order. Times an int64 of nanoseconds cannot
