@@ -78,19 +78,38 @@ func ParseAuthenticatorChange(body []byte, patch, needCurrent bool) (Authenticat
 	return ch, nil
 }
 
+// Usernames finds who has a username: a password authenticator, or a
+// pending updb enrollment, whose redemption makes one with it.
+type Usernames interface {
+	AuthenticatorByUsername(username string) (posture.Authenticator, error)
+	EnrollmentByUsername(username string) (posture.Enrollment, error)
+}
+
+// UsernameFree fails (400 on field) when an authenticator or a pending updb
+// enrollment has the username.
+func UsernameFree(names Usernames, field, username string) error {
+	if _, err := names.AuthenticatorByUsername(username); err == nil {
+		return posture.Invalid(field, "username is already in use", username)
+	} else if !errors.Is(err, posture.ErrNotFound) {
+		return err
+	}
+	if _, err := names.EnrollmentByUsername(username); err == nil {
+		return posture.Invalid(field, "username is already in use by an enrollment", username)
+	} else if !errors.Is(err, posture.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
 // Apply is au with the change made at now: a new username (CheckUsername,
-// and free: byUsername finds who has one), the new password's sealed hash
-// when one was given ("" keeps the password), new tags.
-func (ch AuthenticatorChange) Apply(au posture.Authenticator, sealedHash string, byUsername func(string) (posture.Authenticator, error), now time.Time) (posture.Authenticator, error) {
+// and free), the new password's sealed hash when one was given ("" keeps
+// the password), new tags.
+func (ch AuthenticatorChange) Apply(au posture.Authenticator, sealedHash string, names Usernames, now time.Time) (posture.Authenticator, error) {
 	if ch.Username != nil && *ch.Username != au.Username {
 		if err := CheckUsername("username", *ch.Username); err != nil {
 			return au, err
 		}
-		other, err := byUsername(*ch.Username)
-		if err == nil && other.ID != au.ID {
-			return au, posture.Invalid("username", "username is already in use", *ch.Username)
-		}
-		if err != nil && !errors.Is(err, posture.ErrNotFound) {
+		if err := UsernameFree(names, "username", *ch.Username); err != nil {
 			return au, err
 		}
 		au.Username = *ch.Username

@@ -162,7 +162,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 			}
 		}
 		checked = curHash
-		next, err := ch.Apply(cur, newHash, a.Identities.AuthenticatorByUsername, a.Writer.Now().UTC())
+		next, err := ch.Apply(cur, newHash, a.Identities, a.Writer.Now().UTC())
 		if err != nil {
 			return nil, err
 		}

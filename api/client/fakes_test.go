@@ -203,6 +203,9 @@ func (s *memStore) ClientInfo(identityID string) (posture.ClientInfo, error) {
 func (s *memStore) IdentityEnrollments(identityID string) ([]posture.Enrollment, error) {
 	return slices.DeleteFunc(slices.Clone(s.enrollments), func(e posture.Enrollment) bool { return e.IdentityID != identityID }), nil
 }
+func (s *memStore) EnrollmentByUsername(username string) (posture.Enrollment, error) {
+	return first(s.enrollments, func(e posture.Enrollment) bool { return e.Method == posture.EnrollUPDB && e.Username == username })
+}
 func (s *memStore) EnrollmentByToken(token string) (posture.Enrollment, error) {
 	return first(s.enrollments, func(e posture.Enrollment) bool { return e.LookupHash() == posture.HashToken(token) })
 }

@@ -17,6 +17,9 @@ type IdentityStore interface {
 	ExternalJWTSigners() ([]posture.ExternalJWTSigner, error)
 	ClientInfo(identityID string) (posture.ClientInfo, error)
 	IdentityEnrollments(identityID string) ([]posture.Enrollment, error)
+	// EnrollmentByUsername finds the pending updb enrollment that holds a
+	// username: a new username is free of authenticators and of those.
+	EnrollmentByUsername(username string) (posture.Enrollment, error)
 }
 
 // AuthenticatorReader is what the current identity's authenticator

@@ -98,7 +98,7 @@ func (a *API) createAuthenticator(c echo.Context) error {
 		if err := a.ownCredentials(c, in.IdentityID); err != nil {
 			return nil, err
 		}
-		if err := a.usernameFree("username", in.Username); err != nil {
+		if err := api.UsernameFree(usernames{a}, "username", in.Username); err != nil {
 			return nil, err
 		}
 		existing, err := a.Store.IdentityAuthenticators(in.IdentityID)
@@ -176,7 +176,7 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		if a.isDefaultAdmin(au.IdentityID) {
 			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the default admin's password is changed by the default admin only, with its current password (/current-identity/authenticators)"}
 		}
-		if au, err = ch.Apply(au, hash, a.Store.AuthenticatorByUsername, a.Writer.Now().UTC()); err != nil {
+		if au, err = ch.Apply(au, hash, usernames{a}, a.Writer.Now().UTC()); err != nil {
 			return nil, err
 		}
 		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: au}}, nil

@@ -125,6 +125,9 @@ func TestEnrollmentHandlers(t *testing.T) {
 	phone := posture.Identity{ID: "ident2", Name: "phone", Type: posture.IdentityDevice, RoleAttributes: []string{}, Tags: posture.Tags{}}
 	pending := posture.Enrollment{ID: "enr1", Method: posture.EnrollUPDB, IdentityID: "ident2", Username: "phone-user", TokenHash: "h",
 		TokenSealed: "sealed:ident2:" + posture.FieldEnrollmentToken + ":tok", ExpiresAt: handlerNow.Add(1), CreatedAt: handlerNow, UpdatedAt: handlerNow}
+	tablet := posture.Identity{ID: "ident3", Name: "tablet", Type: posture.IdentityDevice, RoleAttributes: []string{}, Tags: posture.Tags{}}
+	clash := posture.Enrollment{ID: "enr2", Method: posture.EnrollUPDB, IdentityID: "ident3", Username: laptopPassword.Username, TokenHash: "h2",
+		TokenSealed: "sealed:ident3:" + posture.FieldEnrollmentToken + ":tok2", ExpiresAt: handlerNow.Add(1), CreatedAt: handlerNow, UpdatedAt: handlerNow}
 	runManagement(t, []apitest.Case{
 		{Name: "createEnrollment: ott", Method: http.MethodPost, Path: "/enrollments",
 			Body: `{"method":"ott","identityId":"ident2","expiresAt":"2026-04-02T12:00:00Z"}`, Status: http.StatusCreated, Appended: []string{created[posture.Enrollment]()},
@@ -157,7 +160,14 @@ func TestEnrollmentHandlers(t *testing.T) {
 					t.Fatalf("enrollments %s", r.Data)
 				}
 			}},
+		// A refresh of a updb enrollment whose username an authenticator
+		// has since taken (no change makes that now; an older log may
+		// hold it) would give a token that cannot be redeemed.
+		{Name: "refreshEnrollment: a updb username an authenticator has", Method: http.MethodPost, Path: "/enrollments/enr2/refresh",
+			Body: `{"expiresAt":"2026-04-02T12:00:00Z"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "username"},
+		{Name: "refreshEnrollment", Method: http.MethodPost, Path: "/enrollments/enr1/refresh",
+			Body: `{"expiresAt":"2026-04-02T12:00:00Z"}`, Status: http.StatusOK, Appended: []string{updated[posture.Enrollment]()}},
 		{Name: "deleteEnrollment", Method: http.MethodDelete, Path: "/enrollments/enr1", Status: http.StatusOK, Appended: []string{deleted[posture.Enrollment]()}},
 		{Name: "deleteEnrollment: unknown id", Method: http.MethodDelete, Path: "/enrollments/enr9", Status: http.StatusNotFound, Code: posture.CodeNotFound},
-	}, laptop, phone, laptopPassword, pending)
+	}, laptop, phone, tablet, laptopPassword, pending, clash)
 }

@@ -20,6 +20,18 @@ type EnrollmentStore interface {
 	EnrollmentByUsername(username string) (posture.Enrollment, error)
 }
 
+// usernames finds who has a username among the store's authenticators and
+// the pending enrollments (api.Usernames).
+type usernames struct{ a *API }
+
+func (u usernames) AuthenticatorByUsername(username string) (posture.Authenticator, error) {
+	return u.a.Store.AuthenticatorByUsername(username)
+}
+
+func (u usernames) EnrollmentByUsername(username string) (posture.Enrollment, error) {
+	return u.a.Enrollments.EnrollmentByUsername(username)
+}
+
 // enrollmentRequest is the enrollment field of an identity create:
 // {ott: true}, {ottca: "<caId>"} or {updb: "<username>"}.
 type enrollmentRequest struct {
@@ -78,7 +90,7 @@ func (a *API) newEnrollment(identityID string, isNew bool, method, caID, usernam
 		if err := api.CheckUsername("enrollment.updb", username); err != nil {
 			return e, err
 		}
-		if err := a.usernameFree("enrollment.updb", username); err != nil {
+		if err := api.UsernameFree(usernames{a}, "enrollment.updb", username); err != nil {
 			return e, err
 		}
 		e.Username = username
@@ -110,22 +122,6 @@ func (a *API) issue(e *posture.Enrollment) error {
 	}
 	e.JWTSealed, err = a.seal(e.IdentityID, posture.FieldEnrollmentJWT, jwt)
 	return err
-}
-
-// usernameFree refuses a username that an authenticator or a pending updb
-// enrollment has.
-func (a *API) usernameFree(field, username string) error {
-	if _, err := a.Store.AuthenticatorByUsername(username); err == nil {
-		return posture.Invalid(field, "username is already in use", username)
-	} else if !errors.Is(err, posture.ErrNotFound) {
-		return err
-	}
-	if _, err := a.Enrollments.EnrollmentByUsername(username); err == nil {
-		return posture.Invalid(field, "username is already in use by an enrollment", username)
-	} else if !errors.Is(err, posture.ErrNotFound) {
-		return err
-	}
-	return nil
 }
 
 // secretsTimeout bounds the sealing and opening of secrets where no request
@@ -450,6 +446,14 @@ func (a *API) refreshEnrollment(c echo.Context) error {
 		// An authenticator added since would refuse its redemption.
 		if err := a.enrollable(e.IdentityID, e.Method, e.ID); err != nil {
 			return nil, err
+		}
+		// So would an authenticator that has its username.
+		if e.Method == posture.EnrollUPDB {
+			if _, err := a.Store.AuthenticatorByUsername(e.Username); err == nil {
+				return nil, posture.Invalid("username", "an authenticator has this enrollment's username: create an enrollment with another", e.Username)
+			} else if !errors.Is(err, posture.ErrNotFound) {
+				return nil, err
+			}
 		}
 		e.ExpiresAt, e.UpdatedAt = expires, a.Writer.Now().UTC()
 		if err := a.issue(&e); err != nil {

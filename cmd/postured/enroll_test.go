@@ -743,6 +743,18 @@ func TestRefreshEnrollment(t *testing.T) {
 		http.StatusBadRequest, posture.CodeCouldNotValidate, "method")
 	expectError(t, n.do(t, http.MethodPost, mgmt+"/authenticators", admin, map[string]any{"method": "updb", "identityId": id, "username": "person-1", "password": "person-password"}),
 		http.StatusBadRequest, posture.CodeCouldNotValidate, "username")
+	// Nor does a password renamed to it, by its owner or by an admin.
+	au := n.create(t, admin, "authenticators", map[string]any{"method": "updb", "identityId": id, "username": "laptop-user", "password": "laptop-password"})
+	owner := n.login(t, clientAPI, "laptop-user", "laptop-password")
+	for _, r := range []response{
+		n.do(t, http.MethodPatch, clientAPI+"/current-identity/authenticators/"+au, owner, map[string]any{"username": "person-1", "currentPassword": "laptop-password"}),
+		n.do(t, http.MethodPut, clientAPI+"/current-identity/authenticators/"+au, owner, map[string]any{"username": "person-1", "password": "laptop-password-2", "currentPassword": "laptop-password"}),
+		n.do(t, http.MethodPatch, mgmt+"/authenticators/"+au, admin, map[string]any{"username": "person-1"}),
+		n.do(t, http.MethodPut, mgmt+"/authenticators/"+au, admin, map[string]any{"username": "person-1", "password": "laptop-password-2"}),
+	} {
+		expectError(t, r, http.StatusBadRequest, posture.CodeCouldNotValidate, "username")
+	}
+	n.login(t, clientAPI, "laptop-user", "laptop-password")
 }
 
 // TestReEnrollAuthenticator: re-enrolling an authenticator deletes it,
