@@ -167,6 +167,7 @@ func (a *API) changeServiceConfigs(c echo.Context, change func(own map[string]ma
 		if own == nil {
 			own = map[string]map[string]string{}
 		}
+		before := cloneServiceConfigs(own)
 		// What names a service or a config deleted since is dropped: it
 		// shows nowhere, and would count against the limit.
 		for serviceID, types := range own {
@@ -199,12 +200,26 @@ func (a *API) changeServiceConfigs(c echo.Context, change func(own map[string]ma
 		if n > posture.MaxIdentityServiceConfigs {
 			return nil, posture.Invalid("body", fmt.Sprintf("an identity has at most %d service configs", posture.MaxIdentityServiceConfigs), n)
 		}
+		// A change that leaves them as they were records nothing, and so
+		// does not send the identity's clients to read their services again.
+		if maps.EqualFunc(own, before, maps.Equal) {
+			return nil, nil
+		}
 		return []posture.Payload{posture.IdentityServiceConfigsSet{IdentityID: id, Configs: own}}, nil
 	})
 	if err != nil {
 		return err
 	}
 	return api.Empty(c)
+}
+
+// cloneServiceConfigs copies an identity's service configs, maps within.
+func cloneServiceConfigs(own map[string]map[string]string) map[string]map[string]string {
+	out := make(map[string]map[string]string, len(own))
+	for serviceID, types := range own {
+		out[serviceID] = maps.Clone(types)
+	}
+	return out
 }
 
 // gone says whether no entity of the kind has the id.

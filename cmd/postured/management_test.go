@@ -709,6 +709,32 @@ func TestIdentityServiceConfigs(t *testing.T) {
 	if l := listed(t); len(l) != 1 {
 		t.Fatalf("a refused delete changed the service configs: %v", l)
 	}
+	// A change that changes nothing records nothing: the clients are not
+	// sent to read their services again.
+	before = changedAt(t)
+	last, _ := n.elog.LastSeq(t.Context())
+	for _, r := range []response{
+		n.do(t, http.MethodPost, path, admin, []any{}),
+		n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": own}}),
+		n.do(t, http.MethodDelete, path, admin, []map[string]any{{"serviceId": "x0000000x", "configId": "x0000000x"}}),
+	} {
+		if r.Status != http.StatusOK {
+			t.Fatalf("a change that changes nothing: %d %s", r.Status, r.Body)
+		}
+	}
+	if after := changedAt(t); after != before {
+		t.Fatalf("changes that change nothing moved lastChangeAt %s -> %s", before, after)
+	}
+	if err := n.elog.Read(t.Context(), last+1, 0, func(events []posture.Event) error {
+		for _, e := range events {
+			if e.Type == posture.TypeIdentityServiceConfigsSet {
+				return fmt.Errorf("a change that changes nothing recorded %s", e.Type)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	// A config deleted since is dropped at the next change: it is not kept
 	// (where it would count against the limit), and the service's own
 	// config of its type comes back.
