@@ -60,6 +60,13 @@ func TestClusterOverTLSWithCredentials(t *testing.T) {
 		}
 	}
 
+	// An offline command given the auditor's seed as a credentials file
+	// says where a seed goes.
+	if _, err := (logFlags{NatsURL: nc.URLs, StreamReplicas: 3, natsFlags: natsFlags{NatsCreds: sec.AuditorSeed, NatsTLSCA: sec.CAFile}}).open(t.Context()); err == nil ||
+		!strings.Contains(err.Error(), "goes to --nats-nkey") {
+		t.Errorf("a seed given as --nats-creds: %v, want that it goes to --nats-nkey", err)
+	}
+
 	// The auditor's credentials may read but not write: serve says that
 	// postured's are needed.
 	cfg := defaultTestConfig(t.TempDir())

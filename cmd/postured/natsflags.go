@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +54,9 @@ func (f natsFlags) connectHint(err error) error {
 		if f.NatsCreds == "" && f.NatsUser == "" && f.NatsNkey == "" {
 			return fmt.Errorf("%w; the server wants credentials: give --nats-nkey with the auditor's seed "+
 				"(a node with --nats-listen: <data-dir>/nats/creds/auditor.nk), or --nats-creds or --nats-user", err)
+		}
+		if data, rerr := os.ReadFile(f.NatsCreds); f.NatsCreds != "" && rerr == nil && !bytes.Contains(data, []byte("NATS USER JWT")) {
+			return fmt.Errorf("%w; --nats-creds %s holds no user JWT: a file with an nkey seed alone (such as auditor.nk) goes to --nats-nkey", err, f.NatsCreds)
 		}
 		return fmt.Errorf("%w; the server refused these credentials (a node with --nats-listen takes the seeds in its "+
 			"<data-dir>/nats/creds: auditor.nk reads)", err)
