@@ -114,11 +114,12 @@ func TestExplainDeletedIdentity(t *testing.T) {
 
 	// Now, and after it was deleted: the identity named so, said with its id.
 	for _, tc := range []struct{ at, none string }{
-		{"", `no identity has the id &#34;7fQ2kLm9Zx&#34; now`},
-		{deletedAt.Add(2 * time.Hour).Format(time.RFC3339), `no identity had the id &#34;7fQ2kLm9Zx&#34; at 2026-11-22T02:00:00.000Z`},
+		{"", `&#34;7fQ2kLm9Zx&#34; is not the id of an identity now`},
+		// A whole second stands for its end, as on the command line.
+		{deletedAt.Add(2 * time.Hour).Format(time.RFC3339), `&#34;7fQ2kLm9Zx&#34; was not the id of an identity at 2026-11-22T02:00:00.999Z`},
 	} {
 		status, body = explain("identity=7fQ2kLm9Zx&service=crm&at=" + url.QueryEscape(tc.at))
-		want := `<p id="resolved" role="status"><strong>Explaining the identity named 7fQ2kLm9Zx (id Imp0ster01): ` + tc.none + `.</strong></p>`
+		want := `<p id="resolved" role="status"><strong>` + tc.none + `, so it is taken as a name: explaining the identity named 7fQ2kLm9Zx (id Imp0ster01).</strong></p>`
 		if status != http.StatusOK || !strings.Contains(body, "Decision: <strong>granted</strong>") || !strings.Contains(body, want) ||
 			!strings.Contains(body, `name="identity" value="Imp0ster01"`) {
 			t.Fatalf("explain by name at %q: %d, want %s\n%s", tc.at, status, want, body)

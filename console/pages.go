@@ -543,6 +543,10 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 			again(posture.Invalid("at", timeHint, v))
 			return
 		}
+		// A whole second (or minute) is its end, as on the command line
+		// and the API, so that a time copied from one takes in the event
+		// it names.
+		at = endOf(v, at)
 	}
 	var (
 		svc      posture.Service
@@ -593,11 +597,11 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	}
 	data["IdentityID"], data["Who"], data["Deleted"] = id.ID, who, deleted
 	if id.ID != identityID {
-		none := fmt.Sprintf("no identity has the id %q now", identityID)
+		why := fmt.Sprintf("%q is not the id of an identity now", identityID)
 		if !at.IsZero() {
-			none = fmt.Sprintf("no identity had the id %q at %s", identityID, stamp(at))
+			why = fmt.Sprintf("%q was not the id of an identity at %s", identityID, stamp(at))
 		}
-		data["Resolved"] = fmt.Sprintf("Explaining the identity named %s (id %s): %s.", id.Name, id.ID, none)
+		data["Resolved"] = fmt.Sprintf("%s, so it is taken as a name: explaining the identity named %s (id %s).", why, id.Name, id.ID)
 	}
 	services := c.services(id.ID)
 	if serviceID != "" && !slices.ContainsFunc(services, func(s service) bool { return s.ID == serviceID }) {

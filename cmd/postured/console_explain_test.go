@@ -31,7 +31,7 @@ func TestConsoleExplainDeletedIdentity(t *testing.T) {
 		t.Fatalf("explain of deleted laptop-1 at its denial: %d\n%s", p.Status, p.Body)
 	}
 	p = b.get("/console/explain?identity=" + st.identity + "&service=" + st.service)
-	want := "Explaining the identity named " + st.identity + " (id " + named + "): no identity has the id &#34;" + st.identity + "&#34; now."
+	want := "&#34;" + st.identity + "&#34; is not the id of an identity now, so it is taken as a name: explaining the identity named " + st.identity + " (id " + named + ")."
 	if p.Status != http.StatusOK || !strings.Contains(p.Body, `id="resolved"`) || !strings.Contains(p.Body, want) ||
 		!strings.Contains(p.Body, `name="identity" value="`+named+`"`) {
 		t.Fatalf("explain now of the id of deleted laptop-1: %d, want %s\n%s", p.Status, want, p.Body)

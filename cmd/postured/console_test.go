@@ -815,9 +815,16 @@ func TestConsoleExplainByName(t *testing.T) {
 	}
 	before := laptop.CreatedAt.Add(-time.Hour).UTC().Truncate(time.Second)
 	p = b.get("/console/explain?identity=laptop-1&service=crm&at=" + url.QueryEscape(before.Format(time.RFC3339)))
-	want := "laptop-1 did not exist at " + before.Format("2006-01-02T15:04:05.000Z") + " (created " + laptop.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") + ")."
+	want := "laptop-1 did not exist at " + before.Format("2006-01-02T15:04:05") + ".999Z (created " + laptop.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") + ")."
 	if p.Status != http.StatusNotFound || !strings.Contains(p.Body, want) || strings.Contains(p.Body, "ids, not names") {
 		t.Fatalf("explain before laptop-1 existed: %d, want %q\n%s", p.Status, want, p.Body)
+	}
+	// The second it was created in, written whole, is the end of that
+	// second, as on the command line and the API: it existed then.
+	created := laptop.CreatedAt.UTC().Truncate(time.Second)
+	p = b.get("/console/explain?identity=laptop-1&service=crm&at=" + url.QueryEscape(created.Format(time.RFC3339)))
+	if p.Status != http.StatusOK || strings.Contains(p.Body, "did not exist") || !strings.Contains(p.Body, created.Format("2006-01-02T15:04:05")+".999Z") {
+		t.Fatalf("explain at the second laptop-1 was created in: %d\n%s", p.Status, p.Body)
 	}
 	// Bind, where only Dial is granted: the decision in words.
 	p = b.get("/console/explain?identity=laptop-1&service=crm&type=Bind")
