@@ -463,7 +463,7 @@ func (l *Log) fits(e posture.Event, body []byte) error {
 // readOnly says what a permissions violation on a write means: the
 // credentials are a reader's.
 const readOnly = "these NATS credentials may not write to the event log (read-only credentials, such as the auditor's?): " +
-	"serving and writing (events skip) need postured's credentials, the postured role"
+	"serving and every command that writes to it (events skip, admin recover) need postured's credentials, the postured role"
 
 // denied is the connection's last error if it is the server refusing a
 // publish to subject: a user without the permission gets no reply, only that

@@ -276,6 +276,12 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 	if a.MaxProblems < 1 {
 		return usageError{fmt.Errorf("--max-problems must be at least 1, not %d", a.MaxProblems)}
 	}
+	// A mistyped --data-dir is said as such, not as a CA that is missing.
+	if len(a.NatsURL) == 0 {
+		if err := a.hasEmbeddedLog(); err != nil {
+			return err
+		}
+	}
 	caFile := a.CA
 	if caFile == "" {
 		caFile = filepath.Join(a.DataDir, "pki", "ca.pem")

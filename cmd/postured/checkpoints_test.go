@@ -599,3 +599,22 @@ func TestGracefulStopCoversTheLog(t *testing.T) {
 		t.Fatalf("readyz after a rebuild from a log with a forged checkpoint: %+v", r)
 	}
 }
+
+// TestOfflineCommandsWithoutALog: a mistyped --data-dir is said as a
+// directory without an event log by every offline command, audit verify
+// too (which also reads the CA beside the log).
+func TestOfflineCommandsWithoutALog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mistyped")
+	data := "--data-dir=" + dir
+	for _, args := range [][]string{
+		{"audit", "verify", data},
+		{"audit", "identity", "someone", data},
+		{"explain", "--identity", "someone", "--service", "something", data},
+		{"events", "tail", "--no-follow", data},
+	} {
+		_, err := command(t, args...)
+		if want := "no event log at " + filepath.Join(dir, "nats"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", strings.Join(args[:2], " "), err, want)
+		}
+	}
+}

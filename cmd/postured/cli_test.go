@@ -291,6 +291,12 @@ func TestOpsCommands(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(js), &now) != nil || now.Decision != posture.DecisionGranted {
 		t.Fatalf("explain now: %v\n%s", err, js)
 	}
+	// The type in any case, as the API takes it: no Bind policy grants it.
+	var bind posture.Explanation
+	if js, err := command(t, "explain", "--identity", ep.id, "--service", svc, "--type", "bind", "--json", data); err != nil ||
+		json.Unmarshal([]byte(js), &bind) != nil || bind.Type != posture.Bind || bind.Decision != posture.DecisionNoPermission {
+		t.Fatalf("explain --type bind: %v\n%s", err, js)
+	}
 	if _, err := command(t, "explain", "--identity", ep.id, "--service", "nosuch", data); posture.CodeOf(err) != posture.CodeNotFound {
 		t.Fatalf("explain of an unknown service: %v", err)
 	}

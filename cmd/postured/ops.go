@@ -142,8 +142,18 @@ type explainCmd struct {
 	Identity string `required:"" help:"Identity id."`
 	Service  string `required:"" help:"Service id."`
 	At       string `help:"The moment (RFC 3339, taken to the end of its last digit, so 10:32:00Z includes 10:32:00.5; or a duration from now such as -2h); default now."`
-	Type     string `default:"Dial" enum:"Dial,Bind" help:"Dial or Bind."`
+	Type     string `default:"Dial" help:"Dial or Bind (in any case, as the API takes it)."`
 	JSON     bool   `name:"json" help:"Print the explanation as JSON."`
+}
+
+func (x *explainCmd) Validate() error {
+	for _, t := range []string{posture.Dial, posture.Bind} {
+		if strings.EqualFold(x.Type, t) {
+			x.Type = t
+			return nil
+		}
+	}
+	return fmt.Errorf("--type %q: want Dial or Bind", x.Type)
 }
 
 func (x *explainCmd) Run(ctx context.Context, s streams) error {

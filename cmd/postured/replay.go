@@ -33,6 +33,16 @@ type logFlags struct {
 
 func (f logFlags) open(ctx context.Context) (*offlineLog, error) { return f.openStore(ctx, false) }
 
+// hasEmbeddedLog fails, saying where it looked, when --data-dir holds no
+// embedded log.
+func (f logFlags) hasEmbeddedLog() error {
+	dir := filepath.Join(f.DataDir, "nats")
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", dir, err)
+	}
+	return nil
+}
+
 // openStore is open; with copyStore, a stopped node's embedded store is
 // copied into the data directory and the copy opened (and removed on
 // Close): the embedded server repairs a damaged store as it opens it, which
@@ -47,8 +57,8 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 		}
 		return &offlineLog{Log: l}, nil
 	}
-	if _, err := os.Stat(opts.Dir); err != nil {
-		return nil, fmt.Errorf("no event log at %s (use --data-dir of a stopped node, or --nats-url): %w", opts.Dir, err)
+	if err := f.hasEmbeddedLog(); err != nil {
+		return nil, err
 	}
 	// The embedded store of a running node is its own: a second JetStream
 	// server on the same files would corrupt it. Hold the directory's lock

@@ -36,6 +36,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serv"}, "unexpected argument serv", "postured"},
 		{[]string{"explain", "--identity", "i"}, `missing flags: --service=STRING`, "postured explain"},
 		{[]string{"explain", "--identity", "i", "--service", "s", "--bogus"}, "unknown flag --bogus", "postured explain"},
+		{[]string{"explain", "--identity", "i", "--service", "s", "--type", "host", data}, `--type "host": want Dial or Bind`, "postured explain"},
 		{[]string{"serve", "--log-format", "yaml"}, `--log-format must be one of "text","json" but got "yaml"`, "postured serve"},
 		{[]string{"explain", "--identity", "i", "--service", "s", "--at", "yesterday", data},
 			`--at "yesterday": want an RFC 3339 time (2026-11-22T10:32:00Z, 2026-11-22T11:32:00+01:00) or a duration from now (-2h, -30m)`, "postured explain"},
