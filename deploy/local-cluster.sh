@@ -18,13 +18,17 @@
 #   postured events tail --nats-url $NATS_URLS --nats-tls-ca data/cluster/pki/ca.pem \
 #     --nats-nkey data/cluster/nats/auditor.nk
 # NATS_SERVER and POSTURED name the binaries (default: nats-server and
-# postured from PATH). POSTURED_ADMIN_PASSWORD sets the admin's password on
+# postured from PATH); NODE_1_PORT and NODE_2_PORT the postured nodes' HTTPS
+# ports on 127.0.0.1 (default 1280 and 1281; the NATS ports are in the
+# configurations). POSTURED_ADMIN_PASSWORD sets the admin's password on
 # the first start (otherwise it is generated and printed in node-1.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NATS_SERVER=${NATS_SERVER:-nats-server}
 POSTURED=${POSTURED:-postured}
+NODE_1_PORT=${NODE_1_PORT:-1280}
+NODE_2_PORT=${NODE_2_PORT:-1281}
 RUN=data/cluster
 NATS_URLS=tls://127.0.0.1:4222,tls://127.0.0.1:4223,tls://127.0.0.1:4224
 CREDS=$RUN/nats
@@ -94,12 +98,12 @@ start)
 	# The first node creates the CA and the default admin; the second
 	# starts once the first answers, with the same CA.
 	launch node-1 "$POSTURED" serve --name node-1 --data-dir "$RUN/node-1" --pki-dir "$RUN/pki" \
-		--listen 127.0.0.1:1280 "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
-	wait_for_https node-1 1280
+		--listen "127.0.0.1:$NODE_1_PORT" "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
+	wait_for_https node-1 "$NODE_1_PORT"
 	launch node-2 "$POSTURED" serve --name node-2 --data-dir "$RUN/node-2" --pki-dir "$RUN/pki" \
-		--listen 127.0.0.1:1281 "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
-	wait_for_https node-2 1281
-	echo "postured nodes on https://localhost:1280 and https://localhost:1281 (CA: $RUN/pki/ca.pem)"
+		--listen "127.0.0.1:$NODE_2_PORT" "${NATS_AUTH[@]}" --stream-replicas 3 --log-format json
+	wait_for_https node-2 "$NODE_2_PORT"
+	echo "postured nodes on https://localhost:$NODE_1_PORT and https://localhost:$NODE_2_PORT (CA: $RUN/pki/ca.pem)"
 	echo "NATS on $NATS_URLS (TLS; auditor credentials: $CREDS/auditor.nk)"
 	;;
 status)
