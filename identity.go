@@ -95,7 +95,10 @@ type APISession struct {
 	TokenHash       string `json:"tokenHash"`
 	IdentityID      string `json:"identityId"`
 	AuthenticatorID string `json:"authenticatorId"`
-	AuthMethod      string `json:"authMethod"`
+	// CAID is, for a login with a certificate of a third-party CA, the CA
+	// that verified its chain: its delete ends the session.
+	CAID       string `json:"caId,omitempty"`
+	AuthMethod string `json:"authMethod"`
 	// CertExtendable: opened with a certificate the network issued, which
 	// its holder may extend (not one of an external CA).
 	CertExtendable bool      `json:"certExtendable,omitempty"`

@@ -155,7 +155,7 @@ func (l *Login) password(c echo.Context) error {
 		return &posture.Error{Code: posture.CodeInvalidAuth}
 	}
 	l.Limiter.Succeeded(c, subject)
-	return l.startSession(c, identity, auth, AuthPassword, req)
+	return l.startSession(c, Credential{Identity: identity, Authenticator: auth}, AuthPassword, req)
 }
 
 // extJWT authenticates with a JWT of an external signer in the
@@ -169,17 +169,26 @@ func (l *Login) extJWT(c echo.Context) error {
 	if !ok {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "ext-jwt authentication needs the JWT in the Authorization header: Bearer <token>"}
 	}
-	return l.verified(c, req, AuthExtJWT, func() (posture.Identity, posture.Authenticator, error) {
+	return l.verified(c, req, AuthExtJWT, func() (Credential, error) {
 		identity, err := l.ExtJWT.VerifyJWT(c.Request().Context(), token)
-		return identity, posture.Authenticator{}, err
+		return Credential{Identity: identity}, err
 	})
 }
 
+// Credential is what a verified login names: the identity, the
+// authenticator it logged in with (none for an external JWT) and, for a
+// certificate of a third-party CA, that CA, whose delete ends the session.
+type Credential struct {
+	Identity      posture.Identity
+	Authenticator posture.Authenticator
+	CAID          string
+}
+
 // CertVerifier verifies the client certificate chain (leaf first) of a cert
-// authentication and returns the identity and the authenticator it names.
-// Its failures are 401 INVALID_AUTH errors that say what was wrong.
+// authentication and returns what it names. Its failures are 401
+// INVALID_AUTH errors that say what was wrong.
 type CertVerifier interface {
-	VerifyCert(chain []*x509.Certificate) (posture.Identity, posture.Authenticator, error)
+	VerifyCert(chain []*x509.Certificate) (Credential, error)
 }
 
 // cert authenticates with the client certificate of the TLS connection
@@ -193,27 +202,27 @@ func (l *Login) cert(c echo.Context) error {
 	if state == nil || len(state.PeerCertificates) == 0 {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "cert authentication needs a client certificate on the TLS connection"}
 	}
-	return l.verified(c, req, AuthCert, func() (posture.Identity, posture.Authenticator, error) {
+	return l.verified(c, req, AuthCert, func() (Credential, error) {
 		return l.Cert.VerifyCert(state.PeerCertificates)
 	})
 }
 
-// verified authenticates with a credential that verify checks, returning
-// the identity and the authenticator (if any) it names. The attempt counts
-// against the source's limit, and an INVALID_AUTH failure as a failed one.
-func (l *Login) verified(c echo.Context, req authenticateRequest, method string, verify func() (posture.Identity, posture.Authenticator, error)) error {
+// verified authenticates with a credential that verify checks. The attempt
+// counts against the source's limit, and an INVALID_AUTH failure as a
+// failed one.
+func (l *Login) verified(c echo.Context, req authenticateRequest, method string, verify func() (Credential, error)) error {
 	if err := l.Limiter.Allow(c, ""); err != nil {
 		return err
 	}
 	l.catchUp(c)
-	identity, au, err := verify()
+	cred, err := verify()
 	if posture.CodeOf(err) == posture.CodeInvalidAuth {
 		l.Limiter.Failed(c, "")
 	}
 	if err != nil {
 		return err
 	}
-	return l.startSession(c, identity, au, method, req)
+	return l.startSession(c, cred, method, req)
 }
 
 // catchUp makes a login see the credentials changed through another node
@@ -255,7 +264,8 @@ func (l *Login) MFAEnabled(identityID string) (bool, error) {
 // it is disabled. An identity with verified MFA gets a partial session:
 // only the MFA operations work until a code is given to POST
 // /authenticate/mfa.
-func (l *Login) startSession(c echo.Context, identity posture.Identity, au posture.Authenticator, method string, req authenticateRequest) error {
+func (l *Login) startSession(c echo.Context, cred Credential, method string, req authenticateRequest) error {
+	identity, au := cred.Identity, cred.Authenticator
 	if identity.IsDisabled(l.Writer.Now()) {
 		return &posture.Error{Code: posture.CodeInvalidAuth} // as the password check answers it
 	}
@@ -271,6 +281,7 @@ func (l *Login) startSession(c echo.Context, identity posture.Identity, au postu
 		TokenHash:       TokenHash(token),
 		IdentityID:      identity.ID,
 		AuthenticatorID: au.ID,
+		CAID:            cred.CAID,
 		AuthMethod:      method,
 		CertExtendable:  method == AuthCert && au.IsIssuedByNetwork,
 		IPAddress:       Source(c),

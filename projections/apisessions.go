@@ -24,17 +24,16 @@ func init() {
 			return nil
 		}
 		// So does a login that checked a password or certificate whose
-		// authenticator was deleted (revoked) before the login was
-		// recorded: the delete ended the sessions there were, not this one.
-		if s.AuthenticatorID != "" {
-			_, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, s.AuthenticatorID)
-			if err != nil {
-				return err
-			}
-			if !found {
-				tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session refused (authenticator deleted)", nil)
-				return nil
-			}
+		// authenticator, or the CA that verified the certificate, was
+		// deleted (revoked) before the login was recorded: the delete
+		// ended the sessions there were, not this one.
+		gone, err := credentialGone(tx, s)
+		if err != nil {
+			return err
+		}
+		if gone != "" {
+			tx.history(s.IdentityID, s.ID, posture.HistoryAPISession, "API session refused ("+gone+")", nil)
+			return nil
 		}
 		if err := tx.putRaw(uniqueKey(posture.KindAPISession, "token", s.TokenHash), []byte(s.ID)); err != nil {
 			return err
@@ -211,4 +210,25 @@ func (s *Store) IdleAPISessions(before time.Time) ([]posture.APISession, error) 
 		return true
 	})
 	return out, err
+}
+
+// credentialGone says what of an API session's credential was deleted
+// before the session was recorded: its authenticator, or the third-party CA
+// that verified its certificate ("": neither).
+func credentialGone(tx *Tx, s posture.APISession) (string, error) {
+	if s.AuthenticatorID != "" {
+		if _, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, s.AuthenticatorID); err != nil {
+			return "", err
+		} else if !found {
+			return "authenticator deleted", nil
+		}
+	}
+	if s.CAID != "" {
+		if _, found, err := getOld[posture.CA](tx, posture.KindCA, s.CAID); err != nil {
+			return "", err
+		} else if !found {
+			return "its certificate's CA deleted", nil
+		}
+	}
+	return "", nil
 }

@@ -109,11 +109,11 @@ func TestDisabledIdentitiesHaveNoSessions(t *testing.T) {
 	}
 }
 
-// Deleting an authenticator ends the API sessions that logged in with it,
-// and a login that checked it before the delete but is recorded after it
-// starts none; a login without an authenticator (an external JWT's) is
-// not concerned.
-func TestRevokedAuthenticatorsHaveNoSessions(t *testing.T) {
+// Deleting an authenticator, or the CA that verified a certificate, ends
+// the API sessions that logged in with it, and a login that checked it
+// before the delete but is recorded after it starts none; a login without
+// an authenticator (an external JWT's) is not concerned.
+func TestRevokedCredentialsHaveNoSessions(t *testing.T) {
 	s := openMem(t, vfs.NewMem())
 	defer s.Close()
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -143,6 +143,28 @@ func TestRevokedAuthenticatorsHaveNoSessions(t *testing.T) {
 	if live("before") || live("raced") || !live("ext-jwt") {
 		t.Fatalf("after the authenticator's delete: before %v, raced %v (want both ended), ext-jwt %v (want live)",
 			live("before"), live("raced"), live("ext-jwt"))
+	}
+
+	// A certificate's sessions name the CA that verified its chain: its
+	// delete ends them (not those another CA verified), and a login it
+	// verified that is recorded after the delete starts none.
+	cert := posture.Authenticator{ID: "auth2", IdentityID: id.ID, Method: posture.MethodCert, CertPEM: "(issued by an intermediate)", CreatedAt: at, UpdatedAt: at}
+	apply(posture.Created[posture.Authenticator]{Entity: cert})
+	for _, ca := range []string{"ca1", "ca2"} {
+		apply(posture.Created[posture.CA]{Entity: posture.CA{ID: ca, Name: ca, CertPEM: "(a root)", CreatedAt: at, UpdatedAt: at}})
+	}
+	certLogin := func(sid, caID string) {
+		t.Helper()
+		apply(posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
+			AuthenticatorID: cert.ID, CAID: caID, AuthMethod: "cert", ConfigTypes: []string{}, CreatedAt: at, LastActivityAt: at}})
+	}
+	certLogin("via-ca1", "ca1")
+	certLogin("via-ca2", "ca2")
+	apply(posture.Deleted[posture.CA]{ID: "ca1"})
+	certLogin("raced-ca1", "ca1")
+	if live("via-ca1") || live("raced-ca1") || !live("via-ca2") {
+		t.Fatalf("after ca1's delete: via ca1 %v, raced %v (want both ended), via ca2 %v (want live)",
+			live("via-ca1"), live("raced-ca1"), live("via-ca2"))
 	}
 }
 

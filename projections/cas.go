@@ -47,11 +47,13 @@ func (s *Store) CAs() ([]posture.CA, error) { return List[posture.CA](s) }
 // endCASessions ends the API sessions that logged in with a certificate the
 // deleted CA issued, as the controller does: its certificates no longer
 // log in, and a session they opened must not outlive it. The authenticators
-// stay (their certificates are refused).
+// stay (their certificates are refused). A session knows the CA that
+// verified its certificate's chain (through intermediates too); one of an
+// older log does not, and ends when the CA signed the certificate itself.
 func endCASessions(tx *Tx, ca posture.CA) error {
 	caCert, err := parseCertPEM(ca.CertPEM)
 	if err != nil {
-		return nil // a CA's certificate parsed when it was added: not one to end sessions by
+		caCert = nil // a CA's certificate parsed when it was added
 	}
 	authenticators, err := listEntities[posture.Authenticator](tx.b, posture.KindAuthenticator)
 	if err != nil {
@@ -61,10 +63,13 @@ func endCASessions(tx *Tx, ca posture.CA) error {
 		if a.CertPEM == "" || a.IsIssuedByNetwork {
 			continue
 		}
-		if cert, err := parseCertPEM(a.CertPEM); err == nil && cert.CheckSignatureFrom(caCert) == nil {
-			if err := endAuthenticatorSessions(tx, a, "its CA was deleted"); err != nil {
-				return err
-			}
+		signed := false
+		if cert, err := parseCertPEM(a.CertPEM); err == nil && caCert != nil {
+			signed = cert.CheckSignatureFrom(caCert) == nil
+		}
+		verified := func(s posture.APISession) bool { return signed || s.CAID == ca.ID }
+		if err := endAuthenticatorSessions(tx, a, "its CA was deleted", verified); err != nil {
+			return err
 		}
 	}
 	return nil

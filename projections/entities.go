@@ -287,7 +287,7 @@ func init() {
 		if err := dropAuthenticatorExtension(tx, old); err != nil {
 			return err
 		}
-		return endAuthenticatorSessions(tx, old, "its authenticator was deleted")
+		return endAuthenticatorSessions(tx, old, "its authenticator was deleted", nil)
 	}})
 	onEntity(entityHooks[posture.Check]{})
 	onEntity(entityHooks[posture.Service]{})
@@ -326,17 +326,18 @@ func endSessionsOnDisable(tx *Tx, old, updated posture.Identity) error {
 }
 
 // endAuthenticatorSessions ends the API sessions that logged in with an
-// authenticator, recording why: a deleted one, as the controller does (a
-// removed password or certificate must not keep working through a token it
-// got before), or one whose CA was deleted.
-func endAuthenticatorSessions(tx *Tx, a posture.Authenticator, why string) error {
+// authenticator (those of them that match, if match is not nil), recording
+// why: a deleted one, as the controller does (a removed password or
+// certificate must not keep working through a token it got before), or one
+// whose CA was deleted.
+func endAuthenticatorSessions(tx *Tx, a posture.Authenticator, why string, match func(posture.APISession) bool) error {
 	for _, id := range tx.graph.sessionsOf(a.IdentityID) {
 		var s posture.APISession
 		found, err := getJSON(tx.r(), entityKey(posture.KindAPISession, id), &s)
 		if err != nil {
 			return err
 		}
-		if !found || s.AuthenticatorID != a.ID {
+		if !found || s.AuthenticatorID != a.ID || match != nil && !match(s) {
 			continue
 		}
 		tx.history(a.IdentityID, id, posture.HistoryAPISession, "API session ended ("+why+")", nil)

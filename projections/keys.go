@@ -49,8 +49,9 @@ var (
 // layout 12 relates a config to the services that carry it
 // (r/configs/<id>/services/<serviceId>), whose clients a change of the
 // config moves;
-// layout 13 starts no API session of a login whose authenticator was
-// deleted before the login was recorded.
+// layout 13 starts no API session of a login whose authenticator, or the CA
+// that verified its certificate, was deleted before the login was recorded,
+// and a CA's delete ends the sessions it verified through intermediates.
 const layout = 13
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/pki"
 )
 
@@ -29,41 +30,42 @@ type CertAuth struct {
 }
 
 // VerifyCert implements api.CertVerifier.
-func (v *CertAuth) VerifyCert(chain []*x509.Certificate) (posture.Identity, posture.Authenticator, error) {
+func (v *CertAuth) VerifyCert(chain []*x509.Certificate) (api.Credential, error) {
 	if len(chain) == 0 {
-		return posture.Identity{}, posture.Authenticator{}, invalidAuth("no client certificate")
+		return api.Credential{}, invalidAuth("no client certificate")
 	}
 	leaf := chain[0]
 	au, err := v.Store.AuthenticatorByFingerprint(pki.Fingerprint(leaf))
 	if errors.Is(err, posture.ErrNotFound) || (err == nil && au.Method != posture.MethodCert) {
-		return posture.Identity{}, posture.Authenticator{}, invalidAuth("the client certificate is not the certificate of an authenticator")
+		return api.Credential{}, invalidAuth("the client certificate is not the certificate of an authenticator")
 	}
 	if err != nil {
-		return posture.Identity{}, posture.Authenticator{}, err
+		return api.Credential{}, err
 	}
+	cred := api.Credential{Authenticator: au}
 	if au.IsIssuedByNetwork {
 		if err := pki.Verify(leaf, v.CA.Pool(), pki.UsageClient, time.Time{}, chain[1:]...); err != nil {
-			return posture.Identity{}, posture.Authenticator{}, invalidAuth("the client certificate failed validation: it is expired, not yet valid or not for client authentication")
+			return api.Credential{}, invalidAuth("the client certificate failed validation: it is expired, not yet valid or not for client authentication")
 		}
 	} else {
 		cas, err := v.Store.CAs()
 		if err != nil {
-			return posture.Identity{}, posture.Authenticator{}, err
+			return api.Credential{}, err
 		}
-		ok := false
 		for _, ca := range cas {
 			if ca.IsVerified && ca.IsAuthEnabled && issuedBy(ca, chain) {
-				ok = true
+				cred.CAID = ca.ID
 				break
 			}
 		}
-		if !ok {
-			return posture.Identity{}, posture.Authenticator{}, invalidAuth("the client certificate was not issued by a verified CA with authentication enabled, or is not valid now")
+		if cred.CAID == "" {
+			return api.Credential{}, invalidAuth("the client certificate was not issued by a verified CA with authentication enabled, or is not valid now")
 		}
 	}
 	identity, err := v.Store.Identity(au.IdentityID)
 	if errors.Is(err, posture.ErrNotFound) {
-		return identity, au, invalidAuth("the identity of the certificate no longer exists")
+		return api.Credential{}, invalidAuth("the identity of the certificate no longer exists")
 	}
-	return identity, au, err
+	cred.Identity = identity
+	return cred, err
 }

@@ -226,6 +226,30 @@ func TestCAAutoEnrollmentThenCertLogin(t *testing.T) {
 	}
 }
 
+// TestCADeleteEndsSessionsThroughIntermediates: a root CA added to the
+// network verifies certificates an issuing CA under it signed (presented
+// with that CA); deleting the root ends the sessions they opened, as it
+// ends those of certificates it signed itself.
+func TestCADeleteEndsSessionsThroughIntermediates(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	root := newTestCA(t, "enterprise root")
+	id := n.addCA(t, admin, "enterprise", root)
+	if r := n.verifyCA(t, admin, id, root); r.Status != http.StatusOK {
+		t.Fatalf("verify: %d %s", r.Status, r.Body)
+	}
+	kp, _ := root.intermediate(t, "issuing CA").issue(t, "laptop-3")
+	if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ca", cert: &kp}); r.Status != http.StatusOK {
+		t.Fatalf("enroll with a certificate of an issuing CA: %d %s", r.Status, r.Body)
+	}
+	tok, _ := n.certSession(t, kp)
+	if r := n.do(t, http.MethodDelete, mgmt+"/cas/"+id, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete CA: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, clientAPI+"/current-api-session", tok, nil), http.StatusUnauthorized, posture.CodeUnauthorized, "")
+	expectError(t, n.certLogin(t, kp), http.StatusUnauthorized, posture.CodeInvalidAuth, "")
+}
+
 // TestEnrollOTTCAThenCertLogin: a pre-created identity with an ottca
 // enrollment enrolls with a certificate of its verified CA.
 func TestEnrollOTTCAThenCertLogin(t *testing.T) {

@@ -630,6 +630,27 @@ type testCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	pem  string
+	// chain is the PEM of the CAs between this one and its root (for an
+	// intermediate): its client certificates are presented with it.
+	chain string
+}
+
+// intermediate is a CA that ca signs, as an issuing CA under a root.
+func (ca *testCA) intermediate(t testing.TB, name string) *testCA {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	p := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	return &testCA{cert: cert, key: key, pem: p, chain: p + ca.chain}
 }
 
 func newTestCA(t testing.TB, name string) *testCA {
@@ -662,7 +683,7 @@ func (ca *testCA) issue(t testing.TB, cn string) (tls.Certificate, string) {
 		t.Fatal(err)
 	}
 	p := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return keyPair(t, p, key), p
+	return keyPair(t, p+ca.chain, key), p
 }
 
 // TestEnrollTokenRaceAcrossNodes: two nodes on one event log get the same
