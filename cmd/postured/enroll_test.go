@@ -638,22 +638,17 @@ type testCA struct {
 // intermediate is a CA that ca signs, as an issuing CA under a root.
 func (ca *testCA) intermediate(t testing.TB, name string) *testCA {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return &testCA{cert: cert, key: key, pem: p, chain: p + ca.chain}
+	return newCASignedBy(t, name, ca)
 }
 
 func newTestCA(t testing.TB, name string) *testCA {
+	t.Helper()
+	return newCASignedBy(t, name, nil)
+}
+
+// newCASignedBy makes a CA certificate for a new key, signed by parent
+// (nil: by itself, a root).
+func newCASignedBy(t testing.TB, name string, parent *testCA) *testCA {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -661,12 +656,21 @@ func newTestCA(t testing.TB, name string) *testCA {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	issuer, signer := tmpl, key
+	if parent != nil {
+		issuer, signer = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, key.Public(), signer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
+	p := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	ca := &testCA{cert: cert, key: key, pem: p}
+	if parent != nil {
+		ca.chain = p + parent.chain
+	}
+	return ca
 }
 
 // issue signs a client certificate with the common name for a new key.
