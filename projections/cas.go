@@ -51,10 +51,7 @@ func (s *Store) CAs() ([]posture.CA, error) { return List[posture.CA](s) }
 // verified its certificate's chain (through intermediates too); one of an
 // older log does not, and ends when the CA signed the certificate itself.
 func endCASessions(tx *Tx, ca posture.CA) error {
-	caCert, err := parseCertPEM(ca.CertPEM)
-	if err != nil {
-		caCert = nil // a CA's certificate parsed when it was added
-	}
+	caCert, _ := parseCertPEM(ca.CertPEM) // parsed when the CA was added; nil if not
 	authenticators, err := listEntities[posture.Authenticator](tx.b, posture.KindAuthenticator)
 	if err != nil {
 		return err
