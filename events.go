@@ -9,6 +9,7 @@ const (
 	TypeAPISessionCreated = "apisession.created"
 	TypeAPISessionTouched = "apisession.touched"
 	TypeAPISessionDeleted = "apisession.deleted"
+	TypeAPISessionsEnded  = "apisession.all-ended"
 
 	TypeIdentityServiceConfigsSet = "identity.service-configs.set"
 )
@@ -16,7 +17,7 @@ const (
 func init() {
 	register(
 		ConfigChanged{},
-		APISessionCreated{}, APISessionTouched{}, APISessionDeleted{},
+		APISessionCreated{}, APISessionTouched{}, APISessionDeleted{}, APISessionsEnded{},
 		IdentityServiceConfigsSet{},
 	)
 }
@@ -68,6 +69,18 @@ type APISessionDeleted struct {
 
 func (APISessionDeleted) EventType() string { return TypeAPISessionDeleted }
 func (p APISessionDeleted) Subject() string { return SubjectFor("apisession", p.IdentityID) }
+
+// APISessionsEnded records the end of every API session the identity has
+// at this point of the log: an operator's recovery, which must also end
+// the sessions of logins recorded while it read the log (one
+// apisession.deleted per session it saw would leave those).
+type APISessionsEnded struct {
+	IdentityID string `json:"identityId"`
+	Reason     string `json:"reason"`
+}
+
+func (APISessionsEnded) EventType() string { return TypeAPISessionsEnded }
+func (p APISessionsEnded) Subject() string { return SubjectFor("apisession", p.IdentityID) }
 
 // KindIdentityServiceConfigs is the kind of identities' own service
 // configs in the projections: one record per identity that has some, keyed

@@ -97,8 +97,12 @@ type APISession struct {
 	AuthenticatorID string `json:"authenticatorId"`
 	// CAID is, for a login with a certificate of a third-party CA, the CA
 	// that verified its chain: its delete ends the session.
-	CAID       string `json:"caId,omitempty"`
-	AuthMethod string `json:"authMethod"`
+	CAID string `json:"caId,omitempty"`
+	// CredentialAt is when the authenticator the login checked was last
+	// changed, as the login read it: a login recorded after a newer change
+	// (a new password, an extended certificate) starts no session.
+	CredentialAt time.Time `json:"credentialAt,omitzero"`
+	AuthMethod   string    `json:"authMethod"`
 	// CertExtendable: opened with a certificate the network issued, which
 	// its holder may extend (not one of an external CA).
 	CertExtendable bool      `json:"certExtendable,omitempty"`

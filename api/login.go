@@ -282,6 +282,7 @@ func (l *Login) startSession(c echo.Context, cred Credential, method string, req
 		IdentityID:      identity.ID,
 		AuthenticatorID: au.ID,
 		CAID:            cred.CAID,
+		CredentialAt:    au.UpdatedAt,
 		AuthMethod:      method,
 		CertExtendable:  method == AuthCert && au.IsIssuedByNetwork,
 		IPAddress:       Source(c),

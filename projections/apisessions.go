@@ -69,6 +69,9 @@ func init() {
 		tx.history(p.IdentityID, p.ID, posture.HistoryAPISession, "API session ended ("+p.Reason+")", nil)
 		return deleteAPISession(tx, p.ID)
 	})
+	on(func(tx *Tx, e posture.Event, p posture.APISessionsEnded) error {
+		return deleteAPISessions(tx, p.IdentityID, p.Reason)
+	})
 }
 
 // MaxAPISessions bounds an identity's API sessions: past it, a new one ends
@@ -212,15 +215,21 @@ func (s *Store) IdleAPISessions(before time.Time) ([]posture.APISession, error) 
 	return out, err
 }
 
-// credentialGone says what of an API session's credential was deleted
-// before the session was recorded: its authenticator, or the third-party CA
-// that verified its certificate ("": neither).
+// credentialGone says what of an API session's credential was deleted or
+// changed before the session was recorded: its authenticator (deleted, or
+// changed after the login read it), or the third-party CA that verified its
+// certificate ("": none).
 func credentialGone(tx *Tx, s posture.APISession) (string, error) {
 	if s.AuthenticatorID != "" {
-		if _, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, s.AuthenticatorID); err != nil {
+		au, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, s.AuthenticatorID)
+		if err != nil {
 			return "", err
-		} else if !found {
+		}
+		if !found {
 			return "authenticator deleted", nil
+		}
+		if !s.CredentialAt.IsZero() && !s.CredentialAt.Equal(au.UpdatedAt) {
+			return "authenticator changed after the login read it", nil
 		}
 	}
 	if s.CAID != "" {

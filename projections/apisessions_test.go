@@ -168,6 +168,58 @@ func TestRevokedCredentialsHaveNoSessions(t *testing.T) {
 	}
 }
 
+// A login that read a password since changed, recorded after the change,
+// starts no session (one that read the new one does, as do those of old
+// logs, which name no credential time); apisession.all-ended ends every
+// session the identity has where it lands in the log, not another's.
+func TestChangedCredentialsAndAllEnded(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	a := &applier{s: s, at: at, step: time.Second}
+	apply := func(p posture.Payload) { t.Helper(); a.apply(t, p) }
+	var aus []posture.Authenticator
+	for _, name := range []string{"admin", "other"} {
+		id := posture.Identity{ID: "ident-" + name, Name: name, Type: posture.IdentityUser, RoleAttributes: []string{}, CreatedAt: at, UpdatedAt: at}
+		au := posture.Authenticator{ID: "auth-" + name, IdentityID: id.ID, Method: posture.MethodPassword, Username: name + "-user", CreatedAt: at, UpdatedAt: at}
+		apply(posture.Created[posture.Identity]{Entity: id})
+		apply(posture.Created[posture.Authenticator]{Entity: au})
+		aus = append(aus, au)
+	}
+	login := func(sid string, au posture.Authenticator, credentialAt time.Time) {
+		t.Helper()
+		apply(posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: au.IdentityID,
+			AuthenticatorID: au.ID, CredentialAt: credentialAt, AuthMethod: "password", ConfigTypes: []string{}, CreatedAt: at, LastActivityAt: at}})
+	}
+	live := func(sid string) bool {
+		t.Helper()
+		_, err := s.APISessionByTokenHash("h-" + sid)
+		return err == nil
+	}
+	admin, other := aus[0], aus[1]
+	login("before", admin, admin.UpdatedAt)
+	login("other", other, other.UpdatedAt)
+	changed := admin
+	changed.PasswordHashSealed, changed.UpdatedAt = "(a new one)", at.Add(time.Hour)
+	apply(posture.Updated[posture.Authenticator]{Entity: changed})
+	login("old-password", admin, admin.UpdatedAt)
+	login("new-password", admin, changed.UpdatedAt)
+	login("old-log", admin, time.Time{})
+	if !live("before") || live("old-password") || !live("new-password") || !live("old-log") {
+		t.Fatalf("after the password change: before %v (want live), old password %v (want refused), new password %v, an old log's %v (want live)",
+			live("before"), live("old-password"), live("new-password"), live("old-log"))
+	}
+	apply(posture.APISessionsEnded{IdentityID: admin.IdentityID, Reason: "recovered by an operator"})
+	if live("before") || live("new-password") || live("old-log") || !live("other") {
+		t.Fatalf("after all ended: before %v, new password %v, old log %v (want all ended), another identity's %v (want live)",
+			live("before"), live("new-password"), live("old-log"), live("other"))
+	}
+	login("after", admin, changed.UpdatedAt)
+	if !live("after") {
+		t.Fatal("a login after the end of all sessions started none")
+	}
+}
+
 // An identity keeps at most MaxAPISessions API sessions: a login past them
 // ends the least recently used (a touched old one stays), and the count
 // never grows past the bound.

@@ -2,8 +2,10 @@ package main
 
 import (
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -69,5 +71,44 @@ func TestAdminRecover(t *testing.T) {
 		return nil
 	}); err != nil || !removed || !set {
 		t.Fatalf("the recovery's events: MFA removed by the operator %v, password set sealed %v (%v)", removed, set, err)
+	}
+}
+
+// TestAdminRecoverOnARunningNode: admin recover through a running node's
+// NATS port ends every API session of the default admin, also that of a
+// login with the old password recorded after the command read the log (it
+// used to end only the sessions its replay saw), and the old password no
+// longer logs in.
+func TestAdminRecoverOnARunningNode(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.NatsListen = freeAddr(t)
+	n := startTestNode(t, cfg)
+	stolen := n.adminToken(t)
+	var raced string
+	recoverReplayed = func() { raced = n.adminToken(t) }
+	t.Cleanup(func() { recoverReplayed = func() {} })
+	t.Setenv("POSTURED_ADMIN_PASSWORD", "recovered-password")
+	out, err := command(t, "admin", "recover", "--nats-url", "tls://"+cfg.NatsListen,
+		"--nats-tls-ca", filepath.Join(cfg.DataDir, "pki", "ca.pem"),
+		"--nats-nkey", filepath.Join(cfg.DataDir, "nats", "creds", "postured.nk"),
+		"--secrets-key-file", filepath.Join(cfg.DataDir, "pki", "secrets.key"), "--actor", "ops@host")
+	if err != nil || !strings.Contains(out, "password of admin set") || !strings.Contains(out, "its API sessions ended") {
+		t.Fatalf("admin recover: %v %q", err, out)
+	}
+	if raced == "" {
+		t.Fatal("no login while admin recover ran")
+	}
+	for deadline := time.Now().Add(10 * time.Second); n.do(t, http.MethodGet, mgmt+"/identities", stolen, nil).Status != http.StatusUnauthorized; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stolen token still works")
+		}
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/identities", raced, nil), 401, posture.CodeUnauthorized, "")
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticate?method=password", "", map[string]string{"username": "admin", "password": testAdminPassword}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("the old password: %d %s", r.Status, r.Body)
+	}
+	tok := n.login(t, api.ManagementBase, "admin", "recovered-password")
+	if r := n.do(t, http.MethodGet, mgmt+"/identities", tok, nil); r.Status != http.StatusOK {
+		t.Fatalf("the recovered admin: %d %s", r.Status, r.Body)
 	}
 }
