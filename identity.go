@@ -98,6 +98,9 @@ type APISession struct {
 	// CAID is, for a login with a certificate of a third-party CA, the CA
 	// that verified its chain: its delete ends the session.
 	CAID string `json:"caId,omitempty"`
+	// SignerID is, for a login with an external JWT, the signer that
+	// verified it: its delete ends the session.
+	SignerID string `json:"signerId,omitempty"`
 	// CredentialAt is when the authenticator the login checked was last
 	// changed, as the login read it: a login recorded after a newer change
 	// (a new password, an extended certificate) starts no session.

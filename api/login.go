@@ -23,10 +23,11 @@ type LoginStore interface {
 }
 
 // ExtJWTVerifier verifies the bearer JWT of an ext-jwt authentication and
-// returns the identity it names. Its failures are 401 INVALID_AUTH errors
-// that say what was wrong (expired, signature, audience, issuer...).
+// returns what it names: the identity and the signer that verified it. Its
+// failures are 401 INVALID_AUTH errors that say what was wrong (expired,
+// signature, audience, issuer...).
 type ExtJWTVerifier interface {
-	VerifyJWT(ctx context.Context, token string) (posture.Identity, error)
+	VerifyJWT(ctx context.Context, token string) (Credential, error)
 }
 
 // Login serves authentication and the current API session on both APIs.
@@ -170,18 +171,19 @@ func (l *Login) extJWT(c echo.Context) error {
 		return &posture.Error{Code: posture.CodeInvalidAuth, Message: "ext-jwt authentication needs the JWT in the Authorization header: Bearer <token>"}
 	}
 	return l.verified(c, req, AuthExtJWT, func() (Credential, error) {
-		identity, err := l.ExtJWT.VerifyJWT(c.Request().Context(), token)
-		return Credential{Identity: identity}, err
+		return l.ExtJWT.VerifyJWT(c.Request().Context(), token)
 	})
 }
 
 // Credential is what a verified login names: the identity, the
 // authenticator it logged in with (none for an external JWT) and, for a
-// certificate of a third-party CA, that CA, whose delete ends the session.
+// certificate of a third-party CA, that CA, or for an external JWT its
+// signer, whose delete ends the session.
 type Credential struct {
 	Identity      posture.Identity
 	Authenticator posture.Authenticator
 	CAID          string
+	SignerID      string
 }
 
 // CertVerifier verifies the client certificate chain (leaf first) of a cert
@@ -283,6 +285,7 @@ func (l *Login) startSession(c echo.Context, cred Credential, method string, req
 		AuthenticatorID: au.ID,
 		CAID:            cred.CAID,
 		CredentialAt:    au.UpdatedAt,
+		SignerID:        cred.SignerID,
 		AuthMethod:      method,
 		CertExtendable:  method == AuthCert && au.IsIssuedByNetwork,
 		IPAddress:       Source(c),

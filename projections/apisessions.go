@@ -217,8 +217,8 @@ func (s *Store) IdleAPISessions(before time.Time) ([]posture.APISession, error) 
 
 // credentialGone says what of an API session's credential was deleted or
 // changed before the session was recorded: its authenticator (deleted, or
-// changed after the login read it), or the third-party CA that verified its
-// certificate ("": none).
+// changed after the login read it), the third-party CA that verified its
+// certificate or the signer of its external JWT ("": none).
 func credentialGone(tx *Tx, s posture.APISession) (string, error) {
 	if s.AuthenticatorID != "" {
 		au, found, err := getOld[posture.Authenticator](tx, posture.KindAuthenticator, s.AuthenticatorID)
@@ -230,6 +230,13 @@ func credentialGone(tx *Tx, s posture.APISession) (string, error) {
 		}
 		if !s.CredentialAt.IsZero() && !s.CredentialAt.Equal(au.UpdatedAt) {
 			return "authenticator changed after the login read it", nil
+		}
+	}
+	if s.SignerID != "" {
+		if _, found, err := getOld[posture.ExternalJWTSigner](tx, posture.KindExternalJWTSigner, s.SignerID); err != nil {
+			return "", err
+		} else if !found {
+			return "its external JWT signer deleted", nil
 		}
 	}
 	if s.CAID != "" {

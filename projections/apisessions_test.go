@@ -166,6 +166,25 @@ func TestRevokedCredentialsHaveNoSessions(t *testing.T) {
 		t.Fatalf("after ca1's delete: via ca1 %v, raced %v (want both ended), via ca2 %v (want live)",
 			live("via-ca1"), live("raced-ca1"), live("via-ca2"))
 	}
+
+	// So do an external JWT signer's, whose delete ends the sessions of the
+	// tokens it verified, not another's.
+	for _, signer := range []string{"idp1", "idp2"} {
+		apply(posture.Created[posture.ExternalJWTSigner]{Entity: posture.ExternalJWTSigner{ID: signer, Name: signer, Issuer: "https://" + signer, CreatedAt: at, UpdatedAt: at}})
+	}
+	jwtLogin := func(sid, signerID string) {
+		t.Helper()
+		apply(posture.APISessionCreated{APISession: posture.APISession{ID: sid, TokenHash: "h-" + sid, IdentityID: id.ID,
+			SignerID: signerID, AuthMethod: "ext-jwt", ConfigTypes: []string{}, CreatedAt: at, LastActivityAt: at}})
+	}
+	jwtLogin("via-idp1", "idp1")
+	jwtLogin("via-idp2", "idp2")
+	apply(posture.Deleted[posture.ExternalJWTSigner]{ID: "idp1"})
+	jwtLogin("raced-idp1", "idp1")
+	if live("via-idp1") || live("raced-idp1") || !live("via-idp2") {
+		t.Fatalf("after idp1's delete: via idp1 %v, raced %v (want both ended), via idp2 %v (want live)",
+			live("via-idp1"), live("raced-idp1"), live("via-idp2"))
+	}
 }
 
 // A login that read a password since changed, recorded after the change,

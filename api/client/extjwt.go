@@ -154,8 +154,8 @@ func invalidAuth(format string, args ...any) *posture.Error {
 }
 
 // VerifyJWT implements api.ExtJWTVerifier.
-func (x *ExtJWT) VerifyJWT(ctx context.Context, token string) (posture.Identity, error) {
-	var none posture.Identity
+func (x *ExtJWT) VerifyJWT(ctx context.Context, token string) (api.Credential, error) {
+	var none api.Credential
 	var unverified jwt.MapClaims
 	parsed, _, err := jwt.NewParser().ParseUnverified(token, &unverified)
 	if err != nil {
@@ -219,7 +219,7 @@ func (x *ExtJWT) VerifyJWT(ctx context.Context, token string) (posture.Identity,
 	if err == nil && identity.IsDefaultAdmin {
 		return none, invalidAuth("the default admin signs in with its own password, not an external JWT")
 	}
-	return identity, err
+	return api.Credential{Identity: identity, SignerID: signer.ID}, err
 }
 
 // explain turns a parse failure into the message the caller sees; claims

@@ -92,7 +92,8 @@ func expectAuthFailure(t testing.TB, r response, reason string) {
 // key pair made here (certificate signer) and an RSA key served as a JWKS:
 // a good token logs in; an expired one, one signed with another key, one for
 // another audience, one from an unknown issuer or a disabled signer are 401
-// INVALID_AUTH with a message that says which.
+// INVALID_AUTH with a message that says which. Deleting a signer ends the
+// sessions of the tokens it verified.
 func TestExtJWTSigners(t *testing.T) {
 	// The identity provider of the JWKS signer (below), over TLS.
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -217,6 +218,8 @@ func TestExtJWTSigners(t *testing.T) {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
 	expectAuthFailure(t, n.extLogin(t, signJWT(t, jwt.SigningMethodES256, ecKey, "", claims(nil))), "issuer")
+	// The session of a token it verified ends with it.
+	expectError(t, n.do(t, http.MethodGet, api.ClientBase+"/current-identity", s.Token, nil), 401, posture.CodeUnauthorized, "")
 
 	// A JWKS signer: an RSA key served by an identity provider; the
 	// identity is named by its id in the "uid" claim. The key set is
