@@ -911,3 +911,52 @@ func TestConfigChangeMovesServiceUpdates(t *testing.T) {
 		t.Errorf("wiki's client: lastChangeAt %s, was %s", after, readerBefore)
 	}
 }
+
+// TestUpdatesThatChangeNothingRecordNothing: a PATCH or PUT that leaves an
+// entity as it is (the same name, the same tags, nothing) answers 200 and
+// appends no event, so that nothing is re-evaluated nor announced; one
+// that changes a field records it.
+func TestUpdatesThatChangeNothingRecordNothing(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	ct := n.create(t, admin, "config-types", map[string]any{"name": "host.v1", "schema": map[string]any{"type": "object"}})
+	entities := map[string]map[string]any{
+		"identities":       {"name": "laptop", "type": "Device", "isAdmin": false, "roleAttributes": []string{"sales"}},
+		"services":         {"name": "crm", "roleAttributes": []string{"crm"}},
+		"configs":          {"name": "crm-host", "configTypeId": ct, "data": map[string]any{"port": 443}},
+		"posture-checks":   {"name": "windows", "typeId": "OS", "operatingSystems": []map[string]any{{"type": "Windows", "versions": []string{">=10.0.0"}}}},
+		"service-policies": {"name": "sales-crm", "type": "Dial", "semantic": "AnyOf", "identityRoles": []string{"#sales"}, "serviceRoles": []string{"#crm"}},
+	}
+	for kind, body := range entities {
+		t.Run(kind, func(t *testing.T) {
+			id := n.create(t, admin, kind, body)
+			path := mgmt + "/" + kind + "/" + id
+			last, err := n.elog.LastSeq(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []response{
+				n.do(t, http.MethodPatch, path, admin, map[string]any{}),
+				n.do(t, http.MethodPatch, path, admin, map[string]any{"name": body["name"]}),
+				n.do(t, http.MethodPatch, path, admin, map[string]any{"tags": map[string]any{}}),
+				n.do(t, http.MethodPut, path, admin, body),
+			} {
+				if r.Status != http.StatusOK {
+					t.Fatalf("an update that changes nothing: %d %s", r.Status, r.Body)
+				}
+			}
+			if now, err := n.elog.LastSeq(t.Context()); err != nil || now != last {
+				t.Fatalf("updates that change nothing moved the log from %d to %d (%v)", last, now, err)
+			}
+			if r := n.do(t, http.MethodPatch, path, admin, map[string]any{"tags": map[string]any{"owner": "it"}}); r.Status != http.StatusOK {
+				t.Fatalf("an update: %d %s", r.Status, r.Body)
+			}
+			if now, err := n.elog.LastSeq(t.Context()); err != nil || now != last+1 {
+				t.Fatalf("an update moved the log from %d to %d, want one event (%v)", last, now, err)
+			}
+			if d := n.detail(t, admin, kind, id); fmt.Sprint(d["tags"]) != "map[owner:it]" {
+				t.Fatalf("tags after the update: %v", d["tags"])
+			}
+		})
+	}
+}
