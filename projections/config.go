@@ -1,6 +1,9 @@
 package projections
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -37,6 +40,35 @@ func serviceConfigsKey(identityID string) []byte {
 
 func dropServiceConfigs(tx *Tx, identityID string) error {
 	return tx.del(serviceConfigsKey(identityID))
+}
+
+// markServiceConfigUsers moves the change indicator of the identities that
+// have the config as a service config of their own.
+func markServiceConfigUsers(tx *Tx, configID string) error {
+	prefix := entityPrefix(posture.KindIdentityServiceConfigs)
+	var users []string
+	err := scan(tx.b, prefix, func(key, value []byte) (bool, error) {
+		var configs map[string]map[string]string
+		if err := unmarshal(value, &configs); err != nil {
+			return false, fmt.Errorf("decode %s: %w", key, err)
+		}
+		for _, byType := range configs {
+			if slices.Contains(slices.Collect(maps.Values(byType)), configID) {
+				users = append(users, string(key[len(prefix):]))
+				break
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range users {
+		if err := markChanged(tx, id, tx.event.At); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // IdentityServiceConfigs returns an identity's own service configs: a

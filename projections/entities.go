@@ -304,7 +304,8 @@ func init() {
 				return err
 			}
 		}
-		return nil
+		// So do the identities that have it as a config of their own.
+		return markServiceConfigUsers(tx, cfg.ID)
 	}})
 	onEntity(entityHooks[posture.ConfigType]{})
 	onEntity(entityHooks[posture.ServicePolicy]{})

@@ -51,8 +51,10 @@ var (
 // config moves;
 // layout 13 starts no API session of a login whose authenticator, or the CA
 // that verified its certificate, was deleted before the login was recorded,
-// and a CA's delete ends the sessions it verified through intermediates.
-const layout = 13
+// and a CA's delete ends the sessions it verified through intermediates;
+// layout 14 moves the change indicator of the identities that have a config
+// of their own when it changes.
+const layout = 14
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
 // so that keys sort in time order. Times an int64 of nanoseconds cannot

@@ -735,6 +735,15 @@ func TestIdentityServiceConfigs(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A change of the config an identity has as its own moves its
+	// indicator, as a change of a service's config moves its clients'.
+	before = changedAt(t)
+	if r := n.do(t, http.MethodPatch, mgmt+"/configs/"+own, admin, map[string]any{"data": map[string]any{"port": 9443}}); r.Status != http.StatusOK {
+		t.Fatalf("change the identity's own config: %d %s", r.Status, r.Body)
+	}
+	if after := changedAt(t); after == before {
+		t.Fatalf("a change of the identity's own config left lastChangeAt at %s", before)
+	}
 	// A config deleted since is dropped at the next change: it is not kept
 	// (where it would count against the limit), and the service's own
 	// config of its type comes back.
