@@ -160,3 +160,29 @@ func EventTypes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// EndOf is t, read from s, as the end of a range ("at", "until"): a time
+// stands for the whole of its last written digit, so 10:32:00Z includes the
+// events of 10:32:00.5, and 10:32:00.464Z (a time as the API shows it, in
+// milliseconds) those of 10:32:00.464381. The fraction may follow a comma,
+// as RFC 3339's parsers take it. The API, the console and the command line
+// read moments the same way.
+func EndOf(s string, t time.Time) time.Time {
+	digits := 0
+	if i := strings.IndexAny(s, ".,"); i >= 0 {
+		for _, c := range s[i+1:] {
+			if c < '0' || c > '9' {
+				break
+			}
+			digits++
+		}
+	}
+	if digits >= 9 {
+		return t
+	}
+	unit := time.Second
+	for range digits {
+		unit /= 10
+	}
+	return t.Add(unit - time.Nanosecond)
+}

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/labstack/echo/v4"
@@ -155,28 +154,6 @@ func TestRedactURI(t *testing.T) {
 	} {
 		if got := api.RedactURI(in); got != want {
 			t.Errorf("RedactURI(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// The end of a range stands for the whole of its last written digit: a
-// whole second, a millisecond as the API writes times, a time in
-// nanoseconds for itself.
-func TestEndOf(t *testing.T) {
-	for s, want := range map[string]string{
-		"2026-11-24T06:45:43Z":           "2026-11-24T06:45:43.999999999Z",
-		"2026-11-24T07:45:43+01:00":      "2026-11-24T07:45:43.999999999+01:00",
-		"2026-11-24T06:45:43.5Z":         "2026-11-24T06:45:43.599999999Z",
-		"2026-11-24T06:45:43.464Z":       "2026-11-24T06:45:43.464999999Z",
-		"2026-11-24T06:45:43.000Z":       "2026-11-24T06:45:43.000999999Z",
-		"2026-11-24T06:45:43.123456789Z": "2026-11-24T06:45:43.123456789Z",
-	} {
-		in, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := api.EndOf(s, in).Format(time.RFC3339Nano); got != want {
-			t.Errorf("EndOf(%s) = %s, want %s", s, got, want)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -98,31 +97,6 @@ type Time time.Time
 
 // TimeFormat is the wire format of timestamps.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-// EndOf is t, read from s, as the end of a range ("at", "until"): a time
-// stands for the whole of its last written digit, so 10:32:00Z includes the
-// events of 10:32:00.5, and 10:32:00.464Z (a time as the API shows it, in
-// milliseconds) those of 10:32:00.464381. The API and the command line read
-// moments the same way.
-func EndOf(s string, t time.Time) time.Time {
-	digits := 0
-	if i := strings.IndexByte(s, '.'); i >= 0 {
-		for _, c := range s[i+1:] {
-			if c < '0' || c > '9' {
-				break
-			}
-			digits++
-		}
-	}
-	if digits >= 9 {
-		return t
-	}
-	unit := time.Second
-	for range digits {
-		unit /= 10
-	}
-	return t.Add(unit - time.Nanosecond)
-}
 
 // MarshalJSON implements json.Marshaler.
 func (t Time) MarshalJSON() ([]byte, error) {

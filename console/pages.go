@@ -310,16 +310,17 @@ func parseTime(v string, now time.Time) (time.Time, error) {
 	return time.Time{}, errors.New("not a time")
 }
 
-// endOf is the last moment of the second (or minute) a time written without
-// a fraction of a second stands for; a duration before now is exact.
+// endOf is the last moment of the minute, second or fraction of a second
+// a time stands for (posture.EndOf, as the API reads it); a duration before
+// now is exact.
 func endOf(v string, t time.Time) time.Time {
-	if strings.HasPrefix(v, "-") || strings.Contains(v, ".") {
+	if strings.HasPrefix(v, "-") {
 		return t
 	}
 	if _, err := time.Parse("2006-01-02T15:04", v); err == nil {
 		return t.Add(time.Minute - time.Nanosecond)
 	}
-	return t.Add(time.Second - time.Nanosecond)
+	return posture.EndOf(v, t)
 }
 
 // maxTimelineEntries bounds the history entries an identity's page shows:

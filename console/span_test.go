@@ -18,3 +18,25 @@ func TestSpan(t *testing.T) {
 		}
 	}
 }
+
+// A time the console reads as the end of a window stands for the whole of
+// its minute, second or last digit, as the API reads it; a duration before
+// now is exact.
+func TestEndOf(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	for v, want := range map[string]string{
+		"2026-11-24T06:45":         "2026-11-24T06:45:59.999999999Z",
+		"2026-11-24T06:45:43":      "2026-11-24T06:45:43.999999999Z",
+		"2026-11-24T06:45:43.464Z": "2026-11-24T06:45:43.464999999Z",
+		"2026-11-24T06:45:43,464Z": "2026-11-24T06:45:43.464999999Z",
+		"-2h":                      "2026-11-24T10:00:00Z",
+	} {
+		at, err := parseTime(v, now)
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		if got := endOf(v, at).Format(time.RFC3339Nano); got != want {
+			t.Errorf("endOf(%s) = %s, want %s", v, got, want)
+		}
+	}
+}

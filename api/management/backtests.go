@@ -324,7 +324,7 @@ func windowTime(field, s string, now time.Time) (time.Time, error) {
 		return t, posture.Invalid(field, "must not be in the future", s)
 	}
 	if field == "until" {
-		t = api.EndOf(s, t)
+		t = posture.EndOf(s, t)
 	}
 	return t.UTC(), beforeLog(field, s, t)
 }

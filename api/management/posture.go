@@ -286,7 +286,7 @@ func queryTime(c echo.Context, name string) (time.Time, error) {
 		return t, posture.Invalid(name, "must be an RFC 3339 time", s)
 	}
 	if name != "since" {
-		t = api.EndOf(s, t) // at, until: the end of a range
+		t = posture.EndOf(s, t) // at, until: the end of a range
 	}
 	return t, beforeLog(name, s, t)
 }

@@ -20,7 +20,7 @@ import (
 // parseTime reads a time flag: an RFC 3339 time (2026-11-22T10:32:00Z,
 // with or without fractions of a second) or a duration from now (-2h,
 // -90m, -1h30m). The end of a range (end) is taken to the end of its last
-// digit (api.EndOf), so that --at or --until 10:32:00Z includes the events
+// digit (posture.EndOf), so that --at or --until 10:32:00Z includes the events
 // of 10:32:00.5. A value it cannot read is a usage error.
 func parseTime(flag, s string, end bool, now time.Time) (time.Time, error) {
 	if s == "" {
@@ -34,7 +34,7 @@ func parseTime(flag, s string, end bool, now time.Time) (time.Time, error) {
 		return t, usageError{fmt.Errorf("--%s %q: want an RFC 3339 time (2026-11-22T10:32:00Z, 2026-11-22T11:32:00+01:00) or a duration from now (-2h, -30m)", flag, s)}
 	}
 	if end {
-		t = api.EndOf(s, t)
+		t = posture.EndOf(s, t)
 	}
 	return t, nil
 }
