@@ -75,13 +75,17 @@ type Authenticator struct {
 	PasswordHashSealed string `json:"passwordHashSealed,omitempty"`
 	// PasswordHash is the legacy clear form of the hash, in logs written
 	// before hashes were sealed.
-	PasswordHash      string    `json:"passwordHash,omitempty"`
-	CertPEM           string    `json:"certPem,omitempty"`
-	Fingerprint       string    `json:"fingerprint,omitempty"`
-	IsIssuedByNetwork bool      `json:"isIssuedByNetwork"`
-	Tags              Tags      `json:"tags"`
-	CreatedAt         time.Time `json:"createdAt"`
-	UpdatedAt         time.Time `json:"updatedAt"`
+	PasswordHash      string `json:"passwordHash,omitempty"`
+	CertPEM           string `json:"certPem,omitempty"`
+	Fingerprint       string `json:"fingerprint,omitempty"`
+	IsIssuedByNetwork bool   `json:"isIssuedByNetwork"`
+	// CAID is, for a certificate enrolled with a third-party CA (ottca or
+	// CA auto enrollment), that CA: it may have issued it through
+	// intermediates, which the authenticator does not keep.
+	CAID      string    `json:"caId,omitempty"`
+	Tags      Tags      `json:"tags"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // KindAPISession is the kind of API sessions in the projections: not part of

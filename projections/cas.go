@@ -64,6 +64,7 @@ func endCASessions(tx *Tx, ca posture.CA) error {
 		if cert, err := parseCertPEM(a.CertPEM); err == nil && caCert != nil {
 			signed = cert.CheckSignatureFrom(caCert) == nil
 		}
+		signed = signed || a.CAID == ca.ID // enrolled with it
 		verified := func(s posture.APISession) bool { return signed || s.CAID == ca.ID }
 		if err := endAuthenticatorSessions(tx, a, "its CA was deleted", verified); err != nil {
 			return err

@@ -222,11 +222,11 @@ func (a *API) complete(c echo.Context, token, method string, build func(posture.
 }
 
 // certAuthenticator is a new cert authenticator of an identity.
-func (a *API) certAuthenticator(identityID string, cert *x509.Certificate, issuedByNetwork bool) posture.Authenticator {
+func (a *API) certAuthenticator(identityID string, cert *x509.Certificate, issuedByNetwork bool, caID string) posture.Authenticator {
 	now := a.Writer.Now().UTC()
 	return posture.Authenticator{
 		ID: posture.NewID(), IdentityID: identityID, Method: posture.MethodCert,
-		CertPEM: string(pki.EncodePEM(cert)), Fingerprint: pki.Fingerprint(cert), IsIssuedByNetwork: issuedByNetwork,
+		CertPEM: string(pki.EncodePEM(cert)), Fingerprint: pki.Fingerprint(cert), IsIssuedByNetwork: issuedByNetwork, CAID: caID,
 		Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now,
 	}
 }
@@ -295,7 +295,7 @@ func (a *API) enrollOTT(c echo.Context, pemAnswer bool) error {
 	if err != nil {
 		return err
 	}
-	au := a.certAuthenticator(enr.IdentityID, cert, true)
+	au := a.certAuthenticator(enr.IdentityID, cert, true, "")
 	err = a.complete(c, req.Token, posture.EnrollOTT, func(posture.Enrollment) (posture.Authenticator, error) {
 		return au, nil
 	})
@@ -426,7 +426,7 @@ func (a *API) enrollOTTCA(c echo.Context) error {
 	if err := check(enr); err != nil {
 		return err
 	}
-	au := a.certAuthenticator(enr.IdentityID, chain[0], false)
+	au := a.certAuthenticator(enr.IdentityID, chain[0], false, enr.CAID)
 	err = a.complete(c, req.Token, posture.EnrollOTTCA, func(enr posture.Enrollment) (posture.Authenticator, error) {
 		return au, check(enr)
 	})
@@ -501,7 +501,7 @@ func (a *API) enrollCA(c echo.Context) error {
 		i := posture.Identity{ID: identityID, Name: name, Type: posture.IdentityDefault, RoleAttributes: attrs,
 			Tags: posture.Tags{}, CreatedAt: now, UpdatedAt: now}
 		return []posture.Payload{posture.IdentityEnrolled{Method: posture.EnrollCA, Identity: &i,
-			Authenticator: a.certAuthenticator(identityID, leaf, false)}}, nil
+			Authenticator: a.certAuthenticator(identityID, leaf, false, ca.ID)}}, nil
 	})
 	if err != nil {
 		return err

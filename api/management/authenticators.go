@@ -1,6 +1,7 @@
 package management
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -244,7 +245,7 @@ func (a *API) reEnrollAuthenticator(c echo.Context) error {
 		default:
 			e.Method = posture.EnrollOTT
 			if !au.IsIssuedByNetwork {
-				if e.CAID, err = a.issuingCA(au.CertPEM); err != nil {
+				if e.CAID, err = a.issuingCA(au); err != nil {
 					return nil, err
 				}
 				if e.CAID != "" {
@@ -267,10 +268,18 @@ func (a *API) reEnrollAuthenticator(c echo.Context) error {
 	return api.CreatedAt(c, string(posture.KindEnrollment), created)
 }
 
-// issuingCA is the id of the network's CA that signed a certificate, or ""
-// for none.
-func (a *API) issuingCA(certPEM string) (string, error) {
-	cert, err := pki.ParseCertificatePEM([]byte(certPEM))
+// issuingCA is the id of the network's CA that issued a certificate
+// authenticator's certificate: the one it was enrolled with, or else one
+// that signed it ("": none).
+func (a *API) issuingCA(au posture.Authenticator) (string, error) {
+	if au.CAID != "" {
+		if _, err := get[posture.CA](a.Store, "ca", au.CAID); err == nil {
+			return au.CAID, nil
+		} else if !errors.Is(err, posture.ErrNotFound) {
+			return "", err
+		}
+	}
+	cert, err := pki.ParseCertificatePEM([]byte(au.CertPEM))
 	if err != nil {
 		return "", nil
 	}

@@ -866,6 +866,20 @@ func TestReEnrollAuthenticator(t *testing.T) {
 	if enr, _ := n.identityEnrollments(t, admin, kiosk); enr["ottca"].CAID != caID || len(enr) != 1 {
 		t.Fatalf("enrollments after a CA certificate's re-enroll: %+v", enr)
 	}
+	// So does one an issuing CA under it signed, enrolled with the CA: the
+	// authenticator keeps the CA it was enrolled with, not the chain.
+	kiosk2, ottca := n.enrolledIdentity(t, admin, "kiosk-2", map[string]any{"ottca": caID})
+	kp, _ = ext.intermediate(t, "kiosk issuing CA").issue(t, "kiosk-2")
+	if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ottca?token=" + ottca.Token, cert: &kp}); r.Status != http.StatusOK {
+		t.Fatalf("enroll ottca through an issuing CA: %d %s", r.Status, r.Body)
+	}
+	_, byMethod = n.identityEnrollments(t, admin, kiosk2)
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+byMethod["cert"]["id"]+"/re-enroll", admin, later); r.Status != http.StatusCreated {
+		t.Fatalf("re-enroll a certificate of an issuing CA: %d %s", r.Status, r.Body)
+	}
+	if enr, _ := n.identityEnrollments(t, admin, kiosk2); enr["ottca"].CAID != caID || len(enr) != 1 {
+		t.Fatalf("enrollments after re-enrolling a certificate of an issuing CA: %+v", enr)
+	}
 
 	// The default admin has no enrollments, even by its own hand.
 	own, _ := n.listIDs(t, admin, "/current-identity/authenticators", "")
