@@ -273,7 +273,7 @@ func (a *API) reEnrollAuthenticator(c echo.Context) error {
 // that signed it ("": none).
 func (a *API) issuingCA(au posture.Authenticator) (string, error) {
 	if au.CAID != "" {
-		if _, err := get[posture.CA](a.Store, "ca", au.CAID); err == nil {
+		if _, err := a.Store.RawEntity(posture.KindCA, au.CAID); err == nil {
 			return au.CAID, nil
 		} else if !errors.Is(err, posture.ErrNotFound) {
 			return "", err

@@ -880,6 +880,23 @@ func TestReEnrollAuthenticator(t *testing.T) {
 	if enr, _ := n.identityEnrollments(t, admin, kiosk2); enr["ottca"].CAID != caID || len(enr) != 1 {
 		t.Fatalf("enrollments after re-enrolling a certificate of an issuing CA: %+v", enr)
 	}
+	// Once its CA is deleted (its authenticators stay), a certificate is
+	// moved off it with an ott enrollment.
+	kiosk3, ottca := n.enrolledIdentity(t, admin, "kiosk-3", map[string]any{"ottca": caID})
+	kp, _ = ext.issue(t, "kiosk-3")
+	if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ottca?token=" + ottca.Token, cert: &kp}); r.Status != http.StatusOK {
+		t.Fatalf("enroll ottca: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodDelete, mgmt+"/cas/"+caID, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("delete the CA: %d %s", r.Status, r.Body)
+	}
+	_, byMethod = n.identityEnrollments(t, admin, kiosk3)
+	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+byMethod["cert"]["id"]+"/re-enroll", admin, later); r.Status != http.StatusCreated {
+		t.Fatalf("re-enroll a certificate of a deleted CA: %d %s", r.Status, r.Body)
+	}
+	if enr, _ := n.identityEnrollments(t, admin, kiosk3); enr["ott"].ID == "" || len(enr) != 1 {
+		t.Fatalf("enrollments after re-enrolling a certificate of a deleted CA: %+v", enr)
+	}
 
 	// The default admin has no enrollments, even by its own hand.
 	own, _ := n.listIDs(t, admin, "/current-identity/authenticators", "")
