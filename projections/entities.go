@@ -306,6 +306,9 @@ func init() {
 		}
 		// So do the identities that have it as a config of their own.
 		return markServiceConfigUsers(tx, cfg.ID)
+	}, beforeDelete: func(tx *Tx, old posture.Config) error {
+		// Their services' own configs come back in its place.
+		return markServiceConfigUsers(tx, old.ID)
 	}})
 	onEntity(entityHooks[posture.ConfigType]{})
 	onEntity(entityHooks[posture.ServicePolicy]{})

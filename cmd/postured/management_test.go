@@ -747,8 +747,12 @@ func TestIdentityServiceConfigs(t *testing.T) {
 	// A config deleted since is dropped at the next change: it is not kept
 	// (where it would count against the limit), and the service's own
 	// config of its type comes back.
+	before = changedAt(t)
 	if r := n.do(t, http.MethodDelete, mgmt+"/configs/"+own, admin, nil); r.Status != http.StatusOK {
 		t.Fatalf("delete a config only an identity uses: %d %s", r.Status, r.Body)
+	}
+	if after := changedAt(t); after == before {
+		t.Fatalf("deleting the identity's own config left lastChangeAt at %s", before)
 	}
 	n.do(t, http.MethodPost, path, admin, []map[string]any{{"serviceId": svc, "configId": icpt}})
 	if l := listed(t); len(l) != 1 || l[0]["configId"] != icpt {
