@@ -299,6 +299,14 @@ func (l *Login) startSession(c echo.Context, cred Credential, method string, req
 	if _, err := l.Writer.AppendBudgeted(c, l.Budget, identity.ID, posture.APISessionCreated{APISession: s}, 0); err != nil {
 		return err
 	}
+	// The projection starts no session whose credential was deleted or
+	// changed after the login read it: that login fails as a wrong
+	// credential does, not with a token that never works.
+	if _, err := l.Store.APISessionByTokenHash(s.TokenHash); errors.Is(err, posture.ErrNotFound) {
+		return &posture.Error{Code: posture.CodeInvalidAuth}
+	} else if err != nil {
+		return err
+	}
 	p := &Principal{Session: s, Identity: identity, Token: token}
 	c.Response().Header().Set(HeaderSession, token)
 	l.Auth.SetExpiryHeaders(c, now)

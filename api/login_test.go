@@ -20,9 +20,15 @@ type loginStore struct {
 	identities       map[string]posture.Identity
 	authenticators   []posture.Authenticator
 	mfa              map[string]posture.MFA
+	// sessions are the API sessions the fake projection started, by token
+	// hash.
+	sessions map[string]posture.APISession
 }
 
-func (s loginStore) APISessionByTokenHash(string) (posture.APISession, error) {
+func (s loginStore) APISessionByTokenHash(h string) (posture.APISession, error) {
+	if a, ok := s.sessions[h]; ok {
+		return a, nil
+	}
 	return posture.APISession{}, posture.ErrNotFound
 }
 
@@ -70,6 +76,7 @@ func TestLoginHandlers(t *testing.T) {
 			{ID: "auth2", IdentityID: "ident2", Method: posture.MethodPassword, Username: "phone-user", PasswordHash: hash},
 			{ID: "auth3", IdentityID: "ident3", Method: posture.MethodPassword, Username: "admin-user", PasswordHash: hash},
 			{ID: "auth4", IdentityID: "ident9", Method: posture.MethodPassword, Username: "orphan-user", PasswordHash: hash},
+			{ID: "auth5", IdentityID: "ident1", Method: posture.MethodPassword, Username: "raced-user", PasswordHash: hash},
 		},
 		mfa:      map[string]posture.MFA{"ident3": {ID: "mfa3", IdentityID: "ident3", Verified: true}},
 		Entities: apitest.Entities{},
@@ -117,6 +124,14 @@ func TestLoginHandlers(t *testing.T) {
 					t.Fatalf("config types %q, answered %q", s.ConfigTypes, v.ConfigTypes)
 				}
 			}},
+		{Name: "Authenticate: a login the projection starts no session of (its authenticator changed meanwhile) fails", Method: http.MethodPost,
+			Path: "/authenticate?method=password", Body: login("raced-user", "laptop-password"),
+			Status: http.StatusUnauthorized, Code: posture.CodeInvalidAuth, Appended: []string{created},
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if token := r.Header.Get(api.HeaderSession); token != "" {
+					t.Fatalf("a refused login answered the token %q", token)
+				}
+			}},
 		{Name: "Authenticate: a wrong password", Method: http.MethodPost, Path: "/authenticate?method=password", Body: login("laptop-user", "wrong-password"),
 			Status: http.StatusUnauthorized, Code: posture.CodeInvalidAuth},
 		{Name: "Authenticate: an unknown username", Method: http.MethodPost, Path: "/authenticate?method=password", Body: login("nobody-user", "laptop-password"),
@@ -152,7 +167,18 @@ func TestLoginHandlers(t *testing.T) {
 	}
 	serve := func(who *api.Principal) func(t *testing.T, _ apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {
 		return func(t *testing.T, _ apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {
-			log := &apitest.Log{}
+			store := store
+			store.sessions = map[string]posture.APISession{}
+			log := &apitest.Log{Apply: func(e posture.Event) {
+				// The fake projection refuses raced-user's logins, as the
+				// real one refuses a login whose authenticator changed
+				// after the login read it.
+				if p, err := e.Decode(); err == nil {
+					if c, ok := p.(posture.APISessionCreated); ok && c.APISession.AuthenticatorID != "auth5" {
+						store.sessions[c.APISession.TokenHash] = c.APISession
+					}
+				}
+			}}
 			w := apitest.Writer(log, now)
 			l := &api.Login{Store: store, Writer: w, Auth: &api.Auth{Sessions: store, Log: log, Now: w.Now, Timeout: 30 * time.Minute}}
 			return l.Routes(api.Partial), who, log
