@@ -105,6 +105,10 @@ func (a *API) createSession(c echo.Context) error {
 	if strings.TrimSpace(in.ServiceID) == "" {
 		return posture.Invalid("serviceId", "is required", in.ServiceID)
 	}
+	t, err := api.CheckTags(in.Tags)
+	if err != nil {
+		return err
+	}
 	// A service that does not exist and one the identity may not use get
 	// the same answer, the real controller's for the second (400
 	// COULD_NOT_VALIDATE, "service not found"), so that the answer does
@@ -152,10 +156,6 @@ func (a *API) createSession(c echo.Context) error {
 			return err
 		}
 		return c.JSON(http.StatusCreated, api.Envelope{Data: v})
-	}
-	t, err := api.CheckTags(in.Tags)
-	if err != nil {
-		return err
 	}
 	s := posture.Session{
 		ID: posture.NewID(), IdentityID: p.Identity.ID, APISessionID: p.Session.ID,

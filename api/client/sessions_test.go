@@ -102,6 +102,8 @@ func TestSessionHandlers(t *testing.T) {
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody}},
 		{grantCRM(true), apitest.Case{Name: "createSession: tags that are not strings", Method: http.MethodPost, Path: "/sessions", Body: `{"serviceId":"svc1","tags":{"a":{"b":1}}}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "tags.a"}},
+		{withSessions(true, own), apitest.Case{Name: "createSession: bad tags are refused also when the session is answered again", Method: http.MethodPost, Path: "/sessions",
+			Body: `{"serviceId":"svc1","tags":{"a":{"b":1}}}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "tags.a"}},
 		{withSessions(true, own, theirs, sibling), apitest.Case{Name: "listSessions: the identity's own, from each of its API sessions", Method: http.MethodGet, Path: "/sessions", Status: http.StatusOK,
 			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
 				var l []sessionView
