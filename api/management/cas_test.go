@@ -124,6 +124,8 @@ func TestExternalJWTSignerHandlers(t *testing.T) {
 					t.Fatalf("signer %s", r.Data)
 				}
 			}},
+		{Name: "patchExternalJWTSigner: certPem and jwksEndpoint together, as in a create", Method: http.MethodPatch, Path: "/external-jwt-signers/sig1",
+			Body: `{"certPem":"x","jwksEndpoint":"https://idp.example/keys"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate},
 		{Name: "patchExternalJWTSigner: disable", Method: http.MethodPatch, Path: "/external-jwt-signers/sig1", Body: `{"enabled":false}`,
 			Status: http.StatusOK, Appended: []string{updated[posture.ExternalJWTSigner]()},
 			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {

@@ -3,6 +3,7 @@ package management
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -164,6 +165,8 @@ func (a *API) buildCheck(in checkInput, old *posture.Check, now time.Time) (post
 		domains := in.Domains
 		if domains == nil {
 			domains = in.MACAddresses // the seed's sample spells it so
+		} else if in.MACAddresses != nil && !slices.Equal(in.MACAddresses, domains) {
+			return c, posture.Invalid("domains", "domains and macAddresses spell one field of a DOMAIN check and differ: give one of them", in.MACAddresses)
 		}
 		c.Domains, err = nonEmptyList("domains", domains)
 	case posture.CheckProcess:
@@ -373,6 +376,8 @@ func process(field string, in processInput) (posture.Process, error) {
 	osType := in.OSType
 	if osType == "" {
 		osType = in.OS
+	} else if in.OS != "" && !strings.EqualFold(in.OS, osType) {
+		return p, posture.Invalid(field+".os", "os and osType spell one field and differ: give one of them", in.OS)
 	}
 	t, ok := posture.CanonicalOSType(osType)
 	if !ok {
@@ -391,14 +396,17 @@ func process(field string, in processInput) (posture.Process, error) {
 		}
 		p.Hashes = append(p.Hashes, strings.ToLower(h))
 	}
-	fps := in.SignerFingerprints
-	if len(fps) == 0 && in.SignerFingerprint != "" {
-		fps = []string{in.SignerFingerprint}
+	fps, fpField := in.SignerFingerprints, func(i int) string { return fmt.Sprintf("%s.signerFingerprints[%d]", field, i) }
+	switch {
+	case len(fps) == 0 && in.SignerFingerprint != "":
+		fps, fpField = []string{in.SignerFingerprint}, func(int) string { return field + ".signerFingerprint" }
+	case in.SignerFingerprint != "" && (len(fps) != 1 || !strings.EqualFold(fps[0], in.SignerFingerprint)):
+		return p, posture.Invalid(field+".signerFingerprint", "signerFingerprint and signerFingerprints spell one field and differ: give one of them", in.SignerFingerprint)
 	}
 	p.SignerFingerprints = []string{}
 	for i, f := range fps {
 		if len(f) != 40 || !isHex(f) {
-			return p, posture.Invalid(fmt.Sprintf("%s.signerFingerprints[%d]", field, i), "must be a SHA-1 fingerprint: 40 hex characters", f)
+			return p, posture.Invalid(fpField(i), "must be a SHA-1 fingerprint: 40 hex characters", f)
 		}
 		p.SignerFingerprints = append(p.SignerFingerprints, strings.ToLower(f))
 	}

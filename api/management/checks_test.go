@@ -2,6 +2,7 @@ package management
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,6 +39,14 @@ func TestCheckHandlers(t *testing.T) {
 			Code: posture.CodeCouldNotValidate, Field: "timeoutSeconds"},
 		{Name: "createCheck: unknown fields are ignored", Method: http.MethodPost, Path: checks,
 			Body: `{"typeId":"DOMAIN","name":"corp","domains":["corp.example"],"colour":"blue"}`, Status: http.StatusCreated, Appended: []string{created[posture.Check]()}},
+		{Name: "createCheck: both spellings of a DOMAIN check's domains, alike", Method: http.MethodPost, Path: checks,
+			Body: `{"typeId":"DOMAIN","name":"corp","domains":["corp.example"],"macAddresses":["corp.example"]}`, Status: http.StatusCreated, Appended: []string{created[posture.Check]()}},
+		{Name: "createCheck: both spellings of a DOMAIN check's domains, differing", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"DOMAIN","name":"corp","domains":["corp.example"],"macAddresses":["other.example"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "domains"},
+		{Name: "createCheck: both spellings of roleAttributes, differing", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"DOMAIN","name":"corp","domains":["corp.example"],"roleAttributes":["a"],"attributes":["b"]}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "roleAttributes"},
 		{Name: "createCheck: malformed JSON", Method: http.MethodPost, Path: checks, Body: `{"typeId":`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
 		{Name: "createCheck: not an object", Method: http.MethodPost, Path: checks, Body: `["OS"]`,
@@ -57,6 +66,23 @@ func TestCheckHandlers(t *testing.T) {
 		{Name: "createCheck: a MAC address that is none", Method: http.MethodPost, Path: checks,
 			Body:   `{"typeId":"MAC","name":"x","macAddresses":["00:11:22"]}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "macAddresses[0]"},
+		{Name: "createCheck: a process's os and signerFingerprint, the seed's spellings", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"PROCESS","name":"x","process":{"os":"Windows","path":"C:\\a.exe","signerFingerprint":"0123456789abcdef0123456789abcdef01234567"}}`,
+			Status: http.StatusCreated, Appended: []string{created[posture.Check]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				if p := payload[posture.Created[posture.Check]](t, log).Entity.Process; p.OSType != "Windows" || !slices.Equal(p.SignerFingerprints, []string{"0123456789abcdef0123456789abcdef01234567"}) {
+					t.Fatalf("created %+v", p)
+				}
+			}},
+		{Name: "createCheck: a bad signerFingerprint is named as sent", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"PROCESS","name":"x","process":{"osType":"Windows","path":"C:\\a.exe","signerFingerprint":"abc"}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "process.signerFingerprint"},
+		{Name: "createCheck: both spellings of a process's signer fingerprints, differing", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"PROCESS","name":"x","process":{"osType":"Windows","path":"C:\\a.exe","signerFingerprint":"0123456789abcdef0123456789abcdef01234567","signerFingerprints":["fedcba9876543210fedcba9876543210fedcba98"]}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "process.signerFingerprint"},
+		{Name: "createCheck: both spellings of a process's OS, differing", Method: http.MethodPost, Path: checks,
+			Body:   `{"typeId":"PROCESS","name":"x","process":{"osType":"Windows","os":"Linux","path":"/bin/a"}}`,
+			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "process.os"},
 		{Name: "createCheck: a PROCESS check without its process", Method: http.MethodPost, Path: checks,
 			Body: `{"typeId":"PROCESS","name":"x"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "process"},
 		{Name: "createCheck: the name is taken", Method: http.MethodPost, Path: checks,
@@ -113,6 +139,15 @@ func TestCheckHandlers(t *testing.T) {
 					t.Fatalf("updated %+v", c)
 				}
 			}},
+		{Name: "patchCheck: one spelling of roleAttributes replaces the other", Method: http.MethodPatch, Path: checks + "/chk1", Body: `{"attributes":["new-os"]}`,
+			Status: http.StatusOK, Appended: []string{updated[posture.Check]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				if c := payload[posture.Updated[posture.Check]](t, log).Entity; !slices.Equal(c.RoleAttributes, []string{"new-os"}) {
+					t.Fatalf("updated %+v", c)
+				}
+			}},
+		{Name: "patchCheck: both spellings of roleAttributes, differing, as in a create", Method: http.MethodPatch, Path: checks + "/chk1",
+			Body: `{"roleAttributes":["a"],"attributes":["b"]}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "roleAttributes"},
 		{Name: "patchCheck: a field of the wrong type", Method: http.MethodPatch, Path: checks + "/chk1", Body: `{"operatingSystems":"Windows"}`,
 			Status: http.StatusBadRequest, Code: posture.CodeCouldNotParseBody},
 		{Name: "patchCheck: unknown id", Method: http.MethodPatch, Path: checks + "/chk9", Body: `{"name":"x"}`,

@@ -241,25 +241,20 @@ func (r *resource[T, In]) merge(old T, now time.Time, fields map[string]json.Raw
 	// Field names match without regard to case, as in a create or an
 	// update: "NAME" replaces the current "name" rather than sitting beside
 	// it, where the decoder would pick one by their order; an alias
-	// ("ATTRIBUTES") replaces every spelling of its field. Keys are taken
-	// in order, so that two spellings in one patch always end the same.
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		for _, group := range r.aliases {
-			if slices.ContainsFunc(group, func(a string) bool { return strings.EqualFold(a, k) }) {
-				for cur := range merged {
-					if slices.ContainsFunc(group, func(a string) bool { return strings.EqualFold(a, cur) }) {
-						delete(merged, cur)
-					}
-				}
-			}
-		}
+	// ("ATTRIBUTES") replaces every spelling of its field. Two spellings in
+	// one patch both reach the build, as in a create, which refuses them
+	// when they differ.
+	spells := func(group []string, k string) bool {
+		return slices.ContainsFunc(group, func(a string) bool { return strings.EqualFold(a, k) })
+	}
+	for k := range fields {
 		for cur := range merged {
-			if strings.EqualFold(cur, k) {
+			if strings.EqualFold(cur, k) || slices.ContainsFunc(r.aliases, func(g []string) bool { return spells(g, k) && spells(g, cur) }) {
 				delete(merged, cur)
 			}
 		}
-		merged[k] = fields[k]
 	}
+	maps.Copy(merged, fields)
 	data, err := json.Marshal(merged)
 	if err != nil {
 		return in, err

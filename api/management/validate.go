@@ -55,9 +55,11 @@ func tags(t posture.Tags) (posture.Tags, error) { return api.CheckTags(t) }
 func attributes(field string, had []string, lists ...*[]string) ([]string, error) {
 	var attrs []string
 	for _, l := range lists {
-		if l != nil {
+		if l != nil && attrs != nil && !slices.Equal(*l, attrs) {
+			return nil, posture.Invalid(field, "roleAttributes and attributes spell one field and differ: give one of them", *l)
+		}
+		if l != nil && attrs == nil {
 			attrs = *l
-			break
 		}
 	}
 	if attrs == nil {

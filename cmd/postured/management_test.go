@@ -275,7 +275,7 @@ func TestPostureCheckValidation(t *testing.T) {
 		{"short hash", win(map[string]any{"hashes": []string{hashA[:63]}}), posture.CodeCouldNotValidate, "process.hashes[0]"},
 		{"long hash", win(map[string]any{"hashes": []string{hashA + "0"}}), posture.CodeCouldNotValidate, "process.hashes[0]"},
 		{"non-hex hash", win(map[string]any{"hashes": []string{"z" + hashA[1:]}}), posture.CodeCouldNotValidate, "process.hashes[0]"},
-		{"bad fingerprint", win(map[string]any{"signerFingerprint": fpA[:39]}), posture.CodeCouldNotValidate, "process.signerFingerprints[0]"},
+		{"bad fingerprint", win(map[string]any{"signerFingerprint": fpA[:39]}), posture.CodeCouldNotValidate, "process.signerFingerprint"},
 		{"multi without semantic", map[string]any{"typeId": "PROCESS_MULTI", "name": "x", "processes": []any{map[string]any{"osType": "Linux", "path": "/a"}}}, posture.CodeCouldNotValidate, "semantic"},
 		{"multi bad semantic", map[string]any{"typeId": "PROCESS_MULTI", "name": "x", "semantic": "NoneOf", "processes": []any{map[string]any{"osType": "Linux", "path": "/a"}}}, posture.CodeCouldNotValidate, "semantic"},
 		{"multi without processes", map[string]any{"typeId": "PROCESS_MULTI", "name": "x", "semantic": "AllOf"}, posture.CodeCouldNotValidate, "processes"},
