@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -27,11 +28,16 @@ type ListParams struct {
 // ParseList reads limit, offset, filter and sort. A limit above 500 is
 // lowered to 500, and so is -1 ("no limit" to OpenZiti clients), so that no
 // answer holds more than 500 items however large the fleet; 0 or below -1
-// becomes the default 10. Non-integer values are 400 INVALID_PAGINATION.
+// becomes the default 10; so do integers too large for 64 bits, and an
+// offset past 100,000 is 100,000. Non-integer values are 400
+// INVALID_PAGINATION.
 func ParseList(c echo.Context) (ListParams, error) {
 	p := ListParams{Limit: DefaultLimit, Filter: c.QueryParam("filter"), Sort: c.QueryParam("sort")}
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			err = nil // n is the nearest int64
+		}
 		if err != nil {
 			return p, &posture.Error{Code: posture.CodeInvalidPagination, Message: "limit must be an integer", Field: "limit", Reason: "not an integer", Value: s}
 		}
@@ -39,6 +45,9 @@ func ParseList(c echo.Context) (ListParams, error) {
 	}
 	if s := c.QueryParam("offset"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			err = nil
+		}
 		if err != nil || n < 0 {
 			return p, &posture.Error{Code: posture.CodeInvalidPagination, Message: "offset must be a non-negative integer", Field: "offset", Reason: "not a non-negative integer", Value: s}
 		}
