@@ -68,7 +68,7 @@ func DecodeBytes(data []byte, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
-		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: parseMessage(err)}
+		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: ParseMessage(err)}
 	}
 	return Rest(dec, data)
 }
@@ -170,7 +170,9 @@ func Rest(dec *json.Decoder, data []byte) error {
 	return nil
 }
 
-func parseMessage(err error) string {
+// ParseMessage says what of a body did not decode: a value of the wrong
+// type, named by its field, or JSON that does not parse.
+func ParseMessage(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		field := te.Field

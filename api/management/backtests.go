@@ -80,10 +80,8 @@ func decodeCandidate(body []byte) (candidateDoc, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return doc, &posture.Error{Code: posture.CodeCouldNotParseBody,
-				Message: fmt.Sprintf("%s: expected %s, got a JSON %s", te.Field, te.Type, te.Value)}
+		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+			return doc, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: api.ParseMessage(err)}
 		}
 		return doc, &posture.Error{Code: posture.CodeCouldNotParseBody,
 			Message: "the candidate must be a JSON object with postureChecks and servicePolicies (each with create, update, delete): " + err.Error()}

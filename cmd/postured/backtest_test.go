@@ -359,6 +359,8 @@ func TestBacktestOverTheAPI(t *testing.T) {
 			http.StatusNotFound, posture.CodeNotFound, "", "servicePolicies.delete[0]"},
 		{"unknown key", map[string]any{"postureCheck": map[string]any{}},
 			http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "postureCheck"},
+		{"an array for updates", map[string]any{"postureChecks": map[string]any{"update": []any{}}},
+			http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "postureChecks.update: expected an object, got a JSON array"},
 		{"bad from", map[string]any{"from": "yesterday"},
 			http.StatusBadRequest, posture.CodeCouldNotValidate, "from", ""},
 		{"until year 1", map[string]any{"until": "0001-01-01T00:00:00Z"},
