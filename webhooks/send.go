@@ -163,11 +163,27 @@ func Reachable(rawURL string, deny []*net.IPNet) error {
 	if err != nil {
 		return err
 	}
-	ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]"))
+	host := strings.Trim(u.Hostname(), "[]")
+	ip, err := netip.ParseAddr(host)
 	if err != nil {
+		if numericName(host) {
+			return fmt.Errorf("%s is no host name but an IPv4 address in a short form (127.1, 0x7f000001, 2130706433), which some resolvers read as an address: write the address in dotted decimal", host)
+		}
 		return nil // a name
 	}
 	return denied(ip, deny)
+}
+
+// numericName says whether host's last label is a number, decimal or hex
+// (0x...): no DNS name ends so (no top-level domain is numeric), and the C
+// library's resolvers read such a host as an IPv4 address.
+func numericName(host string) bool {
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	last, digits := name[strings.LastIndexByte(name, '.')+1:], "0123456789"
+	if rest, ok := strings.CutPrefix(last, "0x"); ok {
+		last, digits = rest, "0123456789abcdef"
+	}
+	return strings.Trim(last, digits) == ""
 }
 
 // denied says which network of deny holds ip, if one does.

@@ -139,3 +139,31 @@ func TestGuarded(t *testing.T) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestReachable: an address in a denied network and an IPv4 address in a
+// short form are refused; names, and addresses elsewhere, are not.
+func TestReachable(t *testing.T) {
+	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
+	deny := []*net.IPNet{loopback}
+	for url, refused := range map[string]bool{
+		"https://127.0.0.1/hook":      true,
+		"https://[::ffff:127.0.0.1]/": true,
+		"https://127.1/hook":          true,
+		"https://0x7f000001/hook":     true,
+		"https://0X7F.1:8443/":        true,
+		"https://2130706433/hook":     true,
+		"https://10.0.0.7/hook":       false,
+		"https://hooks.example/hook":  false,
+		"https://hooks.example./hook": false,
+		"https://1.example/hook":      false,
+		"https://0x7f.example/hook":   false,
+		"https://receiver:8443/hook":  false,
+		"https://hooks.example.123/":  true,
+		"https://hooks.example.0x1f/": true,
+		"https://hooks.example.0xgg/": false,
+	} {
+		if err := Reachable(url, deny); (err != nil) != refused {
+			t.Errorf("%s: %v, want refused %v", url, err, refused)
+		}
+	}
+}
