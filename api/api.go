@@ -277,7 +277,8 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 
 // jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH
 // body labelled with a media type other than JSON (application/json, or a
-// +json type): a form or text posted by mistake is not read as JSON. A body
+// +json type), or with a charset other than UTF-8, JSON's (RFC 8259): a form
+// or text posted by mistake is not read as JSON. A body
 // without a Content-Type is read as JSON, as OpenZiti's SDKs and curl
 // without -H send it. Every such body is checked as JSON before the
 // operation runs, whether or not the operation reads one: one that takes no
@@ -289,12 +290,15 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c) // no body, or one no operation of this method reads
 		}
 		if ct := r.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationJSON && ct != "" {
-			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json") {
+			mt, params, err := mime.ParseMediaType(ct)
+			cs, hasCharset := params["charset"]
+			if err != nil || mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json") ||
+				hasCharset && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 				if len(ct) > 100 {
 					ct = ct[:100] + "..."
 				}
 				return &posture.Error{Code: posture.CodeUnsupportedMediaType,
-					Message: fmt.Sprintf("the body must be JSON (Content-Type: application/json), not %q", ct)}
+					Message: fmt.Sprintf("the body must be JSON in UTF-8 (Content-Type: application/json), not %q", ct)}
 			}
 		}
 		data, err := ReadBody(c)

@@ -175,7 +175,7 @@ func TestJSONBodiesOnly(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	admin := n.adminToken(t)
 	body := []byte(`{"name":"typed"}`)
-	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "image/png", "not a type"} {
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "image/png", "not a type", "application/json; charset=latin1", "application/json; charset=utf-16"} {
 		r := n.send(t, request{method: http.MethodPost, path: mgmt + "/services", token: admin, contentType: ct, body: body})
 		expectError(t, r, http.StatusUnsupportedMediaType, posture.CodeUnsupportedMediaType, "")
 		if !strings.Contains(string(r.Body), "the body must be JSON") {
@@ -186,8 +186,10 @@ func TestJSONBodiesOnly(t *testing.T) {
 		t.Fatalf("a refused body created a service: %s", r.Body)
 	}
 	expectError(t, n.send(t, request{method: http.MethodPost, path: mgmt + "/services", contentType: "text/plain", body: body}), http.StatusUnauthorized, posture.CodeUnauthorized, "")
-	if r := n.send(t, request{method: http.MethodPost, path: mgmt + "/services", token: admin, contentType: "application/json; charset=utf-8", body: []byte(`{"name":"typed-1"}`)}); r.Status != http.StatusCreated {
-		t.Errorf("JSON with a charset: %d %s", r.Status, r.Body)
+	for i, ct := range []string{"application/json; charset=utf-8", "application/json;charset=UTF8"} {
+		if r := n.send(t, request{method: http.MethodPost, path: mgmt + "/services", token: admin, contentType: ct, body: []byte(fmt.Sprintf(`{"name":"typed-utf8-%d"}`, i))}); r.Status != http.StatusCreated {
+			t.Errorf("JSON with a charset: %d %s", r.Status, r.Body)
+		}
 	}
 	// A patch of nothing (null, an empty body) is refused, not a no-op.
 	svc := n.create(t, admin, "services", map[string]any{"name": "patched"})
