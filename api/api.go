@@ -308,6 +308,7 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := CheckJSON(data); err != nil {
 			return err
 		}
+		c.Set(checkedKey, true)
 		return next(c)
 	}
 }

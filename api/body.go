@@ -18,8 +18,12 @@ import (
 // MaxBody bounds request bodies.
 const MaxBody = 1 << 20
 
-// bodyKey holds a request's body once read, for the next reader.
-const bodyKey = "api.body"
+// bodyKey holds a request's body once read, for the next reader;
+// checkedKey says that jsonBody checked it (CheckJSON).
+const (
+	bodyKey    = "api.body"
+	checkedKey = "api.body.checked"
+)
 
 // ReadBody reads the request body up to MaxBody. A body already read for
 // the request (jsonBody checks every JSON body before the operation runs)
@@ -47,7 +51,19 @@ func Decode(c echo.Context, v any) error {
 	if err != nil {
 		return err
 	}
-	return DecodeBytes(data, v)
+	return DecodeRead(c, data, v)
+}
+
+// DecodeRead is Decode for the body ReadBody answered: one jsonBody has
+// checked is only decoded.
+func DecodeRead(c echo.Context, data []byte, v any) error {
+	if c.Get(checkedKey) == nil {
+		return DecodeBytes(data, v)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	return unmarshal(data, v)
 }
 
 // DecodeBytes is Decode for a body already read.
@@ -61,6 +77,12 @@ func DecodeBytes(data []byte, v any) error {
 	if err := CheckUTF8(data); err != nil {
 		return err
 	}
+	return unmarshal(data, v)
+}
+
+// unmarshal decodes a body that is not empty, nested too deep or other
+// than UTF-8.
+func unmarshal(data []byte, v any) error {
 	// Most bodies are valid: json.Unmarshal reads them without copying.
 	// One that is not is read again by a decoder, whose errors say more.
 	if json.Unmarshal(data, v) == nil {

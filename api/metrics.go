@@ -70,6 +70,20 @@ type Metrics struct {
 	failed    *prometheus.CounterVec
 	wouldDeny *prometheus.CounterVec
 	handler   http.Handler
+	// byRequest caches the series of each method, route and status seen
+	// (a requestKey to its requestSeries), so that a request costs no
+	// label lookup.
+	byRequest sync.Map
+}
+
+type requestKey struct {
+	method, route string
+	status        int
+}
+
+type requestSeries struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 // NewMetrics registers the series.
@@ -173,8 +187,17 @@ func (m *Metrics) observe(method, route string, status int, start time.Time) {
 	default:
 		method = "other"
 	}
-	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+	k := requestKey{method, route, status}
+	v, ok := m.byRequest.Load(k)
+	if !ok {
+		v, _ = m.byRequest.LoadOrStore(k, requestSeries{
+			count:    m.requests.WithLabelValues(method, route, strconv.Itoa(status)),
+			duration: m.duration.WithLabelValues(method, route),
+		})
+	}
+	series := v.(requestSeries)
+	series.count.Inc()
+	series.duration.Observe(time.Since(start).Seconds())
 }
 
 // Wrap counts and times the requests a handler outside echo answers (the
