@@ -1,8 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -337,4 +340,30 @@ func (t *turns) take(ctx context.Context, subject string, wait time.Duration) (d
 		leave()
 		return nil, ctx.Err()
 	}
+}
+
+// Unchanged reports whether an update made of old only e, the same but for
+// its time of update: such an update records nothing.
+func Unchanged[T any](old, e T) (bool, error) {
+	fields := func(v T) (map[string]json.RawMessage, error) {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, err
+		}
+		delete(m, "updatedAt")
+		return m, nil
+	}
+	a, err := fields(old)
+	if err != nil {
+		return false, err
+	}
+	b, err := fields(e)
+	if err != nil {
+		return false, err
+	}
+	return maps.EqualFunc(a, b, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) }), nil
 }

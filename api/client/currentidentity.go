@@ -166,6 +166,9 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		if err != nil {
 			return nil, err
 		}
+		if same, err := api.Unchanged(cur, next); err != nil || same {
+			return nil, err // a change of nothing records nothing (nor refuses the logins in flight)
+		}
 		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: next}}, nil
 	}))
 	if err != nil {

@@ -177,10 +177,14 @@ func (a *API) changeAuthenticator(c echo.Context, patch bool) error {
 		if a.isDefaultAdmin(au.IdentityID) {
 			return nil, &posture.Error{Code: posture.CodeUnauthorized, Message: "the default admin's password is changed by the default admin only, with its current password (/current-identity/authenticators)"}
 		}
-		if au, err = ch.Apply(au, hash, usernames{a}, a.Writer.Now().UTC()); err != nil {
+		next, err := ch.Apply(au, hash, usernames{a}, a.Writer.Now().UTC())
+		if err != nil {
 			return nil, err
 		}
-		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: au}}, nil
+		if same, err := api.Unchanged(au, next); err != nil || same {
+			return nil, err // a change of nothing records nothing (nor refuses the logins in flight)
+		}
+		return []posture.Payload{posture.Updated[posture.Authenticator]{Entity: next}}, nil
 	})
 	if err != nil {
 		return err

@@ -280,7 +280,7 @@ func (r *resource[T, In]) change(c echo.Context, input func(old T, now time.Time
 		if err != nil {
 			return nil, err
 		}
-		if same, err := unchanged(old, e); err != nil || same {
+		if same, err := api.Unchanged(old, e); err != nil || same {
 			return nil, err // an update that changes nothing records nothing
 		}
 		return []posture.Payload{posture.Updated[T]{Entity: e}}, nil
@@ -289,32 +289,6 @@ func (r *resource[T, In]) change(c echo.Context, input func(old T, now time.Time
 		return err
 	}
 	return api.Empty(c)
-}
-
-// unchanged reports whether an update made of old only e, the same but for
-// its time of update.
-func unchanged[T any](old, e T) (bool, error) {
-	fields := func(v T) (map[string]json.RawMessage, error) {
-		data, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, err
-		}
-		delete(m, "updatedAt")
-		return m, nil
-	}
-	a, err := fields(old)
-	if err != nil {
-		return false, err
-	}
-	b, err := fields(e)
-	if err != nil {
-		return false, err
-	}
-	return maps.EqualFunc(a, b, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) }), nil
 }
 
 func (r *resource[T, In]) delete(c echo.Context) error {

@@ -972,4 +972,33 @@ func TestUpdatesThatChangeNothingRecordNothing(t *testing.T) {
 			}
 		})
 	}
+	// So does a password authenticator's, by an admin or by its identity:
+	// it would also refuse the logins in flight (their credential changed).
+	t.Run("authenticators", func(t *testing.T) {
+		ep := n.endpoint(t, admin, "person")
+		auths, _ := n.listIDs(t, admin, "/identities/"+ep.id+"/authenticators", "")
+		path, own := mgmt+"/authenticators/"+auths[0], clientAPI+"/current-identity/authenticators/"+auths[0]
+		last, err := n.elog.LastSeq(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []response{
+			n.do(t, http.MethodPatch, path, admin, map[string]any{}),
+			n.do(t, http.MethodPatch, path, admin, map[string]any{"username": "person", "tags": map[string]any{}}),
+			n.do(t, http.MethodPatch, own, ep.token, map[string]any{"currentPassword": "person-password", "username": "person"}),
+		} {
+			if r.Status != http.StatusOK {
+				t.Fatalf("an update that changes nothing: %d %s", r.Status, r.Body)
+			}
+		}
+		if now, err := n.elog.LastSeq(t.Context()); err != nil || now != last {
+			t.Fatalf("updates that change nothing moved the log from %d to %d (%v)", last, now, err)
+		}
+		if r := n.do(t, http.MethodPatch, path, admin, map[string]any{"tags": map[string]any{"owner": "it"}}); r.Status != http.StatusOK {
+			t.Fatalf("an update: %d %s", r.Status, r.Body)
+		}
+		if now, err := n.elog.LastSeq(t.Context()); err != nil || now != last+1 {
+			t.Fatalf("an update moved the log from %d to %d, want one event (%v)", last, now, err)
+		}
+	})
 }
