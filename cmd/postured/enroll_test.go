@@ -854,47 +854,39 @@ func TestReEnrollAuthenticator(t *testing.T) {
 	if r := n.verifyCA(t, admin, caID, ext); r.Status != http.StatusOK {
 		t.Fatalf("verify: %d %s", r.Status, r.Body)
 	}
-	kiosk, ottca := n.enrolledIdentity(t, admin, "kiosk", map[string]any{"ottca": caID})
-	kp, _ := ext.issue(t, "kiosk")
-	if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ottca?token=" + ottca.Token, cert: &kp}); r.Status != http.StatusOK {
-		t.Fatalf("enroll ottca: %d %s", r.Status, r.Body)
+	// enrolled is an identity enrolled by ottca with the CA, its certificate
+	// issued by issuer, and reEnrolled what its re-enroll leaves.
+	enrolled := func(name string, issuer *testCA) (identity, certAuth string) {
+		identity, ottca := n.enrolledIdentity(t, admin, name, map[string]any{"ottca": caID})
+		kp, _ := issuer.issue(t, name)
+		if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ottca?token=" + ottca.Token, cert: &kp}); r.Status != http.StatusOK {
+			t.Fatalf("enroll ottca %s: %d %s", name, r.Status, r.Body)
+		}
+		_, byMethod := n.identityEnrollments(t, admin, identity)
+		return identity, byMethod["cert"]["id"]
 	}
-	_, byMethod = n.identityEnrollments(t, admin, kiosk)
-	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+byMethod["cert"]["id"]+"/re-enroll", admin, later); r.Status != http.StatusCreated {
-		t.Fatalf("re-enroll a CA's certificate: %d %s", r.Status, r.Body)
+	reEnrolled := func(identity, certAuth string) map[string]enrollmentDetail {
+		if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+certAuth+"/re-enroll", admin, later); r.Status != http.StatusCreated {
+			t.Fatalf("re-enroll %s: %d %s", identity, r.Status, r.Body)
+		}
+		enr, _ := n.identityEnrollments(t, admin, identity)
+		return enr
 	}
-	if enr, _ := n.identityEnrollments(t, admin, kiosk); enr["ottca"].CAID != caID || len(enr) != 1 {
+	if enr := reEnrolled(enrolled("kiosk", ext)); enr["ottca"].CAID != caID || len(enr) != 1 {
 		t.Fatalf("enrollments after a CA certificate's re-enroll: %+v", enr)
 	}
 	// So does one an issuing CA under it signed, enrolled with the CA: the
 	// authenticator keeps the CA it was enrolled with, not the chain.
-	kiosk2, ottca := n.enrolledIdentity(t, admin, "kiosk-2", map[string]any{"ottca": caID})
-	kp, _ = ext.intermediate(t, "kiosk issuing CA").issue(t, "kiosk-2")
-	if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ottca?token=" + ottca.Token, cert: &kp}); r.Status != http.StatusOK {
-		t.Fatalf("enroll ottca through an issuing CA: %d %s", r.Status, r.Body)
-	}
-	_, byMethod = n.identityEnrollments(t, admin, kiosk2)
-	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+byMethod["cert"]["id"]+"/re-enroll", admin, later); r.Status != http.StatusCreated {
-		t.Fatalf("re-enroll a certificate of an issuing CA: %d %s", r.Status, r.Body)
-	}
-	if enr, _ := n.identityEnrollments(t, admin, kiosk2); enr["ottca"].CAID != caID || len(enr) != 1 {
+	if enr := reEnrolled(enrolled("kiosk-2", ext.intermediate(t, "kiosk issuing CA"))); enr["ottca"].CAID != caID || len(enr) != 1 {
 		t.Fatalf("enrollments after re-enrolling a certificate of an issuing CA: %+v", enr)
 	}
 	// Once its CA is deleted (its authenticators stay), a certificate is
 	// moved off it with an ott enrollment.
-	kiosk3, ottca := n.enrolledIdentity(t, admin, "kiosk-3", map[string]any{"ottca": caID})
-	kp, _ = ext.issue(t, "kiosk-3")
-	if r := n.send(t, request{method: http.MethodPost, path: clientAPI + "/enroll/ottca?token=" + ottca.Token, cert: &kp}); r.Status != http.StatusOK {
-		t.Fatalf("enroll ottca: %d %s", r.Status, r.Body)
-	}
+	kiosk3, certAuth := enrolled("kiosk-3", ext)
 	if r := n.do(t, http.MethodDelete, mgmt+"/cas/"+caID, admin, nil); r.Status != http.StatusOK {
 		t.Fatalf("delete the CA: %d %s", r.Status, r.Body)
 	}
-	_, byMethod = n.identityEnrollments(t, admin, kiosk3)
-	if r := n.do(t, http.MethodPost, mgmt+"/authenticators/"+byMethod["cert"]["id"]+"/re-enroll", admin, later); r.Status != http.StatusCreated {
-		t.Fatalf("re-enroll a certificate of a deleted CA: %d %s", r.Status, r.Body)
-	}
-	if enr, _ := n.identityEnrollments(t, admin, kiosk3); enr["ott"].ID == "" || len(enr) != 1 {
+	if enr := reEnrolled(kiosk3, certAuth); enr["ott"].ID == "" || len(enr) != 1 {
 		t.Fatalf("enrollments after re-enrolling a certificate of a deleted CA: %+v", enr)
 	}
 
