@@ -221,7 +221,7 @@ func (p *parser) query() (*Query, *syntaxError) {
 			if q.Skip != nil {
 				return nil, errAt(t.pos, `the filter has more than one "skip" clause`)
 			}
-			n, err := p.count(t, `a non-negative integer after "skip"`)
+			n, err := p.count(`a non-negative integer after "skip"`)
 			if err != nil {
 				return nil, err
 			}
@@ -235,7 +235,7 @@ func (p *parser) query() (*Query, *syntaxError) {
 				p.next()
 			} else {
 				var err *syntaxError
-				n, err = p.count(t, `a non-negative integer or "none" after "limit"`)
+				n, err = p.count(`a non-negative integer or "none" after "limit"`)
 				if err != nil {
 					return nil, err
 				}
@@ -253,8 +253,8 @@ func (p *parser) query() (*Query, *syntaxError) {
 	}
 }
 
-// count reads the integer of a skip or limit clause introduced by kw.
-func (p *parser) count(kw token, want string) (int64, *syntaxError) {
+// count reads the integer of a skip or limit clause.
+func (p *parser) count(want string) (int64, *syntaxError) {
 	t := p.next()
 	if t.kind != tNumber {
 		return 0, p.unexpected(t, want)
@@ -264,10 +264,9 @@ func (p *parser) count(kw token, want string) (int64, *syntaxError) {
 			return 0, p.unexpected(t, want)
 		}
 	}
-	n, err := strconv.ParseInt(t.text, 10, 64)
-	if err != nil {
-		return 0, errAt(t.pos, "%s %s is out of range", strings.ToLower(kw.text), short(t.text))
-	}
+	// Too large for 64 bits is the largest: lists cut a large skip or
+	// limit to what they allow anyway.
+	n, _ := strconv.ParseInt(t.text, 10, 64)
 	return n, nil
 }
 
