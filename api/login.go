@@ -303,7 +303,8 @@ func (l *Login) startSession(c echo.Context, cred Credential, method string, req
 	// changed after the login read it: that login fails as a wrong
 	// credential does, not with a token that never works.
 	if _, err := l.Store.APISessionByTokenHash(s.TokenHash); errors.Is(err, posture.ErrNotFound) {
-		return &posture.Error{Code: posture.CodeInvalidAuth}
+		return &posture.Error{Code: posture.CodeInvalidAuth,
+			Message: "the credential changed, or the session ended, while this login was checked: log in again"}
 	} else if err != nil {
 		return err
 	}
