@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -277,7 +278,8 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 
 // jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH
 // body labelled with a media type other than JSON (application/json, or a
-// +json type), or with a charset other than UTF-8, JSON's (RFC 8259): a form
+// +json type), or with a charset other than UTF-8, JSON's (RFC 8259), or
+// ASCII, a part of it: a form
 // or text posted by mistake is not read as JSON. A body
 // without a Content-Type is read as JSON, as OpenZiti's SDKs and curl
 // without -H send it. Every such body is checked as JSON before the
@@ -293,7 +295,7 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 			mt, params, err := mime.ParseMediaType(ct)
 			cs, hasCharset := params["charset"]
 			if err != nil || mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json") ||
-				hasCharset && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+				hasCharset && !slices.ContainsFunc([]string{"utf-8", "utf8", "us-ascii"}, func(u string) bool { return strings.EqualFold(cs, u) }) {
 				if len(ct) > 100 {
 					ct = ct[:100] + "..."
 				}

@@ -186,7 +186,7 @@ func TestJSONBodiesOnly(t *testing.T) {
 		t.Fatalf("a refused body created a service: %s", r.Body)
 	}
 	expectError(t, n.send(t, request{method: http.MethodPost, path: mgmt + "/services", contentType: "text/plain", body: body}), http.StatusUnauthorized, posture.CodeUnauthorized, "")
-	for i, ct := range []string{"application/json; charset=utf-8", "application/json;charset=UTF8"} {
+	for i, ct := range []string{"application/json; charset=utf-8", "application/json;charset=UTF8", "application/json; charset=us-ascii"} {
 		if r := n.send(t, request{method: http.MethodPost, path: mgmt + "/services", token: admin, contentType: ct, body: []byte(fmt.Sprintf(`{"name":"typed-utf8-%d"}`, i))}); r.Status != http.StatusCreated {
 			t.Errorf("JSON with a charset: %d %s", r.Status, r.Body)
 		}
