@@ -164,6 +164,9 @@ func Reachable(rawURL string, deny []*net.IPNet) error {
 		return err
 	}
 	host := strings.Trim(u.Hostname(), "[]")
+	if host == "" {
+		return errors.New("names no host")
+	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		if numericName(host) {

@@ -161,6 +161,7 @@ func TestReachable(t *testing.T) {
 		"https://hooks.example.123/":  true,
 		"https://hooks.example.0x1f/": true,
 		"https://hooks.example.0xgg/": false,
+		"https://:443/hook":           true,
 	} {
 		if err := Reachable(url, deny); (err != nil) != refused {
 			t.Errorf("%s: %v, want refused %v", url, err, refused)

@@ -99,8 +99,10 @@ func (a *API) buildWebhook(in webhookInput, old *posture.Webhook, now time.Time)
 	if err := posture.CheckWebhookURL(w.URL, w.AllowInsecureHTTP); err != nil {
 		return w, posture.Invalid("url", err.Error(), posture.RedactedURL(w.URL))
 	}
-	if err := a.reachable("url", w.URL); err != nil {
-		return w, err
+	if old == nil || old.URL != w.URL { // one kept as it was delivers as it did
+		if err := a.reachable("url", w.URL); err != nil {
+			return w, err
+		}
 	}
 	w.Kinds = []string{}
 	for i, k := range in.Kinds {

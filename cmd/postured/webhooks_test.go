@@ -406,3 +406,23 @@ func TestWebhookDeny(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookDenyLater: a webhook whose address a later --webhook-deny
+// covers can still be changed (its tags, say) while its URL stays; a new
+// URL in the denied network is refused.
+func TestWebhookDenyLater(t *testing.T) {
+	cfg := webhookConfig(t.TempDir())
+	n := startTestNode(t, cfg)
+	admin := n.adminToken(t)
+	id := n.create(t, admin, "webhooks", map[string]any{"name": "private", "url": "https://10.1.2.3/hook"})
+	n.srv.Close()
+	n.Close()
+	cfg.WebhookDeny = []string{"10.0.0.0/8"}
+	n = startTestNode(t, cfg)
+	admin = n.adminToken(t)
+	if r := n.do(t, http.MethodPatch, mgmt+"/webhooks/"+id, admin, map[string]any{"tags": map[string]any{"owner": "it"}}); r.Status != http.StatusOK {
+		t.Fatalf("a change of a webhook whose URL stays: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodPatch, mgmt+"/webhooks/"+id, admin, map[string]any{"url": "https://10.1.2.4/hook"}),
+		http.StatusBadRequest, posture.CodeCouldNotValidate, "url")
+}
