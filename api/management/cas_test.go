@@ -125,7 +125,19 @@ func TestExternalJWTSignerHandlers(t *testing.T) {
 				}
 			}},
 		{Name: "patchExternalJWTSigner: certPem and jwksEndpoint together, as in a create", Method: http.MethodPatch, Path: "/external-jwt-signers/sig1",
-			Body: `{"certPem":"x","jwksEndpoint":"https://idp.example/keys"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate},
+			Body: `{"certPem":` + string(certJSON) + `,"jwksEndpoint":"https://idp.example/keys"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "certPem",
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				if cause, _ := json.Marshal(r.Error.Cause); !strings.Contains(string(cause), "exclusive") {
+					t.Fatalf("cause %s, want the two said exclusive", cause)
+				}
+			}},
+		{Name: "patchExternalJWTSigner: a certificate in place of the JWKS endpoint", Method: http.MethodPatch, Path: "/external-jwt-signers/sig1",
+			Body: `{"certPem":` + string(certJSON) + `,"jwksEndpoint":null}`, Status: http.StatusOK, Appended: []string{updated[posture.ExternalJWTSigner]()},
+			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
+				if s := payload[posture.Updated[posture.ExternalJWTSigner]](t, log).Entity; s.CertPEM == "" || s.JWKSEndpoint != "" {
+					t.Fatalf("updated %+v", s)
+				}
+			}},
 		{Name: "patchExternalJWTSigner: disable", Method: http.MethodPatch, Path: "/external-jwt-signers/sig1", Body: `{"enabled":false}`,
 			Status: http.StatusOK, Appended: []string{updated[posture.ExternalJWTSigner]()},
 			Check: func(t *testing.T, _ apitest.Response, log *apitest.Log) {
