@@ -45,18 +45,13 @@ func ReadBody(c echo.Context) ([]byte, error) {
 
 // Decode reads a JSON body into v. An empty body leaves v as it is (the
 // caller's validation decides whether that is acceptable); anything that is
-// not JSON of v's shape is COULD_NOT_PARSE_BODY with the reason.
+// not JSON of v's shape is COULD_NOT_PARSE_BODY with the reason. A body
+// jsonBody has checked is only decoded.
 func Decode(c echo.Context, v any) error {
 	data, err := ReadBody(c)
 	if err != nil {
 		return err
 	}
-	return DecodeRead(c, data, v)
-}
-
-// DecodeRead is Decode for the body ReadBody answered: one jsonBody has
-// checked is only decoded.
-func DecodeRead(c echo.Context, data []byte, v any) error {
 	if c.Get(checkedKey) == nil {
 		return DecodeBytes(data, v)
 	}

@@ -262,7 +262,7 @@ func (a postureResponses) decode(c echo.Context, v any) error {
 	if err := a.budget.Check(c, api.PrincipalOf(c).Identity.ID, len(data)+api.RequestCost); err != nil {
 		return err
 	}
-	return api.DecodeRead(c, data, v)
+	return api.Decode(c, v)
 }
 
 // recordPosture appends the responses as one event, waits for the

@@ -324,11 +324,11 @@ func decodeObject(c echo.Context, v any) error {
 		return err
 	}
 	var probe map[string]json.RawMessage
-	if err := api.DecodeRead(c, body, &probe); err != nil {
+	if err := api.Decode(c, &probe); err != nil {
 		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '{' {
 			return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object"}
 		}
 		return err // an object, but not valid JSON, more after it, or too deep: said as it is
 	}
-	return api.DecodeRead(c, body, v)
+	return api.Decode(c, v)
 }
