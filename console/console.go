@@ -38,6 +38,9 @@ type Store interface {
 	// HistoryTail reads the newest limit entries of an identity's history
 	// in a window, and whether there are more.
 	HistoryTail(identityID string, since, until time.Time, limit int) ([]posture.HistoryEntry, bool, error)
+	// AccessBefore reads each policy's newest change of state for the
+	// identity before a time, reading back at most limit entries.
+	AccessBefore(identityID string, at time.Time, limit int) ([]posture.HistoryEntry, error)
 	ServicesFor(identityID, typ string) []posture.Grant
 	Service(id string) (posture.Service, error)
 	// ServiceByName reads the service with the name (names are unique).

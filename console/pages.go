@@ -328,6 +328,11 @@ func endOf(v string, t time.Time) time.Time {
 // and the page must cost the same however much of it there is.
 const maxTimelineEntries = 2000
 
+// maxCarriedEntries bounds the history read back from a window's start for
+// the policies' states there: a policy whose last change is further back
+// is drawn from its first change in the window.
+const maxCarriedEntries = 20000
+
 // identity is GET /console/identities/{id}: posture with ages, sessions,
 // failed requests and the timeline of the time window.
 func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
@@ -439,7 +444,18 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 			data["WindowField"] = pe.Field
 		}
 	} else {
-		data["Timeline"] = buildTimeline(id.ID, history, failed, wouldDeny, graces, serviceName, from, to, now)
+		// The policies' states at the start of what is shown (the
+		// window's, or its oldest entry shown when there are more).
+		start := from
+		if more && len(history) > 0 {
+			start = history[0].At
+		}
+		carried, err := c.opts.Store.AccessBefore(id.ID, start, maxCarriedEntries)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		data["Timeline"] = buildTimeline(id.ID, carried, history, failed, wouldDeny, graces, serviceName, from, to, now)
 	}
 	c.render(w, r, status, "identity", data)
 }

@@ -87,7 +87,7 @@ const (
 // (Store.Graces). Nothing is drawn past now: a policy's last state
 // and a running grace end there. Its cost follows the entries: the page
 // holds at most maxTimelineEntries of them.
-func buildTimeline(identityID string, history []posture.HistoryEntry, failed []posture.FailedServiceRequest, wouldDeny []posture.WouldDeny,
+func buildTimeline(identityID string, carried, history []posture.HistoryEntry, failed []posture.FailedServiceRequest, wouldDeny []posture.WouldDeny,
 	graces map[string]time.Time, serviceName func(id, recorded string) string, from, to, now time.Time) Timeline {
 	tl := Timeline{From: from, To: to, Width: tlWidth}
 	span := to.Sub(from)
@@ -115,12 +115,29 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 	}
 	eventHref := func(seq uint64) string { return fmt.Sprintf("#event-%d", seq) }
 	type policyState struct {
-		at    time.Time
-		state string
-		seq   uint64
+		at, since time.Time // since: of the change, before the window for a state carried into it
+		state     string
+		seq       uint64
 	}
 	policies := map[string][]policyState{}
 	var policyOrder []string
+	access := func(h posture.HistoryEntry, at time.Time) {
+		var t struct {
+			PolicyName string `json:"policyName"`
+			To         string `json:"to"`
+		}
+		if json.Unmarshal(h.Detail, &t) == nil && t.PolicyName != "" {
+			if _, ok := policies[t.PolicyName]; !ok {
+				policyOrder = append(policyOrder, t.PolicyName)
+			}
+			policies[t.PolicyName] = append(policies[t.PolicyName], policyState{at, h.At, t.To, h.Seq})
+		}
+	}
+	// carried are each policy's last change before the window: its state
+	// at the window's start.
+	for _, h := range carried {
+		access(h, from)
+	}
 	for _, h := range history {
 		m := Mark{X: x(h.At), Class: "fact", At: h.At, Title: stamp(h.At) + " " + h.Summary, Href: eventHref(h.Seq), Seq: h.Seq}
 		switch h.Kind {
@@ -138,16 +155,7 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 		case posture.HistoryEndpoint:
 			lane("Wake / unlock").Marks = append(lane("Wake / unlock").Marks, m)
 		case posture.HistoryAccess:
-			var t struct {
-				PolicyName string `json:"policyName"`
-				To         string `json:"to"`
-			}
-			if json.Unmarshal(h.Detail, &t) == nil && t.PolicyName != "" {
-				if _, ok := policies[t.PolicyName]; !ok {
-					policyOrder = append(policyOrder, t.PolicyName)
-				}
-				policies[t.PolicyName] = append(policies[t.PolicyName], policyState{h.At, t.To, h.Seq})
-			}
+			access(h, h.At)
 		case posture.HistorySession:
 			var d struct {
 				ServiceID string `json:"serviceId"`
@@ -266,9 +274,14 @@ func buildTimeline(identityID string, history []posture.HistoryEntry, failed []p
 			case "not applicable":
 				continue
 			}
+			href := eventHref(s.seq)
+			if s.since.Before(from) { // the change is on the timeline around it
+				href = "?from=" + urlEscape(s.since.Add(-time.Hour).UTC().Format(time.RFC3339)) +
+					"&to=" + urlEscape(s.since.Add(time.Hour).UTC().Format(time.RFC3339)) + href
+			}
 			x0, x1 := x(s.at), x(end)
-			l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: eventHref(s.seq),
-				Title: stamp(s.at) + " policy " + name + " " + s.state})
+			l.Segments = append(l.Segments, Segment{X: x0, W: max(x1-x0, 2), Class: class, Href: href,
+				Title: stamp(s.since) + " policy " + name + " " + s.state})
 		}
 	}
 	for i, label := range order {

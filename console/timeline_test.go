@@ -37,7 +37,7 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 		}
 		return recorded
 	}
-	tl := buildTimeline("id1", history, failed, wouldDeny, nil, names, at(0), at(100), at(200))
+	tl := buildTimeline("id1", nil, history, failed, wouldDeny, nil, names, at(0), at(100), at(200))
 
 	lanes := map[string]Lane{}
 	var labels []string
@@ -79,13 +79,38 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 	}
 
 	// A window that ends before the denial leaves it out.
-	tl = buildTimeline("id1", history[:2], failed, wouldDeny, nil, names, at(0), at(15), at(200))
+	tl = buildTimeline("id1", nil, history[:2], failed, wouldDeny, nil, names, at(0), at(15), at(200))
 	for _, l := range tl.Lanes {
 		for _, m := range l.Marks {
 			if m.Class == "denied" {
 				t.Fatalf("denial outside the window: %+v", m)
 			}
 		}
+	}
+
+	// A window after the policy's changes starts with the state they left:
+	// failing carried in until it passes in the window, passing carried
+	// in through a window without a change (linked to the timeline around
+	// the change).
+	tl = buildTimeline("id1", history[:1], history[1:7], failed, wouldDeny, nil, names, at(5), at(45), at(200))
+	for _, l := range tl.Lanes {
+		if l.Label == "Policy p" {
+			segs = l.Segments
+		}
+	}
+	if len(segs) != 2 || segs[0].Class != "failing" || segs[0].X != tlLabel || !strings.HasPrefix(segs[0].Href, "?from=") ||
+		!strings.HasSuffix(segs[0].Href, "#event-1") || !strings.Contains(segs[0].Title, stamp(at(0))) || segs[1].Class != "passing" {
+		t.Fatalf("policy segments with a carried state: %+v", segs)
+	}
+	tl = buildTimeline("id1", history[6:7], history[7:8], failed, wouldDeny, nil, names, at(45), at(55), at(200))
+	segs = nil
+	for _, l := range tl.Lanes {
+		if l.Label == "Policy p" {
+			segs = l.Segments
+		}
+	}
+	if len(segs) != 1 || segs[0].Class != "passing" || segs[0].X != tlLabel || segs[0].X+segs[0].W != tlWidth-tlMargin {
+		t.Fatalf("a policy passing through the window: %+v", segs)
 	}
 }
 
@@ -111,7 +136,7 @@ func TestTimelineRunningGrace(t *testing.T) {
 	x := func(s int) int { return tlLabel + s*(tlWidth-tlLabel-tlMargin)/100 }
 	graces := map[string]time.Time{"a1": at(330), "a2": at(290)}
 	// The window runs to 100 s; now is 60 s.
-	tl := buildTimeline("id1", history, nil, nil, graces, names, at(0), at(100), at(60))
+	tl := buildTimeline("id1", nil, history, nil, nil, graces, names, at(0), at(100), at(60))
 	lanes := map[string]Lane{}
 	for _, l := range tl.Lanes {
 		lanes[l.Label] = l
@@ -140,7 +165,7 @@ func TestTimelineRunningGrace(t *testing.T) {
 
 	// A window that ends before now: the grace runs to its end; one whose
 	// start is not in the window is not drawn (it may start after it).
-	tl = buildTimeline("id1", history, nil, nil, graces, names, at(0), at(50), at(60))
+	tl = buildTimeline("id1", nil, history, nil, nil, graces, names, at(0), at(50), at(60))
 	for _, l := range tl.Lanes {
 		if l.Label != "Wake / unlock" {
 			continue
@@ -165,7 +190,7 @@ func TestTimelineLongLabels(t *testing.T) {
 	history := []posture.HistoryEntry{{Seq: 1, At: at, Kind: posture.HistorySession, Event: "session.created",
 		Summary: "Dial session s1 for service " + long + " created by policies p", Detail: json.RawMessage(`{"serviceId":"svc"}`)}}
 	names := func(id, recorded string) string { return recorded }
-	tl := buildTimeline("id1", history, nil, nil, nil, names, at.Add(-time.Second), at.Add(time.Second), at.Add(time.Hour))
+	tl := buildTimeline("id1", nil, history, nil, nil, nil, names, at.Add(-time.Second), at.Add(time.Second), at.Add(time.Hour))
 	l := tl.Lanes[len(tl.Lanes)-1]
 	if l.Label != "Service "+long || l.Short != "Service wiki-with-a-ra…" || len([]rune(l.Short)) != tlLabelRunes {
 		t.Fatalf("long lane: label %q, short %q", l.Label, l.Short)

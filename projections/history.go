@@ -248,6 +248,47 @@ func (s *Store) HistoryPage(identityID string, since, until time.Time, offset, l
 	return page, total, it.Error()
 }
 
+// AccessBefore is, for each policy whose state for the identity changed
+// before at, the newest such change (an access entry), oldest first: the
+// states a window starting at at begins with. It reads back at most limit
+// entries from at, so that its cost is bounded however long the history.
+func (s *Store) AccessBefore(identityID string, at time.Time, limit int) ([]posture.HistoryEntry, error) {
+	prefix := historyPrefix(identityID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	end, err := historyEnd(it, prefix, at)
+	if err != nil {
+		return nil, err
+	}
+	var out []posture.HistoryEntry // newest first
+	seen := map[string]bool{}
+	read := 0
+	for ok := it.SeekLT(end); ok && read < limit; ok = it.Prev() {
+		var entries []posture.HistoryEntry
+		if err := unmarshal(it.Value(), &entries); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		for i := len(entries) - 1; i >= 0 && read < limit; i-- {
+			read++
+			e := entries[i]
+			var t transition
+			if e.Kind != posture.HistoryAccess || !e.At.Before(at) || unmarshal(e.Detail, &t) != nil || seen[t.PolicyID] {
+				continue
+			}
+			seen[t.PolicyID] = true
+			out = append(out, e)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
 // historySkew is how far out of time order the entries of two nodes may
 // be (their clocks): the reads of a window look this far past its edges.
 const historySkew = time.Minute

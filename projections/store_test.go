@@ -530,3 +530,56 @@ func TestPostureHistoryOneEntryPerFact(t *testing.T) {
 		t.Fatalf("the endpoint entry's detail: %s", h[3].Detail)
 	}
 }
+
+// TestAccessBefore: each policy's newest change of state before a time, as
+// History's access entries before it say, for every identity and every
+// time in its history; and no further back than the limit.
+func TestAccessBefore(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	replay(t, s, readEvents(t, "foundation.events.jsonl"), 5)
+	ids, err := s.Identities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, id := range ids {
+		all, err := s.History(id.ID, time.Time{}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range all {
+			var want []posture.HistoryEntry
+			latest := map[string]int{}
+			for _, e := range all {
+				var tr struct {
+					PolicyID string `json:"policyId"`
+				}
+				if e.Kind != posture.HistoryAccess || !e.At.Before(h.At) || json.Unmarshal(e.Detail, &tr) != nil {
+					continue
+				}
+				if i, ok := latest[tr.PolicyID]; ok {
+					want = slices.Delete(want, i, i+1)
+					for p, j := range latest {
+						if j > i {
+							latest[p] = j - 1
+						}
+					}
+				}
+				latest[tr.PolicyID] = len(want)
+				want = append(want, e)
+			}
+			got, err := s.AccessBefore(id.ID, h.At, 1000)
+			if err != nil || !cmp.Equal(got, want, cmpopts.EquateEmpty()) {
+				t.Fatalf("%s before %s: %v (%v), want %v", id.ID, h.At, got, err, want)
+			}
+			checked += len(want)
+		}
+		if got, err := s.AccessBefore(id.ID, time.Now(), 0); err != nil || len(got) != 0 {
+			t.Fatalf("%s with no entries to read: %v %v", id.ID, got, err)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("the scenario has no policy changes before another entry")
+	}
+}
