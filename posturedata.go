@@ -77,9 +77,20 @@ type ProcessPosture struct {
 type SessionPosture struct {
 	APISessionID string     `json:"apiSessionId"`
 	MFAPassedAt  *time.Time `json:"passedMfaAt,omitempty"`
-	WokenAt      *time.Time `json:"wokenAt,omitempty"`
-	UnlockedAt   *time.Time `json:"unlockedAt,omitempty"`
-	SDKInfo      *SDKInfo   `json:"sdkInfo,omitempty"`
+	// MFATimedOutAt is when an evaluation found an MFA check's timeout
+	// elapsed since MFAPassedAt: MFA checks fail from then on, whatever
+	// their timeouts become, until MFA is passed again (a later
+	// MFAPassedAt).
+	MFATimedOutAt *time.Time `json:"mfaTimedOutAt,omitempty"`
+	WokenAt       *time.Time `json:"wokenAt,omitempty"`
+	UnlockedAt    *time.Time `json:"unlockedAt,omitempty"`
+	SDKInfo       *SDKInfo   `json:"sdkInfo,omitempty"`
+}
+
+// MFATimedOut says whether the session's MFA timed out since it was last
+// passed (sticky until a new pass).
+func (s SessionPosture) MFATimedOut() bool {
+	return s.MFATimedOutAt != nil && s.MFAPassedAt != nil && !s.MFAPassedAt.After(*s.MFATimedOutAt)
 }
 
 // SDKInfo is what a client says of its SDK when it authenticates.

@@ -18,7 +18,9 @@ import (
 //   - fails when P is nil (MFA never passed in this API session);
 //   - with T > 0, passes while now <= P+T and fails after (at P+T exactly it
 //     still passes; one nanosecond later it fails). T <= 0 (stored as -1)
-//     means no timeout;
+//     means no timeout. Once the projection has found a timeout elapsed
+//     (SessionPosture.MFATimedOutAt), every MFA check fails until MFA is
+//     passed again, whatever the timeouts become;
 //   - with promptOnWake, when WokenAt is set and WokenAt >= P (a wake at or
 //     after the last TOTP; an earlier wake was answered by that TOTP and is
 //     ignored), passes while now <= WokenAt+G and fails after;
@@ -76,6 +78,13 @@ func evalMFA(c posture.Check, d Data, now time.Time) Verdict {
 	if s.MFAPassedAt == nil {
 		v.Actual = MFAValue{TimedOut: true}
 		v.Reason = "MFA not passed in this API session"
+		return v
+	}
+	if s.MFATimedOut() {
+		// Sticky, as on the controller: a later, longer timeout (or none)
+		// does not bring an MFA that timed out back.
+		v.Actual = MFAValue{PassedMFA: true, TimedOut: true}
+		v.Reason = fmt.Sprintf("MFA timed out (found at %s); a new TOTP is needed", stamp(*s.MFATimedOutAt))
 		return v
 	}
 	passed := *s.MFAPassedAt
@@ -182,6 +191,9 @@ func MFATimeoutRemaining(c posture.Check, d Data, now time.Time) int64 {
 	}
 	if c.IgnoreLegacyEndpoints && IsLegacyEndpoint(s.SDKInfo) {
 		return NoTimeout
+	}
+	if s.MFATimedOut() {
+		return 0
 	}
 	passed := *s.MFAPassedAt
 	remaining := c.TimeoutSeconds - wholeSeconds(now.Sub(passed))

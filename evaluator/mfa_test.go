@@ -120,3 +120,26 @@ func TestIsLegacyEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestMFATimedOutIsSticky: once the projection found the timeout elapsed,
+// an MFA check fails whatever its timeout, with 0 seconds remaining, until
+// MFA is passed again.
+func TestMFATimedOutIsSticky(t *testing.T) {
+	now := *at("2026-01-01T12:00:00Z")
+	timedOut := posture.SessionPosture{MFAPassedAt: at("2026-01-01T11:00:00Z"), MFATimedOutAt: at("2026-01-01T11:01:00Z")}
+	passedAgain := timedOut
+	passedAgain.MFAPassedAt = at("2026-01-01T11:59:00Z")
+	for _, timeout := range []int64{7200, -1} {
+		c := posture.Check{TypeID: posture.CheckMFA, TimeoutSeconds: timeout}
+		v := Evaluate(c, Data{Session: timedOut}, now)
+		if a, _ := v.Actual.(MFAValue); v.Pass || !a.TimedOut || !a.PassedMFA {
+			t.Errorf("timeout %d after a timeout found: %+v", timeout, v)
+		}
+		if r := MFATimeoutRemaining(c, Data{Session: timedOut}, now); r != min(timeout, 0) {
+			t.Errorf("timeout %d after a timeout found: %d remaining", timeout, r)
+		}
+		if v := Evaluate(c, Data{Session: passedAgain}, now); !v.Pass {
+			t.Errorf("timeout %d, MFA passed again: %+v", timeout, v)
+		}
+	}
+}

@@ -460,12 +460,24 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		states := make(map[string]bool, len(withChecks))
 		verdicts := map[string]evaluator.Verdict{}
 		var deadline time.Time
+		timedOut := false
 		for _, p := range withChecks {
 			pass, until := policyState(p.checks, d, at, verdicts)
 			states[p.id] = pass
 			if !until.IsZero() && (deadline.IsZero() || until.Before(deadline)) {
 				deadline = until
 			}
+			for _, c := range p.checks {
+				actual, _ := verdicts[c.ID].Actual.(evaluator.MFAValue)
+				timedOut = timedOut || c.TypeID == posture.CheckMFA && actual.TimedOut
+			}
+		}
+		// A timeout found stays until MFA is passed again (the
+		// controller's sticky timedOut).
+		newlyTimedOut := timedOut && st.Posture.MFAPassedAt != nil && !st.Posture.MFATimedOut()
+		if newlyTimedOut {
+			found := at
+			st.Posture.MFATimedOutAt = &found
 		}
 		statesChanged := !maps.Equal(states, st.Policies)
 		if statesChanged {
@@ -497,7 +509,7 @@ func reevaluateWith(tx *Tx, identityID string, ip *posture.IdentityPosture, apiS
 		if err := moveGrace(tx, identityID, sid, st.GraceUntil, grace); err != nil {
 			return err
 		}
-		if !statesChanged && st.Deadline.Equal(deadline) && st.Aged == aged && maps.Equal(standing, st.Standing) && st.GraceUntil.Equal(grace) {
+		if !statesChanged && !newlyTimedOut && st.Deadline.Equal(deadline) && st.Aged == aged && maps.Equal(standing, st.Standing) && st.GraceUntil.Equal(grace) {
 			continue // nothing to write
 		}
 		if !st.Deadline.Equal(deadline) {

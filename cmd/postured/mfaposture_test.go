@@ -147,4 +147,19 @@ func TestMFADeadlinesRemoveSessions(t *testing.T) {
 	if len(deadlines) != 2 || len(slices.Compact(slices.Sorted(slices.Values(deadlines)))) != 2 {
 		t.Fatalf("deadline events: %v", deadlines)
 	}
+
+	// The timeout, once found, is sticky until MFA is passed again: a
+	// longer timeout, or none, does not bring the pass back.
+	for _, longer := range []int{600, -1} {
+		if r := n.do(t, http.MethodPatch, mgmt+"/posture-checks/"+timeout, admin, map[string]any{"typeId": "MFA", "timeoutSeconds": longer}); r.Status != http.StatusOK {
+			t.Fatalf("a longer timeout: %d %s", r.Status, r.Body)
+		}
+		expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": timed}), http.StatusConflict, posture.CodeInvalidPosture, "")
+	}
+	if _, err := n.writer.AppendContext(t.Context(), api.Stamp{Actor: ep.id}, posture.MFAPassed{IdentityID: ep.id, APISessionID: ep.apiSessionID}); err != nil {
+		t.Fatal(err)
+	}
+	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": timed}); r.Status != http.StatusCreated {
+		t.Fatalf("after MFA passed again: %d %s", r.Status, r.Body)
+	}
 }
