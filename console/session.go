@@ -273,7 +273,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		case a.status == http.StatusTooManyRequests:
 			status = a.status
 			w.Header().Set("Retry-After", a.header.Get("Retry-After"))
-		case a.status == http.StatusUnauthorized && a.apiError().Code == posture.CodeInvalidAuth:
+		case a.status == http.StatusUnauthorized && a.apiError().Code == posture.CodeInvalidAuth,
+			// A username or password out of the API's bounds is no
+			// account's either.
+			a.status == http.StatusBadRequest && a.apiError().Code == posture.CodeCouldNotValidate:
 			msg = "Wrong username or password."
 		}
 		again(status, msg)

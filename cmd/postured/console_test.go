@@ -274,8 +274,10 @@ func TestConsolePages(t *testing.T) {
 	}
 
 	// A wrong password says so; the right one signs in.
-	if p := b.signIn("admin", "wrong-password"); p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, `<p class="error" role="alert">Wrong username or password.</p>`) {
-		t.Fatalf("wrong password: %d %s", p.Status, p.Body)
+	for _, wrong := range [][2]string{{"admin", "wrong-password"}, {"admin", "nope"}, {"abc", "wrong-password"}} {
+		if p := b.signIn(wrong[0], wrong[1]); p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, `<p class="error" role="alert">Wrong username or password.</p>`) {
+			t.Fatalf("wrong credentials %q: %d %s", wrong, p.Status, p.Body)
+		}
 	}
 	// Past a username's failures from one address, the form says when to
 	// try again.
