@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seed-0809debe/posture"
 )
 
 // The checks page's backtests: an admin edits a check's body as the
@@ -404,7 +406,23 @@ func (c *Console) backtestJob(w http.ResponseWriter, r *http.Request) {
 		data["Refresh"] = refreshSeconds
 	}
 	if rep := job.Report; rep != nil {
-		data["Shown"] = rep.Changes[:min(len(rep.Changes), changesShown)]
+		shown := rep.Changes[:min(len(rep.Changes), changesShown)]
+		// Identities deleted since have no page to link to.
+		gone := map[string]bool{}
+		look := func(id string) {
+			if _, seen := gone[id]; !seen {
+				_, err := c.opts.Store.Identity(id)
+				gone[id] = errors.Is(err, posture.ErrNotFound)
+			}
+		}
+		for _, l := range rep.LostAccess {
+			look(l.IdentityID)
+		}
+		for _, ch := range shown {
+			look(ch.IdentityID)
+		}
+		data["Gone"] = gone
+		data["Shown"] = shown
 		data["NotShown"] = len(rep.Changes) - min(len(rep.Changes), changesShown) + rep.ChangesOmitted
 		data["Edited"] = rep.edited(checkID)
 	}

@@ -171,7 +171,9 @@ func TestBacktestReportCandidate(t *testing.T) {
 			          {"id":"c9","name":"windows-11","type":"OS","newlyDeniedIdentities":1,"newlyDeniedRequests":1}],
 			"failingValues":[{"checkId":"c9","checkName":"windows-11","checkType":"OS","value":"Linux 6.1","identities":1,"requests":1},
 			                 {"checkId":"c1","checkName":"os <new>","checkType":"OS","value":"Windows 10.0.19045","identities":2,"requests":2}],
-			"changes":[]}}}`)
+			"lostAccess":[{"identityId":"admin-id","identityName":"admin","at":"2026-11-20T00:00:00Z","serviceName":"crm","how":"denied"},
+			              {"identityId":"gone-id","identityName":"carol","at":"2026-11-20T00:00:00Z","serviceName":"crm","how":"denied"}],
+			"changes":[{"seq":7,"at":"2026-11-20T00:00:00Z","kind":"decision","identityId":"gone-id","identityName":"carol","recorded":"granted","candidate":"denied"}]}}}`)
 	})
 	c, err := New(Options{API: m, ManagementBase: "/m", ClientBase: "/c", Store: adminStore{}})
 	if err != nil {
@@ -201,6 +203,14 @@ func TestBacktestReportCandidate(t *testing.T) {
 		strings.Contains(impact, "windows-11") || !strings.Contains(others, "<td>Check windows-11 (OS)</td><td>1</td>") ||
 		!strings.Contains(body, "Other checks that refuse the same requests (not edited)") {
 		t.Errorf("the per-check rows do not set the edited check apart:\n%s\n%s", impact, others)
+	}
+	// An identity deleted since is said so, with no link to a page it no
+	// longer has; one that is there is linked.
+	lost := regexp.MustCompile(`(?s)<table id="lost-table">.*?</table>`).FindString(body)
+	changes := regexp.MustCompile(`(?s)<table id="changes-table">.*?</table>`).FindString(body)
+	if !strings.Contains(lost, `<a href="/console/identities/admin-id">admin</a>`) || !strings.Contains(lost, "carol (deleted since)") ||
+		strings.Contains(lost+changes, "gone-id") || !strings.Contains(changes, "carol (deleted since)") {
+		t.Errorf("identities deleted since are linked:\n%s\n%s", lost, changes)
 	}
 	values := regexp.MustCompile(`(?s)<table id="values-table">.*?</table>`).FindString(body)
 	otherValues := regexp.MustCompile(`(?s)<table id="other-values-table">.*?</table>`).FindString(body)
