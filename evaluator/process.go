@@ -135,23 +135,22 @@ func canonicalSemantic(s string) (string, bool) {
 	return "", false
 }
 
-// findProcess returns the reported process at want's path: the one at
-// exactly that path, else one that ReportsPath.
+// findProcess returns the reported process at want's path: of those that
+// ReportsPath (a Windows path in any case), the newest report, the one at
+// exactly that path when two are as new. An older report in another case
+// does not hide a newer one.
 func findProcess(reported []posture.ProcessPosture, want posture.Process) (posture.ProcessPosture, bool) {
-	if want.Path == "" {
-		return posture.ProcessPosture{}, false
-	}
+	var got posture.ProcessPosture
+	found := false
 	for _, p := range reported {
-		if p.Path == want.Path {
-			return p, true
+		if !ReportsPath(want, p.Path) {
+			continue
+		}
+		if !found || p.At.After(got.At) || p.At.Equal(got.At) && p.Path == want.Path && got.Path != want.Path {
+			got, found = p, true
 		}
 	}
-	for _, p := range reported {
-		if ReportsPath(want, p.Path) {
-			return p, true
-		}
-	}
-	return posture.ProcessPosture{}, false
+	return got, found
 }
 
 // ReportsPath reports whether a process reported at path is the one want

@@ -55,8 +55,9 @@ var (
 // layout 14 moves the change indicator of the identities that have a config
 // of their own when it changes; layout 15 also when it is deleted;
 // layout 16 keeps an API session's MFA timeout, once an evaluation found
-// it, until MFA is passed again (posture.SessionPosture.MFATimedOutAt).
-const layout = 16
+// it, until MFA is passed again (posture.SessionPosture.MFATimedOutAt);
+// layout 17 reads a Windows process at its newest report in any case.
+const layout = 17
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
 // so that keys sort in time order. Times an int64 of nanoseconds cannot
