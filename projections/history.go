@@ -253,40 +253,53 @@ func (s *Store) HistoryPage(identityID string, since, until time.Time, offset, l
 // states a window starting at at begins with. It reads back at most limit
 // entries from at, so that its cost is bounded however long the history.
 func (s *Store) AccessBefore(identityID string, at time.Time, limit int) ([]posture.HistoryEntry, error) {
-	prefix := historyPrefix(identityID)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	end, err := historyEnd(it, prefix, at)
-	if err != nil {
-		return nil, err
-	}
 	var out []posture.HistoryEntry // newest first
 	seen := map[string]bool{}
 	read := 0
-	for ok := it.SeekLT(end); ok && read < limit; ok = it.Prev() {
-		var entries []posture.HistoryEntry
-		if err := unmarshal(it.Value(), &entries); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", it.Key(), err)
+	err := s.historyBack(identityID, at, func(e posture.HistoryEntry) bool {
+		if read++; read > limit {
+			return false
 		}
-		for i := len(entries) - 1; i >= 0 && read < limit; i-- {
-			read++
-			e := entries[i]
-			var t transition
-			if e.Kind != posture.HistoryAccess || !e.At.Before(at) || unmarshal(e.Detail, &t) != nil || seen[t.PolicyID] {
-				continue
-			}
+		var t transition
+		if e.Kind == posture.HistoryAccess && e.At.Before(at) && unmarshal(e.Detail, &t) == nil && !seen[t.PolicyID] {
 			seen[t.PolicyID] = true
 			out = append(out, e)
 		}
-	}
-	if err := it.Error(); err != nil {
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
 	slices.Reverse(out)
 	return out, nil
+}
+
+// historyBack calls fn with an identity's history entries newest first,
+// from the end of a window ending at until (historyEnd) back, until fn
+// returns false.
+func (s *Store) historyBack(identityID string, until time.Time, fn func(posture.HistoryEntry) bool) error {
+	prefix := historyPrefix(identityID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	end, err := historyEnd(it, prefix, until)
+	if err != nil {
+		return err
+	}
+	for ok := it.SeekLT(end); ok; ok = it.Prev() {
+		var entries []posture.HistoryEntry
+		if err := unmarshal(it.Value(), &entries); err != nil {
+			return fmt.Errorf("decode %s: %w", it.Key(), err)
+		}
+		for i := len(entries) - 1; i >= 0; i-- {
+			if !fn(entries[i]) {
+				return nil
+			}
+		}
+	}
+	return it.Error()
 }
 
 // historySkew is how far out of time order the entries of two nodes may
@@ -300,39 +313,22 @@ const historySkew = time.Minute
 // historySkew, so that its cost follows limit, not how many entries the
 // identity has.
 func (s *Store) HistoryTail(identityID string, since, until time.Time, limit int) ([]posture.HistoryEntry, bool, error) {
-	prefix := historyPrefix(identityID)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return nil, false, err
-	}
-	defer it.Close()
-	end, err := historyEnd(it, prefix, until)
-	if err != nil {
-		return nil, false, err
-	}
 	var out []posture.HistoryEntry // newest first
 	more := false
-scan:
-	for ok := it.SeekLT(end); ok; ok = it.Prev() {
-		var entries []posture.HistoryEntry
-		if err := unmarshal(it.Value(), &entries); err != nil {
-			return nil, false, fmt.Errorf("decode %s: %w", it.Key(), err)
+	err := s.historyBack(identityID, until, func(e posture.HistoryEntry) bool {
+		switch {
+		case !since.IsZero() && e.At.Before(since.Add(-historySkew)):
+			return false
+		case !inWindow(e.At, since, until):
+			return true
+		case len(out) == limit:
+			more = true
+			return false
 		}
-		for i := len(entries) - 1; i >= 0; i-- {
-			e := entries[i]
-			switch {
-			case !since.IsZero() && e.At.Before(since.Add(-historySkew)):
-				break scan
-			case !inWindow(e.At, since, until):
-				continue
-			case len(out) == limit:
-				more = true
-				break scan
-			}
-			out = append(out, e)
-		}
-	}
-	if err := it.Error(); err != nil {
+		out = append(out, e)
+		return true
+	})
+	if err != nil {
 		return nil, false, err
 	}
 	slices.Reverse(out)
