@@ -278,13 +278,13 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 
 // jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH
 // body labelled with a media type other than JSON (application/json, or a
-// +json type), or with a charset other than UTF-8, JSON's (RFC 8259), or
-// ASCII, a part of it: a form
-// or text posted by mistake is not read as JSON. A body
-// without a Content-Type is read as JSON, as OpenZiti's SDKs and curl
-// without -H send it. Every such body is checked as JSON before the
-// operation runs, whether or not the operation reads one: one that takes no
-// body (enrolling MFA, say) does not act on a broken or oversized one.
+// +json type), or with a charset other than JSON's UTF-8 (RFC 8259) or
+// ASCII, a part of it: a form or text posted by mistake is not read as
+// JSON. A body without a Content-Type is read as JSON, as OpenZiti's SDKs
+// and curl without -H send it. Every such body is checked as JSON before
+// the operation runs, whether or not the operation reads one: one that
+// takes no body (enrolling MFA, say) does not act on a broken or oversized
+// one.
 func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()

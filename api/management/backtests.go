@@ -80,7 +80,8 @@ func decodeCandidate(body []byte) (candidateDoc, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
 			return doc, &posture.Error{Code: posture.CodeCouldNotParseBody, Message: api.ParseMessage(err)}
 		}
 		return doc, &posture.Error{Code: posture.CodeCouldNotParseBody,
