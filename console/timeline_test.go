@@ -92,26 +92,25 @@ func TestTimelineLanesAndMarks(t *testing.T) {
 	// failing carried in until it passes in the window, passing carried
 	// in through a window without a change (linked to the timeline around
 	// the change).
-	tl = buildTimeline("id1", history[:1], history[1:7], failed, wouldDeny, nil, names, at(5), at(45), at(200))
-	for _, l := range tl.Lanes {
-		if l.Label == "Policy p" {
-			segs = l.Segments
-		}
-	}
+	segs = policySegments(buildTimeline("id1", history[:1], history[1:7], failed, wouldDeny, nil, names, at(5), at(45), at(200)), "p")
 	if len(segs) != 2 || segs[0].Class != "failing" || segs[0].X != tlLabel || !strings.HasPrefix(segs[0].Href, "?from=") ||
 		!strings.HasSuffix(segs[0].Href, "#event-1") || !strings.Contains(segs[0].Title, stamp(at(0))) || segs[1].Class != "passing" {
 		t.Fatalf("policy segments with a carried state: %+v", segs)
 	}
-	tl = buildTimeline("id1", history[6:7], history[7:8], failed, wouldDeny, nil, names, at(45), at(55), at(200))
-	segs = nil
-	for _, l := range tl.Lanes {
-		if l.Label == "Policy p" {
-			segs = l.Segments
-		}
-	}
+	segs = policySegments(buildTimeline("id1", history[6:7], history[7:8], failed, wouldDeny, nil, names, at(45), at(55), at(200)), "p")
 	if len(segs) != 1 || segs[0].Class != "passing" || segs[0].X != tlLabel || segs[0].X+segs[0].W != tlWidth-tlMargin {
 		t.Fatalf("a policy passing through the window: %+v", segs)
 	}
+}
+
+// policySegments are the segments of a policy's lane (none without one).
+func policySegments(tl Timeline, policy string) []Segment {
+	for _, l := range tl.Lanes {
+		if l.Label == "Policy "+policy {
+			return l.Segments
+		}
+	}
+	return nil
 }
 
 // TestTimelineRunningGrace: a grace window running at now (the API
