@@ -157,6 +157,9 @@ func denyThenGrant(t testing.TB, n *testNode) consoleStory {
 	if len(fleet) != 1 || fleet[0].IdentityID != ep.id || fleet[0].Identity.Name != "laptop-1" || fleet[0].ServiceID != crm {
 		t.Fatalf("the fleet's failed requests: %+v", fleet)
 	}
+	// The API gives the denial's time to the millisecond, and a moment given
+	// so means the end of that millisecond: the grant comes after it.
+	time.Sleep(time.Until(failed[0].When.Add(time.Millisecond)))
 	if r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": osCheck, "typeId": "OS", "type": "Windows", "version": "10.0.19045"}); r.Status != http.StatusCreated {
 		t.Fatalf("posture: %d %s", r.Status, r.Body)
 	}
