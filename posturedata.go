@@ -35,7 +35,7 @@ type IdentityPosture struct {
 	OS        *OSPosture       `json:"os,omitempty"`
 	MAC       *MACPosture      `json:"mac,omitempty"`
 	Domain    *DomainPosture   `json:"domain,omitempty"`
-	Processes []ProcessPosture `json:"processes,omitempty"` // sorted by path
+	Processes []ProcessPosture `json:"processes,omitempty"` // sorted by path, then check id
 }
 
 // OSPosture is the last OS response.
@@ -61,8 +61,8 @@ type DomainPosture struct {
 	Domain  string    `json:"domain"`
 }
 
-// ProcessPosture is the last PROCESS response for one path; hash and
-// fingerprints are normalised hex.
+// ProcessPosture is the last PROCESS response for one path and one check id
+// (the query it answered); hash and fingerprints are normalised hex.
 type ProcessPosture struct {
 	CheckID            string    `json:"postureCheckId"`
 	At                 time.Time `json:"lastUpdatedAt"`

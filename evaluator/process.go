@@ -19,7 +19,9 @@ import (
 // posture.NormalizeHex on both sides; a given list whose entries all normalise
 // to "" matches nothing (it is not treated as absent).
 //
-// PROCESS requires its single process to be valid. PROCESS_MULTI combines its
+// PROCESS requires its single process to be valid, as reported in answer to
+// its own query: a report at its path that answered another check (the
+// response's id) does not count. PROCESS_MULTI combines its
 // processes by semantic: AllOf (also the default when the semantic is empty)
 // requires every one to be valid and fails when there are none; AnyOf, or
 // OneOf (the seed's spelling), requires at least one. Any other semantic
@@ -70,10 +72,13 @@ func evalProcess(c posture.Check, reported []posture.ProcessPosture) Verdict {
 		}
 	}
 	want := *c.Process
-	got, found := findProcess(reported, want)
+	got, found := findProcess(reported, want, c.ID)
 	v := Verdict{Actual: processValue(got, found), Expected: processExpected(want)}
 	if why := invalidProcess(want, got, found); why != "" {
 		v.Reason = why
+		if _, other := findProcess(reported, want, ""); !found && other {
+			v.Reason = fmt.Sprintf("%q is reported only in answer to other checks", want.Path)
+		}
 		return v
 	}
 	v.Pass = true
@@ -86,7 +91,7 @@ func evalProcessMulti(c posture.Check, reported []posture.ProcessPosture) Verdic
 	reasons := make([]string, len(c.Processes))
 	valid := 0
 	for i, want := range c.Processes {
-		got, found := findProcess(reported, want)
+		got, found := findProcess(reported, want, "")
 		actual[i] = ProcessMultiValue{Path: want.Path, ProcessValue: processValue(got, found)}
 		if found {
 			actual[i].Path = got.Path
@@ -138,12 +143,16 @@ func canonicalSemantic(s string) (string, bool) {
 // findProcess returns the reported process at want's path: of those that
 // ReportsPath (a Windows path in any case), the newest report, the one at
 // exactly that path when two are as new. An older report in another case
-// does not hide a newer one.
-func findProcess(reported []posture.ProcessPosture, want posture.Process) (posture.ProcessPosture, bool) {
+// does not hide a newer one. A checkID keeps to the reports that answered
+// that check: a PROCESS check reads the responses to its own query (the
+// response's id is the check's), while a PROCESS_MULTI check, whose clients
+// answer with its id for every path, reads a path's newest report whichever
+// query it answered (checkID "").
+func findProcess(reported []posture.ProcessPosture, want posture.Process, checkID string) (posture.ProcessPosture, bool) {
 	var got posture.ProcessPosture
 	found := false
 	for _, p := range reported {
-		if !ReportsPath(want, p.Path) {
+		if checkID != "" && p.CheckID != checkID || !ReportsPath(want, p.Path) {
 			continue
 		}
 		if !found || p.At.After(got.At) || p.At.Equal(got.At) && p.Path == want.Path && got.Path != want.Path {

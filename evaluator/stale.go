@@ -44,7 +44,7 @@ func EvidenceAt(c posture.Check, ip posture.IdentityPosture) (time.Time, bool) {
 		}
 	case posture.CheckProcess:
 		if c.Process != nil {
-			if p, ok := findProcess(ip.Processes, *c.Process); ok {
+			if p, ok := findProcess(ip.Processes, *c.Process, c.ID); ok {
 				return p.At, true
 			}
 		}
@@ -52,7 +52,7 @@ func EvidenceAt(c posture.Check, ip posture.IdentityPosture) (time.Time, bool) {
 		var oldest time.Time
 		found := false
 		for _, want := range c.Processes {
-			if p, ok := findProcess(ip.Processes, want); ok {
+			if p, ok := findProcess(ip.Processes, want, ""); ok {
 				if !found || p.At.Before(oldest) {
 					oldest = p.At
 				}

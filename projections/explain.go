@@ -100,7 +100,8 @@ func (s *Store) Explain(identityID, serviceID, typ string, at time.Time) (postur
 }
 
 // judges reports whether a check reads a response: its type's, and for a
-// process check a report of one of its paths, as the evaluator finds it.
+// process check a report of one of its paths, as the evaluator finds it (a
+// PROCESS check's only when it answered that check).
 func judges(c posture.Check, r posture.PostureResponse) bool {
 	switch c.TypeID {
 	case posture.CheckOS, posture.CheckMAC, posture.CheckDomain:
@@ -110,7 +111,7 @@ func judges(c posture.Check, r posture.PostureResponse) bool {
 			return false
 		}
 		path := func(p posture.Process) bool { return evaluator.ReportsPath(p, r.Path) }
-		return c.Process != nil && path(*c.Process) || slices.ContainsFunc(c.Processes, path)
+		return c.Process != nil && r.ID == c.ID && path(*c.Process) || slices.ContainsFunc(c.Processes, path)
 	}
 	return false
 }

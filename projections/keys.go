@@ -56,8 +56,10 @@ var (
 // of their own when it changes; layout 15 also when it is deleted;
 // layout 16 keeps an API session's MFA timeout, once an evaluation found
 // it, until MFA is passed again (posture.SessionPosture.MFATimedOutAt);
-// layout 17 reads a Windows process at its newest report in any case.
-const layout = 17
+// layout 17 reads a Windows process at its newest report in any case;
+// layout 18 keeps an identity's processes by path and check id, and a
+// PROCESS check reads only the reports that answered it.
+const layout = 18
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
 // so that keys sort in time order. Times an int64 of nanoseconds cannot

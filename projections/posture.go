@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -128,13 +129,18 @@ func latestFact(ip posture.IdentityPosture) time.Time {
 }
 
 // postureHistory records one history entry for each fact a posture event
-// set: the last response of each type (of each process path), as the
-// posture data keeps it, and one for the wake and unlock it signals. A
+// set: the last response of each type (of each process path and check id),
+// as the posture data keeps it, and one for the wake and unlock it signals. A
 // bulk that repeats a fact, as many times as a request holds, is one
 // entry: the identity's history grows with what it reports, not with how
 // often it repeats it in one request.
 func postureHistory(tx *Tx, p posture.PostureRecorded) {
-	fact := func(r *posture.PostureResponse) string { return r.TypeID + "\x00" + r.Path }
+	fact := func(r *posture.PostureResponse) string {
+		if r.TypeID == string(posture.CheckProcess) {
+			return r.TypeID + "\x00" + r.Path + "\x00" + r.ID
+		}
+		return r.TypeID
+	}
 	var last map[string]int // the last response of each fact, when there are several
 	woken, unlocked, endpoint := false, false, -1
 	for i := range p.Responses {
@@ -199,12 +205,11 @@ func mergePosture(ip posture.IdentityPosture, responses []posture.PostureRespons
 				Hash: posture.NormalizeHex(r.Hash), SignerFingerprints: fps}
 			// Decoded values are shared with the cache: change a copy.
 			ip.Processes = slices.Clone(ip.Processes)
-			i := slices.IndexFunc(ip.Processes, func(x posture.ProcessPosture) bool { return x.Path == r.Path })
-			if i >= 0 {
+			i, found := slices.BinarySearchFunc(ip.Processes, proc, compareProcesses)
+			if found {
 				ip.Processes[i] = proc
 			} else {
-				ip.Processes = append(ip.Processes, proc)
-				sort.Slice(ip.Processes, func(a, b int) bool { return ip.Processes[a].Path < ip.Processes[b].Path })
+				ip.Processes = slices.Insert(ip.Processes, i, proc)
 			}
 			size := 0
 			for _, kept := range ip.Processes {
@@ -319,6 +324,13 @@ func recordPosture(tx *Tx, e posture.Event, p posture.PostureRecorded) error {
 	return nil
 }
 
+// compareProcesses orders an identity's processes: by path, then by the
+// check id they answered. A process check reads the reports that answered
+// it (evaluator.findProcess), a process-multi check those of its paths.
+func compareProcesses(a, b posture.ProcessPosture) int {
+	return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.CheckID, b.CheckID))
+}
+
 // maxProcesses and maxProcessBytes bound the processes an identity's
 // posture data keeps, far more than the process checks of any fleet need: a
 // client that reports ever new or ever longer paths must not grow the value
@@ -380,7 +392,7 @@ func sameValues(a, b posture.IdentityPosture) bool {
 	}) && equalPtr(a.Domain, b.Domain, func(x, y posture.DomainPosture) bool {
 		return x.Domain == y.Domain
 	}) && slices.EqualFunc(a.Processes, b.Processes, func(x, y posture.ProcessPosture) bool {
-		return x.Path == y.Path && x.IsRunning == y.IsRunning && x.Hash == y.Hash &&
+		return x.Path == y.Path && x.CheckID == y.CheckID && x.IsRunning == y.IsRunning && x.Hash == y.Hash &&
 			slices.Equal(x.SignerFingerprints, y.SignerFingerprints)
 	})
 }

@@ -407,6 +407,7 @@ func TestChangesPosture(t *testing.T) {
 		"another OS version":             {"i1", with(func(r *posture.PostureResponse) { r.Version = "6.1.7601" }, os), true},
 		"a process stopped":              {"i1", with(func(r *posture.PostureResponse) { r.IsRunning = false }, proc), true},
 		"a new process":                  {"i1", with(func(r *posture.PostureResponse) { r.Path = "/bin/other" }, proc), true},
+		"the process, for another check": {"i1", with(func(r *posture.PostureResponse) { r.ID = "other" }, proc), true},
 		"a wake":                         {"i1", []posture.PostureResponse{{TypeID: posture.ResponseEndpointState, Woken: true}}, true},
 		"an endpoint state without news": {"i1", []posture.PostureResponse{{TypeID: posture.ResponseEndpointState}}, false},
 		"an identity's first report":     {"i2", []posture.PostureResponse{os}, true},

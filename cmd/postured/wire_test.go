@@ -9,7 +9,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -357,5 +359,85 @@ func TestProcessChecksAcceptSHA512(t *testing.T) {
 	post(strings.ToLower(sha512))
 	if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm}); r.Status != http.StatusCreated {
 		t.Fatalf("session with the SHA-512 of the process: %d %s", r.Status, r.Body)
+	}
+}
+
+// A PROCESS check reads the responses to its own query (reference §5.3: the
+// response whose id is the check's), while a PROCESS_MULTI check reads a
+// path's newest response whichever query it answered. The identity keeps a
+// process for each path and check id.
+func TestProcessCheckReadsItsOwnResponses(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	const path = `C:\edr.exe`
+	single := n.create(t, admin, "posture-checks", map[string]any{"typeId": "PROCESS", "name": "edr",
+		"process": map[string]any{"osType": "Windows", "path": path}})
+	multi := n.create(t, admin, "posture-checks", map[string]any{"typeId": "PROCESS_MULTI", "name": "edr-multi", "semantic": "AllOf",
+		"processes": []any{map[string]any{"osType": "Windows", "path": path}}})
+	crm := n.create(t, admin, "services", map[string]any{"name": "crm"})
+	wiki := n.create(t, admin, "services", map[string]any{"name": "wiki"})
+	n.create(t, admin, "service-policies", map[string]any{"name": "crm-edr", "type": "Dial",
+		"identityRoles": []string{"#all"}, "serviceRoles": []string{"@" + crm}, "postureCheckRoles": []string{"@" + single}})
+	n.create(t, admin, "service-policies", map[string]any{"name": "wiki-edr", "type": "Dial",
+		"identityRoles": []string{"#all"}, "serviceRoles": []string{"@" + wiki}, "postureCheckRoles": []string{"@" + multi}})
+	ep := n.endpoint(t, admin, "laptop")
+	post := func(id string, running bool) {
+		t.Helper()
+		r := n.do(t, http.MethodPost, clientAPI+"/posture-response", ep.token, map[string]any{"id": id, "typeId": "PROCESS",
+			"path": path, "isRunning": running})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("posture: %d %s", r.Status, r.Body)
+		}
+	}
+	session := func(service string, want int) {
+		t.Helper()
+		r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": service})
+		if r.Status != want {
+			t.Fatalf("session for %s: %d %s, want %d", service, r.Status, r.Body, want)
+		}
+		if r.Status == http.StatusCreated {
+			data, _ := r.envelope(t)
+			var s struct{ ID string }
+			if err := json.Unmarshal(data, &s); err != nil {
+				t.Fatal(err)
+			}
+			if r := n.do(t, http.MethodDelete, clientAPI+"/sessions/"+s.ID, ep.token, nil); r.Status != http.StatusOK {
+				t.Fatalf("delete session: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+
+	// The process running, reported in answer to the multi check: the multi
+	// check passes, the single one has no answer of its own.
+	post(multi, true)
+	session(wiki, http.StatusCreated)
+	session(crm, http.StatusConflict)
+	post(single, true)
+	session(crm, http.StatusCreated)
+	// A newer answer to the multi check says it stopped: the multi check
+	// fails, the single one still reads its own answer.
+	post(multi, false)
+	session(wiki, http.StatusConflict)
+	session(crm, http.StatusCreated)
+
+	data, _ := n.do(t, http.MethodGet, mgmt+"/identities/"+ep.id+"/posture-data", admin, nil).envelope(t)
+	var pd struct {
+		Processes []struct {
+			PostureCheckID string
+			IsRunning      bool
+		}
+	}
+	if err := json.Unmarshal(data, &pd); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pd.Processes {
+		got = append(got, fmt.Sprintf("%s %v", p.PostureCheckID, p.IsRunning))
+	}
+	slices.Sort(got)
+	want := []string{multi + " false", single + " true"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("posture-data processes: %v, want %v", got, want)
 	}
 }
