@@ -318,12 +318,23 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 // Clock returns the time; tests inject a fixed one.
 type Clock func() time.Time
 
-// secretParams are query parameters that carry a secret (POST
-// /enroll?token=...): a logged URI shows them redacted.
-var secretParams = []string{"token"}
+// secretParam says whether a query parameter may carry a secret: POST
+// /enroll?token=..., and what a client that puts its credentials in the
+// URL sends (zt-session, access_token, password, ...). postured reads a
+// credential only from headers and bodies, but a logged URI shows such
+// values redacted all the same.
+func secretParam(name string) bool {
+	name = strings.ToLower(name)
+	for _, s := range []string{"token", "session", "password", "secret", "jwt", "auth", "key", "code"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
 
 // RedactURI is a request URI as it may be logged: the values of query
-// parameters that carry a secret are replaced.
+// parameters that may carry a secret are replaced.
 func RedactURI(uri string) string {
 	path, query, ok := strings.Cut(uri, "?")
 	if !ok {
@@ -334,8 +345,8 @@ func RedactURI(uri string) string {
 		return path + "?[unparsed query redacted]"
 	}
 	changed := false
-	for _, p := range secretParams {
-		if values.Has(p) {
+	for p := range values {
+		if secretParam(p) {
 			values.Set(p, "REDACTED")
 			changed = true
 		}

@@ -154,6 +154,9 @@ func TestRedactURI(t *testing.T) {
 		"/edge/client/v1/enroll?method=ott":                                            "/edge/client/v1/enroll?method=ott",
 		"/version":                                                                     "/version",
 		"/x?token=%zz":                                                                 "/x?[unparsed query redacted]",
+		"/edge/client/v1/current-api-session?zt-session=0f6b5c1e&limit=5":              "/edge/client/v1/current-api-session?limit=5&zt-session=REDACTED",
+		"/x?access_token=a&ACCESS_TOKEN=b&Password=c&client_secret=d&api_key=e&code=f": "/x?ACCESS_TOKEN=REDACTED&Password=REDACTED&access_token=REDACTED&api_key=REDACTED&client_secret=REDACTED&code=REDACTED",
+		"/x?filter=name%3D%22a%22&limit=5":                                             "/x?filter=name%3D%22a%22&limit=5",
 	} {
 		if got := api.RedactURI(in); got != want {
 			t.Errorf("RedactURI(%q) = %q, want %q", in, got, want)
