@@ -21,9 +21,14 @@
 # postured from PATH); NODE_1_PORT and NODE_2_PORT the postured nodes' HTTPS
 # ports on 127.0.0.1 (default 1280 and 1281; the NATS ports are in the
 # configurations). POSTURED_ADMIN_PASSWORD sets the admin's password on
-# the first start (otherwise it is generated and printed in node-1.log).
+# the first start (otherwise it is generated and printed in node-1.log:
+# like everything in ./data/cluster, readable by you alone; change it after
+# signing in).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Logs hold what the processes print (the generated admin password among
+# it), the stores the log itself: no one else may read them.
+umask 077
 
 NATS_SERVER=${NATS_SERVER:-nats-server}
 POSTURED=${POSTURED:-postured}
@@ -77,6 +82,8 @@ wait_for_https() {
 case "${1:-}" in
 start)
 	mkdir -p "$RUN"
+	chmod 700 data "$RUN"
+	chmod 600 "$RUN"/*.log 2>/dev/null || true # logs of an earlier start
 	"$POSTURED" nats init --dir "$CREDS" --pki-dir "$RUN/pki" --host 127.0.0.1,localhost \
 		--route 127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224 >/dev/null
 	set -a
