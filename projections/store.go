@@ -141,6 +141,13 @@ func Open(opts Options) (*Store, error) {
 	if opts.CacheSize == 0 {
 		opts.CacheSize = cacheSize
 	}
+	if !opts.readOnly {
+		// The projection holds what the log does (its owner's alone, as
+		// the data directory): Pebble would make the directory 0755.
+		if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
 	s := &Store{noWAL: opts.NoWAL, scratch: opts.Scratch, lean: opts.Lean, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}
 	s.disk = &diskGuard{fs: opts.FS, dir: opts.Dir, reserve: opts.DiskReserve,
 		resume: max(opts.DiskReserve, int64(opts.MemTableSize)*11/10), closing: make(chan struct{})}

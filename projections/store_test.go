@@ -584,3 +584,21 @@ func TestAccessBefore(t *testing.T) {
 		t.Fatal("the scenario has no policy changes before another entry")
 	}
 }
+
+// TestOpenMakesAPrivateDirectory: the projection holds what the log does;
+// its directory is its owner's alone, as the data directory is.
+func TestOpenMakesAPrivateDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "projections")
+	s, err := projections.Open(projections.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		t.Fatalf("projection directory mode %v, want 0700", perm)
+	}
+}
