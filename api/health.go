@@ -125,18 +125,10 @@ type ReadyView struct {
 	LogAltered string `json:"logAltered,omitempty"`
 }
 
-// Check reports readiness.
+// Check reports readiness. Whatever the reason a node is not ready, the
+// body gives the log's position and the lag when the log answers
+// (lastSequence is 0 only when it does not).
 func (h *Health) Check(ctx context.Context) ReadyView {
-	if err := h.Progress.Err(); err != nil {
-		return ReadyView{Reason: "the projection stopped: " + err.Error(), Cursor: h.Progress.Cursor()}
-	}
-	if h.Disk != nil {
-		for _, d := range h.Disk() {
-			if d.Full {
-				return ReadyView{Reason: d.Reason, Cursor: h.Progress.Cursor()}
-			}
-		}
-	}
 	timeout, wait := h.Timeout, h.Wait
 	if timeout <= 0 {
 		timeout = 2 * time.Second
@@ -145,19 +137,37 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 		wait = time.Second
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
-	st, err := h.State(sctx)
+	st, stErr := h.State(sctx)
 	cancel()
-	if err != nil {
-		return ReadyView{Reason: "the log is unreachable", Cursor: h.Progress.Cursor()}
+	notReady := func(reason string) ReadyView {
+		if stErr != nil {
+			return ReadyView{Reason: reason, Cursor: h.Progress.Cursor()}
+		}
+		l := lag(h.Progress, st)
+		return ReadyView{Reason: reason, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
+	}
+	if err := h.Progress.Err(); err != nil {
+		return notReady("the projection stopped: " + err.Error())
+	}
+	if h.Disk != nil {
+		for _, d := range h.Disk() {
+			if d.Full {
+				return notReady(d.Reason)
+			}
+		}
+	}
+	if stErr != nil {
+		return notReady("the log is unreachable")
 	}
 	if h.Halt != nil {
 		if seq, reason := h.Halt.describe(); seq != 0 {
-			l := lag(h.Progress, st)
-			return ReadyView{Reason: reason, HaltedAt: seq, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
+			v := notReady(reason)
+			v.HaltedAt = seq
+			return v
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
-	err = h.Progress.WaitFor(wctx, st.LastSeq)
+	err := h.Progress.WaitFor(wctx, st.LastSeq)
 	cancel()
 	l := lag(h.Progress, st)
 	v := ReadyView{Ready: err == nil, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}

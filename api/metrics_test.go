@@ -205,3 +205,25 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestNotReadyGivesThePosition: a node that is not ready for lack of disk
+// space still says where the log is, when the log answers, and says nothing
+// of it when it does not.
+func TestNotReadyGivesThePosition(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	progress := &fakeProgress{}
+	progress.set(5, t0)
+	full := func() []api.DiskState { return []api.DiskState{{Full: true, Reason: "the log is out of disk space"}} }
+	answers := func(ctx context.Context) (api.LogState, error) {
+		return api.LogState{LastSeq: 12, FirstTime: t0.Add(-time.Hour), LastTime: t0.Add(3 * time.Second)}, nil
+	}
+	v := (&api.Health{Progress: progress, State: answers, Disk: full}).Check(t.Context())
+	if v.Ready || v.Reason != "the log is out of disk space" || v.Cursor != 5 || v.LastSeq != 12 || v.LagEvents != 7 {
+		t.Fatalf("out of space, the log answering: %+v", v)
+	}
+	silent := func(ctx context.Context) (api.LogState, error) { return api.LogState{}, errors.New("no answer") }
+	v = (&api.Health{Progress: progress, State: silent, Disk: full}).Check(t.Context())
+	if v.Ready || v.Reason != "the log is out of disk space" || v.Cursor != 5 || v.LastSeq != 0 || v.LagEvents != 0 {
+		t.Fatalf("out of space, the log silent: %+v", v)
+	}
+}
