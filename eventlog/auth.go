@@ -108,7 +108,21 @@ const (
 	// own; postured's are named at random or with a key (webhooks), and
 	// it may not list them.
 	RoleAuditor = "auditor"
+	// RoleBackup takes and restores backups of the event stream and the
+	// data key bucket with NATS's own stream snapshots (`nats backup
+	// stream`, `nats backup restore` with --inbox-prefix InboxBackup): stream
+	// info, snapshots and their acknowledgements, restores and their
+	// chunks. A restore makes a stream that does not exist yet (NATS
+	// refuses one whose name is in use, and no role may delete a stream),
+	// so it cannot replace a running deployment's history. It reads no
+	// message otherwise, publishes nothing to the stream's subjects and
+	// changes no stream.
+	RoleBackup = "backup"
 )
+
+// Roles are the NATS users' roles, each with a seed file of its name
+// (LoadOrCreateCredentials).
+var Roles = []string{RolePostured, RoleAuditor, RoleBackup}
 
 // Reply subjects. A connection receives replies (JetStream's answers, the
 // messages its consumers deliver, with their acknowledgement subjects,
@@ -120,6 +134,7 @@ const (
 const (
 	InboxNode   = "_INBOX_postured"
 	InboxReader = "_INBOX_auditor"
+	InboxBackup = "_INBOX_backup"
 )
 
 // Permissions returns the NATS permissions of a role for the stream (for
@@ -176,13 +191,27 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 			}},
 			Subscribe: readerInbox,
 		}, nil
+	case RoleBackup:
+		var allow []string
+		for _, st := range []string{stream, "KV_" + keysBucket} {
+			allow = append(allow,
+				"$JS.API.STREAM.INFO."+st,
+				"$JS.API.STREAM.SNAPSHOT."+st,
+				"$JS.SNAPSHOT.ACK."+st+".>",
+				"$JS.API.STREAM.RESTORE."+st,
+				"$JS.SNAPSHOT.RESTORE."+st+".>")
+		}
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: append([]string{"$JS.API.INFO"}, allow...)},
+			Subscribe: &server.SubjectPermission{Allow: []string{InboxBackup + ".>"}},
+		}, nil
 	}
 	return nil, fmt.Errorf("eventlog: unknown NATS role %q", role)
 }
 
 // Credential is where the seed of an embedded server's user is kept.
 type Credential struct {
-	Role     string // RolePostured or RoleAuditor
+	Role     string // one of Roles
 	SeedFile string // an nkey seed file, mode 0600 (ClientAuth.NkeyFile)
 	Public   string // the user's public nkey ("U...")
 }
@@ -190,8 +219,8 @@ type Credential struct {
 // seedFileName is the seed file of a role in the credentials directory.
 func seedFileName(dir, role string) string { return filepath.Join(dir, role+".nk") }
 
-// LoadOrCreateCredentials reads the nkey seeds of the postured and the
-// auditor users from dir (postured.nk, auditor.nk), creating what is missing
+// LoadOrCreateCredentials reads the nkey seeds of the users of Roles from
+// dir (postured.nk, auditor.nk, backup.nk), creating what is missing
 // (dir 0700, each seed file 0600, written exclusively so that a concurrent
 // start keeps one). The embedded server with Listen keeps its users this
 // way; `postured nats init` makes them for an external cluster.
@@ -200,7 +229,7 @@ func LoadOrCreateCredentials(dir string) ([]Credential, error) {
 		return nil, fmt.Errorf("eventlog: credentials directory: %w", err)
 	}
 	var creds []Credential
-	for _, role := range []string{RolePostured, RoleAuditor} {
+	for _, role := range Roles {
 		path := seedFileName(dir, role)
 		kp, err := loadOrCreateSeed(path)
 		if err != nil {
