@@ -173,6 +173,9 @@ func bounded(field string, in postureResponseInput) error {
 		if err := api.CheckMax(field+f.name, f.v, f.max); err != nil {
 			return err
 		}
+		if err := api.CheckText(field+f.name, f.v); err != nil {
+			return err
+		}
 	}
 	if err := api.CheckList(field+"macAddresses", in.MACAddresses, api.MaxList, api.MaxMAC); err != nil {
 		return err
@@ -181,7 +184,23 @@ func bounded(field string, in postureResponseInput) error {
 		return posture.Invalid(fmt.Sprintf("%ssignerFingerprints[%d]", field, api.MaxSigners), fmt.Sprintf("at most %d signer fingerprints", api.MaxSigners),
 			fmt.Sprintf("(%d fingerprints)", len(in.SignerFingerprints)))
 	}
-	return api.CheckLabels(field+"signerFingerprints", in.SignerFingerprints)
+	if err := api.CheckLabels(field+"signerFingerprints", in.SignerFingerprints); err != nil {
+		return err
+	}
+	// What a client reports shows in the posture data, the failed
+	// requests and the console as sent: no control characters or
+	// bidirectional overrides, which could make it read as something else.
+	for _, l := range []struct {
+		name string
+		list []string
+	}{{"macAddresses", in.MACAddresses}, {"signerFingerprints", in.SignerFingerprints}} {
+		for i, v := range l.list {
+			if err := api.CheckText(fmt.Sprintf("%s%s[%d]", field, l.name, i), v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // timeoutChange is a service whose MFA query a wake or unlock now affects.

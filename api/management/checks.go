@@ -387,6 +387,11 @@ func process(field string, in processInput) (posture.Process, error) {
 	if p.Path = strings.TrimSpace(in.Path); p.Path == "" {
 		return p, posture.Invalid(field+".path", "is required", in.Path)
 	}
+	// A client reports the path it is asked for, and a report must read
+	// as it shows (client posture responses refuse the same characters).
+	if err := api.CheckText(field+".path", p.Path); err != nil {
+		return p, err
+	}
 	p.Hashes = []string{}
 	for i, h := range in.Hashes {
 		// SHA-256 (64 hex) or SHA-512 (128 hex): the C SDK, which
