@@ -12,7 +12,7 @@
 #
 # NATS wants TLS and credentials. On the first start `postured nats init`
 # makes them in ./data/cluster/nats: the servers' certificate (from the same
-# CA), the nkey seeds of the postured, auditor and backup users (0600), the route
+# CA), the nkey seeds of the postured and auditor users (0600), the route
 # password and nats.env, the variables the configurations read. The nodes
 # connect as postured; follow the log as the auditor with:
 #   postured events tail --nats-url $NATS_URLS --nats-tls-ca data/cluster/pki/ca.pem \

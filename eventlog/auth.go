@@ -108,21 +108,7 @@ const (
 	// own; postured's are named at random or with a key (webhooks), and
 	// it may not list them.
 	RoleAuditor = "auditor"
-	// RoleBackup takes and restores backups of the event stream and the
-	// data key bucket with NATS's own stream snapshots (`nats backup
-	// stream`, `nats backup restore` with --inbox-prefix InboxBackup): stream
-	// info, snapshots and their acknowledgements, restores and their
-	// chunks. A restore makes a stream that does not exist yet (NATS
-	// refuses one whose name is in use, and no role may delete a stream),
-	// so it cannot replace a running deployment's history. It reads no
-	// message otherwise, publishes nothing to the stream's subjects and
-	// changes no stream.
-	RoleBackup = "backup"
 )
-
-// Roles are the NATS users' roles, each with a seed file of its name
-// (LoadOrCreateCredentials).
-var Roles = []string{RolePostured, RoleAuditor, RoleBackup}
 
 // Reply subjects. A connection receives replies (JetStream's answers, the
 // messages its consumers deliver, with their acknowledgement subjects,
@@ -134,7 +120,6 @@ var Roles = []string{RolePostured, RoleAuditor, RoleBackup}
 const (
 	InboxNode   = "_INBOX_postured"
 	InboxReader = "_INBOX_auditor"
-	InboxBackup = "_INBOX_backup"
 )
 
 // Permissions returns the NATS permissions of a role for the stream (for
@@ -150,7 +135,14 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 	case RolePostured:
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{
-				Allow: []string{subjects, TransitionsSubjects(stream) + ">", "$JS.API.>", "$KV." + nodesBucket + ".>", "$KV." + keysBucket + ".>", "$JS.ACK.>", "$JS.FC.>"},
+				Allow: []string{subjects, TransitionsSubjects(stream) + ">", "$JS.API.>", "$KV." + nodesBucket + ".>", "$KV." + keysBucket + ".>", "$JS.ACK.>", "$JS.FC.>",
+					// Backups: the acknowledgements of a snapshot's
+					// chunks, and a restore's chunks, of the event stream
+					// and the data key bucket (a snapshot is delivered to
+					// any subject its request names, so no lesser role
+					// could be trusted with it).
+					"$JS.SNAPSHOT.ACK." + stream + ".>", "$JS.SNAPSHOT.ACK.KV_" + keysBucket + ".>",
+					"$JS.SNAPSHOT.RESTORE." + stream + ".>", "$JS.SNAPSHOT.RESTORE.KV_" + keysBucket + ".>"},
 				// Messages of the data key bucket may be deleted (a
 				// deleted identity's key is destroyed); those of the
 				// event stream and the transitions stream may not. No
@@ -191,27 +183,13 @@ func Permissions(role, stream string) (*server.Permissions, error) {
 			}},
 			Subscribe: readerInbox,
 		}, nil
-	case RoleBackup:
-		var allow []string
-		for _, st := range []string{stream, "KV_" + keysBucket} {
-			allow = append(allow,
-				"$JS.API.STREAM.INFO."+st,
-				"$JS.API.STREAM.SNAPSHOT."+st,
-				"$JS.SNAPSHOT.ACK."+st+".>",
-				"$JS.API.STREAM.RESTORE."+st,
-				"$JS.SNAPSHOT.RESTORE."+st+".>")
-		}
-		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append([]string{"$JS.API.INFO"}, allow...)},
-			Subscribe: &server.SubjectPermission{Allow: []string{InboxBackup + ".>"}},
-		}, nil
 	}
 	return nil, fmt.Errorf("eventlog: unknown NATS role %q", role)
 }
 
 // Credential is where the seed of an embedded server's user is kept.
 type Credential struct {
-	Role     string // one of Roles
+	Role     string // RolePostured or RoleAuditor
 	SeedFile string // an nkey seed file, mode 0600 (ClientAuth.NkeyFile)
 	Public   string // the user's public nkey ("U...")
 }
@@ -219,8 +197,8 @@ type Credential struct {
 // seedFileName is the seed file of a role in the credentials directory.
 func seedFileName(dir, role string) string { return filepath.Join(dir, role+".nk") }
 
-// LoadOrCreateCredentials reads the nkey seeds of the users of Roles from
-// dir (postured.nk, auditor.nk, backup.nk), creating what is missing
+// LoadOrCreateCredentials reads the nkey seeds of the postured and the
+// auditor users from dir (postured.nk, auditor.nk), creating what is missing
 // (dir 0700, each seed file 0600, written exclusively so that a concurrent
 // start keeps one). The embedded server with Listen keeps its users this
 // way; `postured nats init` makes them for an external cluster.
@@ -229,7 +207,7 @@ func LoadOrCreateCredentials(dir string) ([]Credential, error) {
 		return nil, fmt.Errorf("eventlog: credentials directory: %w", err)
 	}
 	var creds []Credential
-	for _, role := range Roles {
+	for _, role := range []string{RolePostured, RoleAuditor} {
 		path := seedFileName(dir, role)
 		kp, err := loadOrCreateSeed(path)
 		if err != nil {

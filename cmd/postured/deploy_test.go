@@ -22,7 +22,7 @@ import (
 
 // TestDeployNATSConfig reads deploy/nats/nats-{1,2,3}.conf as nats-server
 // does, with what `postured nats init` made: every server requires TLS,
-// knows only the postured, auditor and backup users with eventlog's permissions,
+// knows only the postured and auditor users with eventlog's permissions,
 // and routes with a password over verified TLS. Then it runs nats-1 (alone,
 // on free ports) and checks the roles for real.
 func TestDeployNATSConfig(t *testing.T) {
@@ -37,7 +37,7 @@ func TestDeployNATSConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"postured.nk", "auditor.nk", "backup.nk", "server.key", "route-password", "nats.env"} {
+	for _, f := range []string{"postured.nk", "auditor.nk", "server.key", "route-password", "nats.env"} {
 		fi, err := os.Stat(filepath.Join("data/cluster/nats", f))
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v, want mode 0600", f, fi.Mode(), err)
@@ -57,8 +57,7 @@ func TestDeployNATSConfig(t *testing.T) {
 	}
 	t.Log(out)
 
-	want := map[string]string{env["NATS_POSTURED_NKEY"]: eventlog.RolePostured, env["NATS_AUDITOR_NKEY"]: eventlog.RoleAuditor,
-		env["NATS_BACKUP_NKEY"]: eventlog.RoleBackup}
+	want := map[string]string{env["NATS_POSTURED_NKEY"]: eventlog.RolePostured, env["NATS_AUDITOR_NKEY"]: eventlog.RoleAuditor}
 	var first *server.Options
 	for i := 1; i <= 3; i++ {
 		opts, err := server.ProcessConfigFile(filepath.Join(deploy, fmt.Sprintf("nats-%d.conf", i)))
@@ -82,8 +81,8 @@ func TestDeployNATSConfig(t *testing.T) {
 		if opts.Cluster.Username != "route" || opts.Cluster.Password != env["NATS_ROUTE_PASSWORD"] || len(opts.Routes) != 3 {
 			t.Errorf("nats-%d: routes %v authenticated as %q", i, opts.Routes, opts.Cluster.Username)
 		}
-		if len(opts.Users) != 0 || len(opts.Nkeys) != len(eventlog.Roles) || opts.NoAuthUser != "" {
-			t.Fatalf("nats-%d: %d users, %d nkeys, no-auth user %q: want exactly the %d roles", i, len(opts.Users), len(opts.Nkeys), opts.NoAuthUser, len(eventlog.Roles))
+		if len(opts.Users) != 0 || len(opts.Nkeys) != 2 || opts.NoAuthUser != "" {
+			t.Fatalf("nats-%d: %d users, %d nkeys, no-auth user %q: want exactly the two roles", i, len(opts.Users), len(opts.Nkeys), opts.NoAuthUser)
 		}
 		for _, u := range opts.Nkeys {
 			role, ok := want[u.Nkey]

@@ -17,7 +17,7 @@ import (
 )
 
 type natsCmd struct {
-	Init natsInitCmd `cmd:"" help:"Create what an external NATS cluster needs to authenticate postured: a server certificate from the CA, the postured, auditor and backup users' nkey seeds, a route password, and nats.env for deploy/nats/*.conf."`
+	Init natsInitCmd `cmd:"" help:"Create what an external NATS cluster needs to authenticate postured: a server certificate from the CA, the postured and auditor users' nkey seeds, a route password, and nats.env for deploy/nats/*.conf."`
 }
 
 // natsInitCmd prepares the credentials of an external NATS cluster
@@ -25,7 +25,7 @@ type natsCmd struct {
 // (a certificate that expires within 30 days is re-issued) and nats.env is
 // written again from it.
 type natsInitCmd struct {
-	Dir    string   `required:"" help:"Directory for server.pem, server.key, postured.nk, auditor.nk, backup.nk, route-password and nats.env (created 0700; secrets 0600)."`
+	Dir    string   `required:"" help:"Directory for server.pem, server.key, postured.nk, auditor.nk, route-password and nats.env (created 0700; secrets 0600)."`
 	PKIDir string   `name:"pki-dir" required:"" help:"The CA that issues the NATS servers' certificate (created if missing); give the postured nodes the same --pki-dir so that one ca.pem verifies both."`
 	Host   []string `default:"127.0.0.1,localhost" help:"Names and addresses the NATS servers are reached at (their certificate's names)."`
 	Route  []string `help:"host:port of each server's cluster listener, in order: NATS_ROUTE_1, NATS_ROUTE_2, ... in nats.env carry the route password."`

@@ -27,9 +27,9 @@ import (
 type Secure struct {
 	// CAFile verifies the servers' certificates (PEM).
 	CAFile string
-	// PosturedSeed, AuditorSeed and BackupSeed are nkey seed files of a
-	// user with the postured, the auditor and the backup role.
-	PosturedSeed, AuditorSeed, BackupSeed string
+	// PosturedSeed and AuditorSeed are nkey seed files of a user with the
+	// postured and the auditor role.
+	PosturedSeed, AuditorSeed string
 	// ClientCert and ClientKey are a client certificate from the same CA,
 	// for mutual TLS.
 	ClientCert, ClientKey string
@@ -67,8 +67,7 @@ func StartSecure(t testing.TB, size int, o SecureOptions) (*Cluster, *Secure) {
 	sec.ClientKey = writePEM(t, dir, "client.key", "PRIVATE KEY", clientKey)
 	postured, posturedPub := newUser(t, dir, "postured.nk")
 	auditor, auditorPub := newUser(t, dir, "auditor.nk")
-	backup, backupPub := newUser(t, dir, "backup.nk")
-	sec.PosturedSeed, sec.AuditorSeed, sec.BackupSeed = postured, auditor, backup
+	sec.PosturedSeed, sec.AuditorSeed = postured, auditor
 
 	accounts, err := os.ReadFile(AccountsConf())
 	if err != nil {
@@ -85,7 +84,6 @@ func StartSecure(t testing.TB, size int, o SecureOptions) (*Cluster, *Secure) {
 		return fmt.Sprintf(`
 NATS_POSTURED_NKEY: %q
 NATS_AUDITOR_NKEY: %q
-NATS_BACKUP_NKEY: %q
 server_name: "nats-%d"
 listen: "127.0.0.1:-1"
 jetstream { store_dir: %q }
@@ -98,7 +96,7 @@ cluster {
   tls { cert_file: %q, key_file: %q, ca_file: %q, timeout: 5, verify: true }
 }
 %s
-`, posturedPub, auditorPub, backupPub, i+1, t.TempDir(), certFile, keyFile, sec.CAFile, o.VerifyClients,
+`, posturedPub, auditorPub, i+1, t.TempDir(), certFile, keyFile, sec.CAFile, o.VerifyClients,
 			cluster, strings.Join(routeURLs, ", "), password, certFile, keyFile, sec.CAFile, accounts)
 	})
 	c.Account = sec.Account
