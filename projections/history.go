@@ -178,7 +178,9 @@ func responseSummary(r posture.PostureResponse) string {
 		if r.IsRunning {
 			state = "running"
 		}
-		return "process " + r.Path + " " + state
+		// The check it answered: a PROCESS check reads its own answers,
+		// and one request may answer two checks at one path.
+		return "process " + r.Path + " " + state + " for check " + r.ID
 	}
 	return r.TypeID
 }

@@ -335,7 +335,8 @@ func compareProcesses(a, b posture.ProcessPosture) int {
 // posture data keeps, far more than the process checks of any fleet need: a
 // client that reports ever new or ever longer paths must not grow the value
 // that every later response rewrites. Past either, the processes reported
-// longest ago are forgotten (the newest always stays).
+// longest ago are forgotten, of those reported at once the first by path
+// and check id (one process always stays).
 const (
 	maxProcesses    = 256
 	maxProcessBytes = 64 << 10
@@ -371,7 +372,7 @@ func jsonLen(s string) int {
 }
 
 // stalest is the index of the process reported longest ago (of two
-// reported at once, the first by path).
+// reported at once, the first by path and check id).
 func stalest(ps []posture.ProcessPosture) int {
 	i := 0
 	for j, p := range ps {
@@ -383,7 +384,8 @@ func stalest(ps []posture.ProcessPosture) int {
 }
 
 // sameValues reports whether two identity-wide posture data hold the same
-// values as far as verdicts go (not when or for which check they were sent).
+// values as far as verdicts go: not when they were sent, nor for which
+// check, except for processes (a PROCESS check reads its own answers).
 func sameValues(a, b posture.IdentityPosture) bool {
 	return equalPtr(a.OS, b.OS, func(x, y posture.OSPosture) bool {
 		return x.Type == y.Type && x.Version == y.Version && x.Build == y.Build

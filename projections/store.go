@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,6 +147,12 @@ func Open(opts Options) (*Store, error) {
 		// the data directory): Pebble would make the directory 0755.
 		if err := opts.FS.MkdirAll(opts.Dir, 0o700); err != nil {
 			return nil, err
+		}
+		// One made by an earlier version is made private too.
+		if fi, err := os.Stat(opts.Dir); opts.FS == vfs.Default && err == nil && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(opts.Dir, 0o700); err != nil {
+				return nil, err
+			}
 		}
 	}
 	s := &Store{noWAL: opts.NoWAL, scratch: opts.Scratch, lean: opts.Lean, log: opts.Logger, graph: newGraph(), hot: &hotCache{}, ranges: &rangeCache{}, changed: make(chan struct{})}

@@ -496,7 +496,7 @@ func TestHistoryTail(t *testing.T) {
 
 // TestPostureHistoryOneEntryPerFact: a posture event's history holds one
 // entry per fact it set: the last response of each type (and process
-// path), and one for its wake and unlock together.
+// path and check), and one for its wake and unlock together.
 func TestPostureHistoryOneEntryPerFact(t *testing.T) {
 	s := openMem(t, vfs.NewMem())
 	defer s.Close()
@@ -504,12 +504,13 @@ func TestPostureHistoryOneEntryPerFact(t *testing.T) {
 	os := func(v string) posture.PostureResponse {
 		return posture.PostureResponse{ID: "os", TypeID: "OS", Type: "Linux", Version: v}
 	}
-	proc := func(path string) posture.PostureResponse {
-		return posture.PostureResponse{ID: "p", TypeID: "PROCESS", Path: path, IsRunning: true}
+	procFor := func(check, path string) posture.PostureResponse {
+		return posture.PostureResponse{ID: check, TypeID: "PROCESS", Path: path, IsRunning: true}
 	}
+	proc := func(path string) posture.PostureResponse { return procFor("p", path) }
 	wake := posture.PostureResponse{TypeID: posture.ResponseEndpointState, Woken: true}
 	unlock := posture.PostureResponse{TypeID: posture.ResponseEndpointState, Unlocked: true}
-	responses := []posture.PostureResponse{os("6.1"), wake, proc("/a"), os("6.2"), proc("/b"), proc("/a"), wake, unlock, os("6.3")}
+	responses := []posture.PostureResponse{os("6.1"), wake, proc("/a"), os("6.2"), proc("/b"), procFor("q", "/a"), proc("/a"), wake, unlock, os("6.3")}
 	for range 100 {
 		responses = append(responses, wake)
 	}
@@ -522,12 +523,14 @@ func TestPostureHistoryOneEntryPerFact(t *testing.T) {
 	for _, e := range h {
 		got = append(got, e.Summary)
 	}
-	want := []string{"process /b running", "process /a running", "OS Linux 6.3", "endpoint woken and unlocked"}
+	// A process of each path and check: /a answered two checks.
+	want := []string{"process /b running for check p", "process /a running for check q", "process /a running for check p",
+		"OS Linux 6.3", "endpoint woken and unlocked"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 	var r posture.PostureResponse
-	if err := json.Unmarshal(h[3].Detail, &r); err != nil || !r.Woken || !r.Unlocked {
+	if err := json.Unmarshal(h[4].Detail, &r); err != nil || !r.Woken || !r.Unlocked {
 		t.Fatalf("the endpoint entry's detail: %s", h[3].Detail)
 	}
 }
@@ -586,19 +589,26 @@ func TestAccessBefore(t *testing.T) {
 }
 
 // TestOpenMakesAPrivateDirectory: the projection holds what the log does;
-// its directory is its owner's alone, as the data directory is.
+// its directory is its owner's alone, as the data directory is, whether
+// Open makes it or an earlier version made it readable by others.
 func TestOpenMakesAPrivateDirectory(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "projections")
-	s, err := projections.Open(projections.Options{Dir: dir})
-	if err != nil {
+	fresh := filepath.Join(t.TempDir(), "projections")
+	earlier := filepath.Join(t.TempDir(), "projections")
+	if err := os.Mkdir(earlier, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	fi, err := os.Stat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if perm := fi.Mode().Perm(); perm != 0o700 {
-		t.Fatalf("projection directory mode %v, want 0700", perm)
+	for _, dir := range []string{fresh, earlier} {
+		s, err := projections.Open(projections.Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0o700 {
+			t.Errorf("%s: projection directory mode %v, want 0700", dir, perm)
+		}
 	}
 }

@@ -281,8 +281,20 @@ func eachFactTime(ip posture.IdentityPosture, fn func(time.Time)) {
 	if ip.Domain != nil {
 		fn(ip.Domain.At)
 	}
-	for _, p := range ip.Processes {
-		fn(p.At)
+	// A path's newest report, whichever check it answered: one for a
+	// check since deleted, or an id the client no longer answers, does not
+	// hold the identity among the oldest evidence for good (processes are
+	// sorted by path).
+	var newest time.Time
+	for i, p := range ip.Processes {
+		if p.At.After(newest) {
+			newest = p.At
+		}
+		if i+1 < len(ip.Processes) && ip.Processes[i+1].Path == p.Path {
+			continue
+		}
+		fn(newest)
+		newest = time.Time{}
 	}
 }
 

@@ -255,3 +255,27 @@ func BenchmarkPostureSummary(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
+
+// TestOldestEvidenceOfAProcessPath: an identity's process evidence is its
+// path's newest report, whichever check it answered, so that a report for
+// a check it no longer answers does not keep it among the oldest for good.
+func TestOldestEvidenceOfAProcessPath(t *testing.T) {
+	s := openMem(t, vfs.NewMem())
+	defer s.Close()
+	a := &applier{s: s, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Minute}
+	report := func(identity, check string) {
+		a.apply(t, posture.PostureRecorded{IdentityID: identity, APISessionID: "as-" + identity,
+			Responses: []posture.PostureResponse{{ID: check, TypeID: "PROCESS", Path: "/bin/edr", IsRunning: true}}})
+	}
+	report("i1", "retired") // minute 1
+	report("i2", "edr")     // minute 2
+	report("i1", "edr")     // minute 3
+	oldest, err := s.OldestEvidence(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(oldest) != 2 || oldest[0].IdentityID != "i2" || !oldest[0].At.Equal(a.at.Add(2*time.Minute)) ||
+		oldest[1].IdentityID != "i1" || !oldest[1].At.Equal(a.at.Add(3*time.Minute)) {
+		t.Fatalf("oldest evidence %+v, want i2 at minute 2, then i1 at minute 3", oldest)
+	}
+}
