@@ -125,6 +125,10 @@ type ReadyView struct {
 	LogAltered string `json:"logAltered,omitempty"`
 }
 
+// knownNotReadyTimeout bounds reading the log's position for a node that
+// is not ready for another reason.
+const knownNotReadyTimeout = 250 * time.Millisecond
+
 // Check reports readiness. Whatever the reason a node is not ready, the
 // body gives the log's position and the lag when the log answers
 // (lastSequence is 0 only when it does not).
@@ -136,6 +140,23 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 	if wait <= 0 {
 		wait = time.Second
 	}
+	// A node known not to be ready (its projection stopped, a disk full)
+	// asks the log for its position only briefly: the answer is 503 either
+	// way, and a probe must not wait for it.
+	known := ""
+	if err := h.Progress.Err(); err != nil {
+		known = "the projection stopped: " + err.Error()
+	} else if h.Disk != nil {
+		for _, d := range h.Disk() {
+			if d.Full {
+				known = d.Reason
+				break
+			}
+		}
+	}
+	if known != "" {
+		timeout = min(timeout, knownNotReadyTimeout)
+	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	st, stErr := h.State(sctx)
 	cancel()
@@ -146,15 +167,8 @@ func (h *Health) Check(ctx context.Context) ReadyView {
 		l := lag(h.Progress, st)
 		return ReadyView{Reason: reason, Cursor: l.Cursor, LastSeq: st.LastSeq, LagEvents: l.Events, LagSeconds: l.Seconds}
 	}
-	if err := h.Progress.Err(); err != nil {
-		return notReady("the projection stopped: " + err.Error())
-	}
-	if h.Disk != nil {
-		for _, d := range h.Disk() {
-			if d.Full {
-				return notReady(d.Reason)
-			}
-		}
+	if known != "" {
+		return notReady(known)
 	}
 	if stErr != nil {
 		return notReady("the log is unreachable")

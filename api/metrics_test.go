@@ -221,9 +221,15 @@ func TestNotReadyGivesThePosition(t *testing.T) {
 	if v.Ready || v.Reason != "the log is out of disk space" || v.Cursor != 5 || v.LastSeq != 12 || v.LagEvents != 7 {
 		t.Fatalf("out of space, the log answering: %+v", v)
 	}
-	silent := func(ctx context.Context) (api.LogState, error) { return api.LogState{}, errors.New("no answer") }
+	// A log that does not answer is asked briefly: the probe gets its 503
+	// long before the 2 s a ready node's log may take.
+	silent := func(ctx context.Context) (api.LogState, error) { <-ctx.Done(); return api.LogState{}, ctx.Err() }
+	start := time.Now()
 	v = (&api.Health{Progress: progress, State: silent, Disk: full}).Check(t.Context())
 	if v.Ready || v.Reason != "the log is out of disk space" || v.Cursor != 5 || v.LastSeq != 0 || v.LagEvents != 0 {
 		t.Fatalf("out of space, the log silent: %+v", v)
+	}
+	if waited := time.Since(start); waited >= 2*time.Second {
+		t.Fatalf("out of space, the log silent: answered after %v", waited)
 	}
 }
