@@ -116,7 +116,7 @@ func TestPostureResponseHandlers(t *testing.T) {
 		{name: "a version with a line break and an escape sequence", store: &fakePosture{}, path: clientPosturePath,
 			body: `{"id":"o","typeId":"OS","type":"Windows","version":"6.1\n\u001b[31m"}`, status: 400, code: posture.CodeCouldNotValidate, field: "version"},
 		{name: "a process path with a bidirectional override", store: &fakePosture{}, path: clientPosturePath + "-bulk",
-			body: `[{"id":"o","typeId":"OS","type":"Windows","version":"10.0.19045"},{"id":"p","typeId":"PROCESS","path":"C:\\fdp\u202e.exe","isRunning":true}]`,
+			body:   `[{"id":"o","typeId":"OS","type":"Windows","version":"10.0.19045"},{"id":"p","typeId":"PROCESS","path":"C:\\fdp\u202e.exe","isRunning":true}]`,
 			status: 400, code: posture.CodeCouldNotValidate, field: "[1].path"},
 		{name: "a MAC address with a NUL", store: &fakePosture{}, path: clientPosturePath,
 			body: `{"id":"m","typeId":"MAC","macAddresses":["aa:bb:cc:dd:ee:ff","aa\u0000"]}`, status: 400, code: posture.CodeCouldNotValidate, field: "macAddresses[1]"},
