@@ -55,17 +55,11 @@ func Decode(c echo.Context, v any) error {
 	if c.Get(checkedKey) == nil {
 		return DecodeBytes(data, v)
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
 	return unmarshal(data, v)
 }
 
 // DecodeBytes is Decode for a body already read.
 func DecodeBytes(data []byte, v any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
 	if err := CheckDepth(data); err != nil {
 		return err
 	}
@@ -75,9 +69,12 @@ func DecodeBytes(data []byte, v any) error {
 	return unmarshal(data, v)
 }
 
-// unmarshal decodes a body that is not empty, nested too deep or other
-// than UTF-8.
+// unmarshal decodes a body that is not nested too deep or other than
+// UTF-8; an empty one leaves v as it is.
 func unmarshal(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
 	// Most bodies are valid: json.Unmarshal reads them without copying.
 	// One that is not is read again by a decoder, whose errors say more.
 	if json.Unmarshal(data, v) == nil {
