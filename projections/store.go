@@ -149,9 +149,11 @@ func Open(opts Options) (*Store, error) {
 			return nil, err
 		}
 		// One made by an earlier version is made private too.
-		if fi, err := os.Stat(opts.Dir); opts.FS == vfs.Default && err == nil && fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(opts.Dir, 0o700); err != nil {
-				return nil, err
+		if opts.FS == vfs.Default {
+			if fi, err := os.Stat(opts.Dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+				if err := os.Chmod(opts.Dir, 0o700); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
