@@ -256,6 +256,10 @@ type Backtests interface {
 	Job(id string) (any, bool)
 	// Wait waits until a job ends or ctx does.
 	Wait(ctx context.Context, id string)
+	// Stop stops a running job and forgets it, or forgets a finished one,
+	// waiting for a running one to end or ctx to; false when there is no
+	// such job.
+	Stop(ctx context.Context, id string) bool
 }
 
 func (a *API) backtestRoutes() []api.Route {
@@ -265,6 +269,7 @@ func (a *API) backtestRoutes() []api.Route {
 	return []api.Route{
 		{Method: http.MethodPost, Path: "/backtests", Access: api.Admin, Handler: a.startBacktest},
 		{Method: http.MethodGet, Path: "/backtests/:id", Access: api.Admin, Handler: a.detailBacktest},
+		{Method: http.MethodDelete, Path: "/backtests/:id", Access: api.Admin, Handler: a.deleteBacktest},
 	}
 }
 
@@ -349,4 +354,20 @@ func (a *API) detailBacktest(c echo.Context) error {
 		return posture.NotFound("backtest", c.Param("id"))
 	}
 	return api.OK(c, job)
+}
+
+// stopWait bounds how long DELETE /backtests/{id} waits for a running job
+// to end: a job stops within the event it is deciding.
+const stopWait = 10 * time.Second
+
+// deleteBacktest is DELETE /backtests/{id}: a running job is stopped (its
+// place is free once it has ended, which the answer waits for), and the
+// job, running or finished, is forgotten.
+func (a *API) deleteBacktest(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), stopWait)
+	defer cancel()
+	if !a.Backtests.Stop(ctx, c.Param("id")) {
+		return posture.NotFound("backtest", c.Param("id"))
+	}
+	return api.Empty(c)
 }

@@ -186,7 +186,8 @@ const (
 )
 
 // newBacktestJobs is the backtest runner of a node: over its log, starting
-// from the node's snapshots (snaps may be nil: a replay into memory).
-func newBacktestJobs(l *eventlog.Log, snaps *projections.Snapshots, now func() time.Time, log *slog.Logger) *backtest.Jobs {
-	return backtest.NewJobs(backtest.JobsOptions{Log: l, Open: backtestState(l, snaps, ""), Now: now, Logger: log})
+// from the node's snapshots (snaps may be nil: a replay into memory), each
+// job stopped after timeout.
+func newBacktestJobs(l *eventlog.Log, snaps *projections.Snapshots, now func() time.Time, log *slog.Logger, timeout time.Duration) *backtest.Jobs {
+	return backtest.NewJobs(backtest.JobsOptions{Log: l, Open: backtestState(l, snaps, ""), Now: now, Logger: log, Timeout: timeout})
 }

@@ -86,6 +86,7 @@ type serveCmd struct {
 	SnapshotInterval time.Duration `name:"snapshot-interval" default:"10m" help:"Longest new events wait for a snapshot."`
 	SnapshotsKeep    int           `name:"snapshots-keep" default:"48" help:"Snapshots kept, spread over the whole history (the newest always)."`
 	PastMoments      int           `name:"past-moments" default:"2" help:"Past moments (explain or policy advice at a time) rebuilt at once; further requests are answered 429 with Retry-After."`
+	BacktestTimeout  time.Duration `name:"backtest-timeout" default:"1h" help:"Longest a backtest job (POST /backtests) runs before it is stopped and fails."`
 
 	// clock is the node's one clock: event times, TOTP checks, session
 	// expiry and the timer loops' tickers (default: the real clock; tests
@@ -232,6 +233,8 @@ func (s *serveCmd) validate() error {
 		return fmt.Errorf("--checkpoint-every must be 1 to %d events, not %d", eventlog.MaxCheckpointEvents, s.CheckpointEvery)
 	case s.CheckpointInterval <= 0 || s.SnapshotInterval <= 0:
 		return errors.New("--checkpoint-interval and --snapshot-interval must be positive")
+	case s.BacktestTimeout <= 0:
+		return errors.New("--backtest-timeout must be positive")
 	case s.SnapshotEvery < 1 || s.SnapshotsKeep < 1 || s.PastMoments < 1:
 		return errors.New("--snapshot-every, --snapshots-keep and --past-moments must be at least 1")
 	case s.DiskReserveMiB < 0:
@@ -754,7 +757,7 @@ func (n *node) ready(ctx context.Context, s *serveCmd) error {
 		Deliveries: n.store, Webhooks: n.hooks,
 		Explainer: explainer{log: n.elog, store: n.store, snapshots: n.snapshots}, Signer: signer, Enrollments: n.store,
 		Secrets: n.secrets}
-	n.backtests = newBacktestJobs(n.elog, n.snapshots, n.clock.Now, n.log)
+	n.backtests = newBacktestJobs(n.elog, n.snapshots, n.clock.Now, n.log, s.BacktestTimeout)
 	n.management.Backtests = n.backtests
 	n.client.ServiceAdmin = n.management
 	n.management.Shared = n.client.SharedRoutes()

@@ -186,6 +186,7 @@ func replace(e posture.Event, p posture.Payload) (posture.Event, error) {
 
 // run is one backtest under way.
 type run struct {
+	ctx  context.Context // checked at each event of the candidate's side
 	opts Options
 	log  Source
 	base *projections.Store
@@ -226,7 +227,7 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{opts: opts, log: opts.Log, overrides: o, acc: newAccumulator(opts.MaxChanges, opts.MaxBytes),
+	r := &run{ctx: ctx, opts: opts, log: opts.Log, overrides: o, acc: newAccumulator(opts.MaxChanges, opts.MaxBytes),
 		candTransitions: map[string]posture.Transition{}, deniedSessions: map[string]bool{}, reached: map[string]bool{}, logDeadlines: map[string]bool{}}
 	// Both projections start from the same state, built side by side.
 	g, gctx := errgroup.WithContext(ctx)
@@ -382,6 +383,11 @@ const pruneEvery = 50000
 // rewritten by the candidate's overrides, or a recorded session request
 // decided again.
 func (r *run) rewrite(v projections.View, e posture.Event) (posture.Event, error) {
+	// A batch may hold many decisions, each costly with a heavy
+	// candidate: a stopped run stops within one.
+	if err := r.ctx.Err(); err != nil {
+		return e, err
+	}
 	decision := decisionTypes[e.Type]
 	if !r.nextDue.IsZero() && e.At.After(r.nextDue.Add(expiry.Delay)) {
 		due, err := v.DueDeadlines(e.At.Add(-expiry.Delay), 1024)

@@ -3,6 +3,7 @@ package backtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -29,7 +30,14 @@ type JobsOptions struct {
 	// Logger logs why a job failed (default: discard); the job shows a
 	// message without the detail.
 	Logger *slog.Logger
+	// Timeout bounds how long a job runs (default 1 hour): past it, the
+	// job stops and fails, so that a candidate too heavy for the window
+	// does not hold the node's backtest slot and a core for days.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is JobsOptions.Timeout's default.
+const DefaultTimeout = time.Hour
 
 // Jobs runs backtests in the background and keeps their reports in memory
 // for a while: a node restart forgets them (run the backtest again).
@@ -70,8 +78,10 @@ const (
 )
 
 type job struct {
-	view JobView
-	done chan struct{} // closed when it ends
+	view    JobView
+	done    chan struct{} // closed when it ends
+	stop    context.CancelFunc
+	stopped bool // Stop was asked: the job is forgotten when it ends
 }
 
 // NewJobs returns a job runner; Close stops its jobs.
@@ -90,6 +100,9 @@ func NewJobs(opts JobsOptions) *Jobs {
 	}
 	if opts.Keep <= 0 {
 		opts.Keep = time.Hour
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Jobs{opts: opts, ctx: ctx, cancel: cancel, jobs: map[string]*job{}}
@@ -132,7 +145,8 @@ func (j *Jobs) Start(changes []posture.Payload, from, until time.Time) (string, 
 	if len(j.jobs) >= j.opts.MaxKept {
 		return "", retryAfter, busy
 	}
-	jb := &job{view: JobView{ID: posture.NewID(), Status: StatusRunning, CreatedAt: now.UTC()}, done: make(chan struct{})}
+	ctx, stop := context.WithTimeout(j.ctx, j.opts.Timeout)
+	jb := &job{view: JobView{ID: posture.NewID(), Status: StatusRunning, CreatedAt: now.UTC()}, done: make(chan struct{}), stop: stop}
 	if !from.IsZero() {
 		jb.view.From = &from
 	}
@@ -143,7 +157,8 @@ func (j *Jobs) Start(changes []posture.Payload, from, until time.Time) (string, 
 	j.wg.Add(1)
 	go func() {
 		defer j.wg.Done()
-		rep, err := Run(j.ctx, Options{Log: j.opts.Log, Open: j.opts.Open, Changes: changes, From: from, Until: until,
+		defer stop()
+		rep, err := Run(ctx, Options{Log: j.opts.Log, Open: j.opts.Open, Changes: changes, From: from, Until: until,
 			Progress: func(done, total uint64) {
 				j.mu.Lock()
 				jb.view.Progress = Progress{Seq: done, LastSeq: total}
@@ -154,6 +169,10 @@ func (j *Jobs) Start(changes []posture.Payload, from, until time.Time) (string, 
 		defer close(jb.done)
 		end := j.opts.Now().UTC()
 		jb.view.FinishedAt = &end
+		if jb.stopped {
+			delete(j.jobs, jb.view.ID)
+			return
+		}
 		if err != nil {
 			j.opts.Logger.Error("backtest failed", "job", jb.view.ID, "err", err)
 			jb.view.Status, jb.view.Error = StatusFailed, "the backtest failed; the node's log says why"
@@ -163,8 +182,12 @@ func (j *Jobs) Start(changes []posture.Payload, from, until time.Time) (string, 
 			if errors.As(err, &pe) && pe.Message != "" {
 				jb.view.Error = "the backtest failed: " + pe.Message
 			}
-			if j.ctx.Err() != nil {
+			switch {
+			case j.ctx.Err() != nil:
 				jb.view.Error = "the backtest was stopped: the node is shutting down"
+			case errors.Is(ctx.Err(), context.DeadlineExceeded):
+				jb.view.Error = fmt.Sprintf("the backtest was stopped after %s, its limit (--backtest-timeout): "+
+					"try a shorter window, fewer changes, or `postured backtest` on a stopped node's data directory", j.opts.Timeout)
 			}
 			return
 		}
@@ -197,6 +220,32 @@ func (j *Jobs) Wait(ctx context.Context, id string) {
 	case <-jb.done:
 	case <-ctx.Done():
 	}
+}
+
+// Stop stops a running job and forgets it, or forgets a finished one; it
+// reports false when there is no such job. It waits for a running job to
+// end, or ctx to: until then the job still holds its place among the
+// running.
+func (j *Jobs) Stop(ctx context.Context, id string) bool {
+	j.mu.Lock()
+	jb, ok := j.jobs[id]
+	if !ok {
+		j.mu.Unlock()
+		return false
+	}
+	if jb.view.Status != StatusRunning {
+		delete(j.jobs, id)
+		j.mu.Unlock()
+		return true
+	}
+	jb.stopped = true
+	jb.stop()
+	j.mu.Unlock()
+	select {
+	case <-jb.done:
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // Close cancels the running jobs and waits for them.

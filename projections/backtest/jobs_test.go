@@ -3,6 +3,7 @@ package backtest_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,5 +99,76 @@ func TestFailedJobsSayWhatTheyCan(t *testing.T) {
 			t.Errorf("failed with %v: %+v, want %q", err, v, want)
 		}
 		jobs.Close()
+	}
+}
+
+// blockedOpen is an Opener that waits for its context: a job that uses it
+// runs until it is stopped.
+func blockedOpen(ctx context.Context, _ time.Time) (*projections.Store, func(), error) {
+	<-ctx.Done()
+	return nil, nil, ctx.Err()
+}
+
+// TestStopAJob: Stop ends a running job and forgets it, which frees the
+// node's backtest slot; a finished job is forgotten; an unknown one is
+// reported.
+func TestStopAJob(t *testing.T) {
+	jobs := backtest.NewJobs(backtest.JobsOptions{Log: emptyLog{}, Open: blockedOpen})
+	defer jobs.Close()
+	id, _, err := jobs.Start(nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := jobs.Start(nil, time.Time{}, time.Time{}); posture.CodeOf(err) != posture.CodeTooManyRequests {
+		t.Fatalf("a second start while one runs: %v", err)
+	}
+	if !jobs.Stop(t.Context(), id) {
+		t.Fatal("Stop of a running job reported no such job")
+	}
+	if v, ok := jobs.Job(id); ok {
+		t.Fatalf("a stopped job is still kept: %+v", v)
+	}
+	if jobs.Stop(t.Context(), id) {
+		t.Fatal("Stop of a forgotten job reported one")
+	}
+	// The slot is free: the next job starts, and a finished one is
+	// forgotten by Stop at once.
+	done := backtest.NewJobs(backtest.JobsOptions{Log: emptyLog{},
+		Open: func(context.Context, time.Time) (*projections.Store, func(), error) {
+			s, err := projections.Open(projections.Options{Dir: "p", FS: vfs.NewMem()})
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, func() { s.Close() }, nil
+		}})
+	defer done.Close()
+	if _, _, err := jobs.Start(nil, time.Time{}, time.Time{}); err != nil {
+		t.Fatalf("a start after the running job was stopped: %v", err)
+	}
+	fin, _, err := done.Start(nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Wait(t.Context(), fin)
+	if !done.Stop(t.Context(), fin) {
+		t.Fatal("Stop of a finished job reported no such job")
+	}
+	if _, ok := done.Job(fin); ok {
+		t.Fatal("a finished job is still kept after Stop")
+	}
+}
+
+// TestJobTimeout: a job that runs past its limit fails and says so.
+func TestJobTimeout(t *testing.T) {
+	jobs := backtest.NewJobs(backtest.JobsOptions{Log: emptyLog{}, Open: blockedOpen, Timeout: 50 * time.Millisecond})
+	defer jobs.Close()
+	id, _, err := jobs.Start(nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs.Wait(t.Context(), id)
+	view, _ := jobs.Job(id)
+	if v := view.(backtest.JobView); v.Status != backtest.StatusFailed || !strings.Contains(v.Error, "stopped after 50ms, its limit (--backtest-timeout)") {
+		t.Fatalf("a job past its limit: %+v", v)
 	}
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/projections/backtest"
+)
+
+// heavyCandidate is a candidate whose every decision is costly: policies
+// of crm for #laptops that each require every one of many process checks
+// of many processes.
+func heavyCandidate(crm string, checks, processes, policies int) map[string]any {
+	var cs, ps []any
+	for i := range checks {
+		var procs []any
+		for j := range processes {
+			procs = append(procs, map[string]any{"osType": "Linux", "path": fmt.Sprintf("/opt/p%d/%d", i, j)})
+		}
+		cs = append(cs, map[string]any{"typeId": "PROCESS_MULTI", "name": fmt.Sprintf("heavy-%d", i), "semantic": "AllOf",
+			"roleAttributes": []string{"heavy"}, "processes": procs})
+	}
+	for i := range policies {
+		ps = append(ps, map[string]any{"name": fmt.Sprintf("heavy-%d", i), "type": "Dial", "semantic": "AllOf",
+			"identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + crm}, "postureCheckRoles": []string{"#heavy"}})
+	}
+	return map[string]any{"postureChecks": map[string]any{"create": cs}, "servicePolicies": map[string]any{"create": ps}}
+}
+
+func startJob(t *testing.T, n *testNode, admin string, candidate any) backtest.JobView {
+	t.Helper()
+	r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, candidate)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", r.Status, r.Body)
+	}
+	data, _ := r.envelope(t)
+	var job backtest.JobView
+	if err := json.Unmarshal(data, &job); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// TestBacktestStop: DELETE /backtests/{id} stops a running backtest and
+// forgets it, and the node's backtest slot is free again at its answer; a
+// finished job is forgotten the same way.
+func TestBacktestStop(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	admin := n.adminToken(t)
+	// Twenty recorded decisions, each decided again by the candidate.
+	var services []string
+	for i := range 20 {
+		services = append(services, n.create(t, admin, "services", map[string]any{"name": fmt.Sprintf("crm-%d", i), "roleAttributes": []string{"crm"}}))
+	}
+	n.create(t, admin, "service-policies", map[string]any{"name": "laptops-crm", "type": "Dial", "identityRoles": []string{"#laptops"},
+		"serviceRoles": []string{"#crm"}})
+	ep := n.endpoint(t, admin, "alice", "laptops")
+	for _, svc := range services {
+		if r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": svc}); r.Status != http.StatusCreated {
+			t.Fatalf("session: %d %s", r.Status, r.Body)
+		}
+	}
+	crm := services[0]
+	heavy := startJob(t, n, admin, heavyCandidate(crm, 40, 100, 200))
+	began := time.Now()
+	if r := n.do(t, http.MethodDelete, mgmt+"/backtests/"+heavy.ID, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
+	}
+	t.Logf("stopped in %s", time.Since(began))
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/"+heavy.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	expectError(t, n.do(t, http.MethodDelete, mgmt+"/backtests/"+heavy.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	// The slot is free: another backtest starts at once, and runs to its end.
+	light := startJob(t, n, admin, map[string]any{})
+	r := n.do(t, http.MethodGet, mgmt+"/backtests/"+light.ID+"?wait=60", admin, nil)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"status":"done"`) {
+		t.Fatalf("the next job: %d %s", r.Status, r.Body)
+	}
+	if r := n.do(t, http.MethodDelete, mgmt+"/backtests/"+light.ID, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("forget a finished job: %d %s", r.Status, r.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/"+light.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+}
