@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -325,12 +326,15 @@ func (a *API) currentIdentityEdgeRouters(c echo.Context) error {
 	return api.List(c, a.routers(a.Store.Reachable(posture.KindEdgeRouterPolicy, "identityRoles", p.Identity.ID, "edgeRouterRoles", "")))
 }
 
-// sessionClaims are the claims of a session token.
+// sessionClaims are the claims of a session token, as the controller's
+// service access tokens have them and the Go SDK reads them (its
+// GetSessionFromJwt): the service is the subject, the session the token's
+// id. Tokens made before this layout had the session as subject.
 type sessionClaims struct {
 	jwtRegistered
-	IdentityID string `json:"identityId"`
-	ServiceID  string `json:"serviceId"`
-	Type       string `json:"type"`
+	APISessionID string `json:"z_asid"`
+	IdentityID   string `json:"z_iid"`
+	Type         string `json:"z_st"`
 }
 
 // serviceEdgeRouters is GET /services/:id/edge-routers. A session-token
@@ -344,7 +348,10 @@ func (a *API) serviceEdgeRouters(c echo.Context) error {
 		if err := a.Tokens.Parse(tok, &claims); err != nil {
 			return &posture.Error{Code: posture.CodeUnauthorized, Message: "the session token is not valid"}
 		}
-		s, err := a.Store.Session(claims.Subject)
+		s, err := a.Store.Session(claims.ID)
+		if errors.Is(err, posture.ErrNotFound) {
+			s, err = a.Store.Session(claims.Subject) // a token of the earlier layout
+		}
 		if err != nil || s.ServiceID != id || s.IdentityID != p.Identity.ID {
 			return &posture.Error{Code: posture.CodeUnauthorized, Message: "the session token does not name a live session of this service"}
 		}

@@ -162,8 +162,8 @@ func (a *API) createSession(c echo.Context) error {
 		ServiceID: svc.ID, Type: typ, Tags: t, CreatedAt: a.Writer.Now().UTC(),
 	}
 	token, err := a.Tokens.Sign(sessionClaims{
-		jwtRegistered: jwt.RegisteredClaims{Subject: s.ID, ID: posture.NewToken(), IssuedAt: jwt.NewNumericDate(s.CreatedAt)},
-		IdentityID:    s.IdentityID, ServiceID: s.ServiceID, Type: s.Type,
+		jwtRegistered: jwt.RegisteredClaims{Subject: s.ServiceID, ID: s.ID, IssuedAt: jwt.NewNumericDate(s.CreatedAt)},
+		APISessionID:  s.APISessionID, IdentityID: s.IdentityID, Type: s.Type,
 	})
 	if err != nil {
 		return err

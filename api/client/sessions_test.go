@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/api/apitest"
 )
 
@@ -171,4 +173,42 @@ func TestServiceHandlers(t *testing.T) {
 	runClient(t, &admin, []apitest.Case{
 		{Name: "serviceTerminators: an admin sees any service that exists", Method: http.MethodGet, Path: "/services/svc2/terminators", Status: http.StatusOK},
 	}, grantCRM(true))
+}
+
+// TestSessionTokenLayouts: GET /services/{id}/edge-routers takes a
+// session-token of the layout the Go SDK reads (the service as subject, the
+// session as the token's id) and one of the earlier layout (the session as
+// subject), for the session's own service only.
+func TestSessionTokenLayouts(t *testing.T) {
+	ca, signer := testPKI(t)
+	sign := func(claims jwt.Claims) string {
+		tok, err := signer.Sign(claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	now := jwt.NewNumericDate(handlerNow)
+	current := sign(sessionClaims{jwtRegistered: jwt.RegisteredClaims{Subject: "svc1", ID: "ses1", IssuedAt: now},
+		APISessionID: "apis1", IdentityID: "ident1", Type: posture.Dial})
+	earlier := sign(jwt.MapClaims{"sub": "ses1", "jti": posture.NewToken(), "iat": now, "identityId": "ident1", "serviceId": "svc1", "type": posture.Dial})
+	forOther := sign(sessionClaims{jwtRegistered: jwt.RegisteredClaims{Subject: "svc1", ID: "ses2", IssuedAt: now}})
+	cases := []apitest.Case{
+		{Name: "the current layout", Method: http.MethodGet, Path: "/services/svc1/edge-routers",
+			Header: map[string]string{"session-token": current}, Status: http.StatusOK},
+		{Name: "the earlier layout", Method: http.MethodGet, Path: "/services/svc1/edge-routers",
+			Header: map[string]string{"session-token": earlier}, Status: http.StatusOK},
+		{Name: "another identity's session", Method: http.MethodGet, Path: "/services/svc1/edge-routers",
+			Header: map[string]string{"session-token": forOther}, Status: http.StatusUnauthorized, Code: posture.CodeUnauthorized},
+		{Name: "another service", Method: http.MethodGet, Path: "/services/svc2/edge-routers",
+			Header: map[string]string{"session-token": current}, Status: http.StatusUnauthorized, Code: posture.CodeUnauthorized},
+	}
+	apitest.Run(t, cases, func(t *testing.T, c apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {
+		store, log := newMemStore(), &apitest.Log{}
+		store.identities[laptop.ID], store.identities[stranger.ID] = laptop, stranger
+		grantCRM(true)(t, store)
+		store.sessions["ses1"] = posture.Session{ID: "ses1", IdentityID: "ident1", APISessionID: "apis1", ServiceID: "svc1", Type: posture.Dial}
+		store.sessions["ses2"] = posture.Session{ID: "ses2", IdentityID: "ident2", APISessionID: "apis2", ServiceID: "svc1", Type: posture.Dial}
+		return newClientAPI(store, log, ca, signer).Routes(), caller, log
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/jonboulle/clockwork"
 
@@ -203,11 +204,30 @@ func TestPostureDeniesThenGrants(t *testing.T) {
 	if ids := n.sessionIDs(t, n.login(t, clientAPI, "laptop-1", "laptop-1-password")); len(ids) != 1 || ids[0] != sess["id"] {
 		t.Fatalf("sessions from another login of the identity: %v", ids)
 	}
-	// The session token is a valid session-token for the edge router list.
-	req := n.do(t, http.MethodGet, clientAPI+"/services/"+crm+"/edge-routers", ep.token, nil)
-	if req.Status != http.StatusOK {
-		t.Fatalf("edge routers: %d %s", req.Status, req.Body)
+	// The session token is read as the Go SDK reads it to refresh a
+	// session (GetSessionFromJwt: its claims unverified, the service as
+	// subject, the session as the token's id), and it is a valid
+	// session-token for that service's edge router list.
+	var claims struct {
+		jwt.RegisteredClaims
+		APISessionID string `json:"z_asid"`
+		IdentityID   string `json:"z_iid"`
+		Type         string `json:"z_st"`
 	}
+	if _, _, err := jwt.NewParser().ParseUnverified(sess["token"].(string), &claims); err != nil {
+		t.Fatal(err)
+	}
+	if claims.Subject != crm || claims.ID != sess["id"] || claims.APISessionID != sess["apiSessionId"] ||
+		claims.IdentityID != sess["identityId"] || claims.Type != "Dial" {
+		t.Fatalf("session token claims %+v, session %v", claims, sess)
+	}
+	req := n.doHeader(t, http.MethodGet, clientAPI+"/services/"+claims.Subject+"/edge-routers", ep.token, "session-token", sess["token"].(string))
+	if req.Status != http.StatusOK {
+		t.Fatalf("edge routers with the session token: %d %s", req.Status, req.Body)
+	}
+	other := n.create(t, admin, "services", map[string]any{"name": "other"})
+	expectError(t, n.doHeader(t, http.MethodGet, clientAPI+"/services/"+other+"/edge-routers", ep.token, "session-token", sess["token"].(string)),
+		http.StatusUnauthorized, posture.CodeUnauthorized, "")
 
 	// Posture that stops matching removes the session and moves the
 	// service-update indicator.
