@@ -181,16 +181,40 @@ func buildNumber(build string) string {
 //   - Pre-release versions take part in ordinary semver precedence (unlike
 //     Masterminds' default, which excludes them): 1.3.0-beta satisfies
 //     ">=1.2.7 <1.3.0" because it sorts before 1.3.0.
+//   - The operators of the blang/semver ranges the controller evaluates are
+//     taken too: "==1.2.7" is "=1.2.7" and "!1.2.7" is "!=1.2.7".
 //   - An empty or blank range is an error; it never matches "everything".
 func ParseVersionRange(s string) (*semver.Constraints, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, errors.New("empty version range")
 	}
-	cs, err := semver.NewConstraint(s)
+	cs, err := semver.NewConstraint(blangOperators(s))
 	if err != nil {
 		return nil, fmt.Errorf("version range %q: %v", s, err)
 	}
 	cs.IncludePrerelease = true
 	return cs, nil
+}
+
+// blangOperators rewrites blang/semver's "==" and "!" operators, at the
+// start of a comparator, as Masterminds/semver's "=" and "!=".
+func blangOperators(s string) string {
+	if !strings.ContainsAny(s, "=!") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		start := i == 0 || strings.IndexByte(" \t,|", s[i-1]) >= 0
+		switch {
+		case start && strings.HasPrefix(s[i:], "=="):
+			b.WriteByte('=')
+			i++
+		case start && s[i] == '!' && !strings.HasPrefix(s[i:], "!="):
+			b.WriteString("!=")
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }

@@ -95,6 +95,13 @@ func TestParseVersionRange(t *testing.T) {
 		{"^1.2.3", true, []string{"1.9.0"}, []string{"2.0.0"}},
 		{"1.2 - 1.4", true, []string{"1.3.5", "1.4.9"}, []string{"1.5.0"}},
 		{"<1.3.0", true, []string{"1.3.0-beta"}, []string{"1.3.0"}},
+		// blang/semver's operators, as the controller's ranges use them.
+		{"==1.2.3", true, []string{"1.2.3"}, []string{"1.2.4"}},
+		{"!1.2.3", true, []string{"1.2.4", "1.2.2"}, []string{"1.2.3"}},
+		{">=1.2.3 !1.2.5", true, []string{"1.2.3", "1.2.6"}, []string{"1.2.5", "1.2.2"}},
+		{"<1.0.0 || ==1.2.3", true, []string{"0.9.0", "1.2.3"}, []string{"1.2.4"}},
+		{"!=1.2.3", true, []string{"1.2.4"}, []string{"1.2.3"}},
+		{"!", false, nil, nil},
 		{"", false, nil, nil},
 		{"   ", false, nil, nil},
 		{"nope", false, nil, nil},
