@@ -81,6 +81,8 @@ type backtestForm struct {
 	// Error is the API's (or the form's) message; Field the path of the
 	// offending field, when it names one.
 	Error, Field string
+	// Stopped is the job just stopped from its page, if any.
+	Stopped string
 }
 
 // backtestPage is GET /console/checks/{id}/backtest: the form, with the
@@ -91,7 +93,11 @@ type backtestForm struct {
 // goes on from what was tested, not from the stored check.
 func (c *Console) backtestPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if f, ok := c.candidates.get(r.URL.Query().Get("job")); ok && f.CheckID == id {
+	job, stopped := r.URL.Query().Get("job"), r.URL.Query().Get("stopped") != ""
+	if f, ok := c.candidates.get(job); ok && f.CheckID == id {
+		if stopped {
+			f.Stopped = job
+		}
 		c.renderBacktest(w, r, http.StatusOK, f)
 		return
 	}
@@ -110,8 +116,11 @@ func (c *Console) backtestPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := c.opts.Now().UTC().Truncate(time.Second)
-	c.renderBacktest(w, r, http.StatusOK, backtestForm{CheckID: id, CheckName: name, Body: body,
-		From: now.Add(-backtestWindow).Format(time.RFC3339)})
+	f := backtestForm{CheckID: id, CheckName: name, Body: body, From: now.Add(-backtestWindow).Format(time.RFC3339)}
+	if stopped {
+		f.Stopped = job
+	}
+	c.renderBacktest(w, r, http.StatusOK, f)
 }
 
 // putBody turns a check's GET answer into its PUT body, pretty, with
@@ -355,6 +364,7 @@ type ReportChange struct {
 	Kind         string    `json:"kind"`
 	IdentityID   string    `json:"identityId"`
 	IdentityName string    `json:"identityName"`
+	APISessionID string    `json:"apiSessionId"`
 	ServiceName  string    `json:"serviceName"`
 	SessionType  string    `json:"sessionType"`
 	PolicyName   string    `json:"policyName"`
@@ -427,6 +437,26 @@ func (c *Console) backtestJob(w http.ResponseWriter, r *http.Request) {
 		data["Edited"] = rep.edited(checkID)
 	}
 	c.render(w, r, http.StatusOK, "backtestjob", data)
+}
+
+// stopBacktest is POST /console/backtests/{id}/stop: the job is stopped
+// and forgotten (DELETE /backtests/{id}); then the check's backtest form,
+// or the checks page.
+func (c *Console) stopBacktest(w http.ResponseWriter, r *http.Request) {
+	a, err := c.call(r, http.MethodDelete, c.opts.ManagementBase+"/backtests/"+urlPath(r.PathValue("id")), sessionOf(r), nil)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if a.status != http.StatusOK && a.status != http.StatusNotFound { // one forgotten meanwhile is stopped too
+		c.apiFail(w, r, a)
+		return
+	}
+	to := "/console/checks"
+	if check := r.PostFormValue("check"); check != "" {
+		to = "/console/checks/" + urlPath(check) + "/backtest?job=" + urlEscape(r.PathValue("id")) + "&stopped=1"
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 // apiFail renders an API error answer on the error page: its status and

@@ -173,7 +173,7 @@ func TestBacktestReportCandidate(t *testing.T) {
 			                 {"checkId":"c1","checkName":"os <new>","checkType":"OS","value":"Windows 10.0.19045","identities":2,"requests":2}],
 			"lostAccess":[{"identityId":"admin-id","identityName":"admin","at":"2026-11-20T00:00:00Z","serviceName":"crm","how":"denied"},
 			              {"identityId":"gone-id","identityName":"carol","at":"2026-11-20T00:00:00Z","serviceName":"crm","how":"denied"}],
-			"changes":[{"seq":7,"at":"2026-11-20T00:00:00Z","kind":"decision","identityId":"gone-id","identityName":"carol","recorded":"granted","candidate":"denied"}]}}}`)
+			"changes":[{"seq":7,"at":"2026-11-20T00:00:00Z","kind":"decision","identityId":"gone-id","identityName":"carol","apiSessionId":"as-7","recorded":"granted","candidate":"denied"}]}}}`)
 	})
 	c, err := New(Options{API: m, ManagementBase: "/m", ClientBase: "/c", Store: adminStore{}})
 	if err != nil {
@@ -211,6 +211,10 @@ func TestBacktestReportCandidate(t *testing.T) {
 	if !strings.Contains(lost, `<a href="/console/identities/admin-id">admin</a>`) || !strings.Contains(lost, "carol (deleted since)") ||
 		strings.Contains(lost+changes, "gone-id") || !strings.Contains(changes, "carol (deleted since)") {
 		t.Errorf("identities deleted since are linked:\n%s\n%s", lost, changes)
+	}
+	// Two rows of one identity's API sessions tell which is which.
+	if !strings.Contains(changes, ", API session <code>as-7</code></td>") {
+		t.Errorf("a change does not name its API session:\n%s", changes)
 	}
 	values := regexp.MustCompile(`(?s)<table id="values-table">.*?</table>`).FindString(body)
 	otherValues := regexp.MustCompile(`(?s)<table id="other-values-table">.*?</table>`).FindString(body)

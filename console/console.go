@@ -155,6 +155,7 @@ func New(opts Options) (*Console, error) {
 	m.Handle("GET /console/checks/{id}/backtest", c.admin(c.backtestPage))
 	m.Handle("POST /console/checks/{id}/backtest", c.admin(c.startBacktest))
 	m.Handle("GET /console/backtests/{id}", c.admin(c.backtestJob))
+	m.Handle("POST /console/backtests/{id}/stop", c.admin(c.stopBacktest))
 	m.Handle("GET /console/", c.admin(c.notFound))
 	// Forms are refused from other origins (Sec-Fetch-Site, Origin), on top
 	// of the token each one carries.

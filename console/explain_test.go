@@ -108,7 +108,8 @@ func TestExplainDeletedIdentity(t *testing.T) {
 	// about, and the service is typed.
 	status, body = explain("identity=7fQ2kLm9Zx&at=" + then)
 	if status != http.StatusOK || !strings.Contains(body, `name="identity" value="7fQ2kLm9Zx"`) || strings.Contains(body, "Imp0ster01") ||
-		!strings.Contains(body, `<label>Service id <input name="service" value="">`) {
+		!strings.Contains(body, `<label>Service (id or name) <input name="service" value="">`) || !strings.Contains(body, `id="choose-service"`) ||
+		strings.Contains(body, `id="explanation"`) {
 		t.Fatalf("explain of a deleted identity, without a service: %d\n%s", status, body)
 	}
 
@@ -128,5 +129,20 @@ func TestExplainDeletedIdentity(t *testing.T) {
 	// By its own id, the identity is not said to be found by name.
 	if status, body = explain("identity=Imp0ster01&service=crm"); status != http.StatusOK || strings.Contains(body, `id="resolved"`) {
 		t.Fatalf("explain by id: %d\n%s", status, body)
+	}
+	// Without a service: the services granted are offered, none chosen,
+	// and nothing is explained.
+	status, body = explain("identity=Imp0ster01")
+	if status != http.StatusOK || !strings.Contains(body, `<option value="" selected>choose a service</option><option value="crm">crm</option>`) ||
+		!strings.Contains(body, `id="choose-service"`) || strings.Contains(body, `id="explanation"`) || asked != 0 {
+		t.Fatalf("explain without a service: %d, asked %d times\n%s", status, asked, body)
+	}
+	// Before any identity had the id, and before the one named so was
+	// created: one message says both.
+	before := url.QueryEscape(deletedCreatedAt.Add(-time.Hour).Format(time.RFC3339))
+	status, body = explain("identity=7fQ2kLm9Zx&service=crm&at=" + before)
+	want := `No identity had the id &#34;7fQ2kLm9Zx&#34; at 2026-11-19T23:00:00.999Z, and the identity named 7fQ2kLm9Zx (id Imp0ster01) was created later, at 2026-11-22T01:00:00.000Z.`
+	if status != http.StatusNotFound || !strings.Contains(body, want) || strings.Contains(body, `id="resolved"`) {
+		t.Fatalf("explain before the id and the name existed: %d, want %s\n%s", status, want, body)
 	}
 }

@@ -263,7 +263,7 @@ func (c *Console) counts(w http.ResponseWriter, r *http.Request) {
 }
 
 // timeHint says what a moment may be.
-const timeHint = "must be a time (2006-01-02T15:04:05Z, or before now: -2h)"
+const timeHint = "must be a time in UTC (2026-11-22T10:32:00Z, or before now: -2h)"
 
 // timeWindow reads from and to (RFC 3339, a duration before now such as
 // -2h, or the form 2006-01-02T15:04:05 taken as UTC);
@@ -636,12 +636,22 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Services"] = services
 	if serviceID == "" {
+		// Nothing is explained until a service is chosen: none is
+		// chosen for the user.
+		data["Choose"] = true
 		c.render(w, r, http.StatusOK, "explain", data)
 		return
 	}
 	// What did not exist at the moment is said as it is known now.
 	switch {
 	case at.IsZero():
+	case at.Before(id.CreatedAt) && id.ID != identityID:
+		// Found by its name now: no identity had the id then, and the one
+		// with the name did not exist yet.
+		delete(data, "Resolved")
+		again(posture.Errorf(posture.CodeNotFound, "No identity had the id %q at %s, and the identity named %s (id %s) was created later, at %s.",
+			identityID, stamp(at), id.Name, id.ID, stamp(id.CreatedAt)))
+		return
 	case at.Before(id.CreatedAt):
 		again(posture.Errorf(posture.CodeNotFound, "%s did not exist at %s (created %s).", id.Name, stamp(at), stamp(id.CreatedAt)))
 		return
@@ -731,9 +741,11 @@ func (c *Console) serviceOf(idOrName string) (posture.Service, bool, error) {
 // it stands now.
 type checkRow struct {
 	posture.Check
-	// Enforcement: "enforced", "report-only" or "enforced since <time>".
-	Enforcement string
-	ReportOnly  bool
+	// Enforcement: "enforced" or "report-only"; EnforcedSince, when an
+	// enforceAt has passed.
+	Enforcement   string
+	EnforcedSince *time.Time
+	ReportOnly    bool
 }
 
 // reportRow is a report-only check's impact: how many identities fail it
@@ -787,7 +799,7 @@ func (c *Console) checks(w http.ResponseWriter, r *http.Request) {
 		case chk.ReportOnly(now):
 			row.Enforcement, row.ReportOnly = "report-only", true
 		case e != nil && e.EnforceAt != nil:
-			row.Enforcement = "enforced since " + e.EnforceAt.UTC().Format(time.RFC3339)
+			row.EnforcedSince = e.EnforceAt
 		}
 		rows = append(rows, row)
 		if !row.ReportOnly {
@@ -832,8 +844,8 @@ func (c *Console) checks(w http.ResponseWriter, r *http.Request) {
 // service is a service an identity's policies grant, for links and choices.
 type service struct{ ID, Name string }
 
-// services lists the services the identity's policies grant, by id, with
-// their names.
+// services lists the services the identity's policies grant, with their
+// names, by name.
 func (c *Console) services(identityID string) []service {
 	var out []service
 	for _, g := range c.opts.Store.ServicesFor(identityID, "") {
@@ -843,6 +855,7 @@ func (c *Console) services(identityID string) []service {
 		}
 		out = append(out, service{g.ServiceID, name})
 	}
+	slices.SortStableFunc(out, func(a, b service) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -22,8 +22,11 @@ func (pagesStore) Identity(id string) (posture.Identity, error) {
 }
 
 func (pagesStore) Checks() ([]posture.Check, error) {
+	since := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 	return []posture.Check{{ID: "nic", Name: "registered-nic", TypeID: "MAC", MACAddresses: []string{"aa:bb:cc:dd:ee:ff"},
-		Enforcement: &posture.Enforcement{Mode: posture.ReportMode}}}, nil
+		Enforcement: &posture.Enforcement{Mode: posture.ReportMode}},
+		{ID: "dom", Name: "corp-domain", TypeID: "DOMAIN", Domains: []string{"corp.example"},
+			Enforcement: &posture.Enforcement{Mode: posture.ReportMode, EnforceAt: &since}}}, nil
 }
 
 func (pagesStore) FleetCounts() ([]posture.FleetCount, error) {
@@ -64,6 +67,10 @@ func TestChecksImpactLosesNothing(t *testing.T) {
 	body := w.Body.String()
 	if w.Code != http.StatusOK || !strings.Contains(body, "<td>wiki (Dial)</td>") {
 		t.Fatalf("checks: %d\n%s", w.Code, body)
+	}
+	// A check enforced since its enforceAt says when, as every moment.
+	if !strings.Contains(body, `<td data-label="Enforcement">enforced since <time datetime="2026-11-21T08:00:00Z" title="2026-11-21T08:00:00Z">2026-11-21T08:00:00.000Z</time></td>`) {
+		t.Fatalf("a check enforced since its enforceAt:\n%s", body)
 	}
 	if strings.Contains(body, "another policy grants it") || !strings.Contains(body, `<td><span class="loses-nothing">nothing it has now</span></td>`) {
 		t.Fatalf("an identity that loses nothing:\n%s", body)

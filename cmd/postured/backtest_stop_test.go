@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +14,9 @@ import (
 )
 
 // heavyCandidate is a candidate whose every decision is costly: policies
-// of crm for #laptops that each require every one of many process checks
-// of many processes.
-func heavyCandidate(crm string, checks, processes, policies int) map[string]any {
+// of the services serviceRoles select for #laptops that each require every
+// one of many process checks of many processes.
+func heavyCandidate(serviceRoles string, checks, processes, policies int) map[string]any {
 	var cs, ps []any
 	for i := range checks {
 		var procs []any
@@ -27,7 +28,7 @@ func heavyCandidate(crm string, checks, processes, policies int) map[string]any 
 	}
 	for i := range policies {
 		ps = append(ps, map[string]any{"name": fmt.Sprintf("heavy-%d", i), "type": "Dial", "semantic": "AllOf",
-			"identityRoles": []string{"#laptops"}, "serviceRoles": []string{"@" + crm}, "postureCheckRoles": []string{"#heavy"}})
+			"identityRoles": []string{"#laptops"}, "serviceRoles": []string{serviceRoles}, "postureCheckRoles": []string{"#heavy"}})
 	}
 	return map[string]any{"postureChecks": map[string]any{"create": cs}, "servicePolicies": map[string]any{"create": ps}}
 }
@@ -65,8 +66,7 @@ func TestBacktestStop(t *testing.T) {
 			t.Fatalf("session: %d %s", r.Status, r.Body)
 		}
 	}
-	crm := services[0]
-	heavy := startJob(t, n, admin, heavyCandidate(crm, 40, 100, 200))
+	heavy := startJob(t, n, admin, heavyCandidate("#crm", 40, 100, 200))
 	began := time.Now()
 	if r := n.do(t, http.MethodDelete, mgmt+"/backtests/"+heavy.ID, admin, nil); r.Status != http.StatusOK {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
@@ -84,4 +84,27 @@ func TestBacktestStop(t *testing.T) {
 		t.Fatalf("forget a finished job: %d %s", r.Status, r.Body)
 	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/"+light.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+
+	// On the console: a running job's page has a button that stops it.
+	b := newConsoleBrowser(t, n, consoleServer(t, n))
+	if p := b.signIn("admin", testAdminPassword); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d %s", p.Status, p.Body)
+	}
+	heavy = startJob(t, n, admin, heavyCandidate("#crm", 40, 100, 200))
+	jobPage := "/console/backtests/" + heavy.ID
+	if p := b.get(jobPage); p.Status != http.StatusOK || !strings.Contains(p.Body, `<form method="post" action="/console/backtests/`+heavy.ID+`/stop"`) {
+		t.Fatalf("a running job's page has no stop button: %d\n%s", p.Status, p.Body)
+	}
+	if p := b.post(jobPage, jobPage+"/stop", url.Values{}); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/console/checks" {
+		t.Fatalf("stop from the console: %d %v %s", p.Status, p.Header, p.Body)
+	}
+	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/"+heavy.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	// Without the CSRF token nothing is stopped.
+	heavy = startJob(t, n, admin, heavyCandidate("#crm", 40, 100, 200))
+	if p := b.do(http.MethodPost, "/console/backtests/"+heavy.ID+"/stop", url.Values{}); p.Status != http.StatusForbidden {
+		t.Fatalf("stop without the CSRF token: %d %s", p.Status, p.Body)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+"/backtests/"+heavy.ID, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("the job after a refused stop: %d %s", r.Status, r.Body)
+	}
 }

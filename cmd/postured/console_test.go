@@ -813,15 +813,17 @@ func TestConsoleExplainByName(t *testing.T) {
 		strings.Contains(p.Body, "ids, not names") {
 		t.Fatalf("explain of a service nobody has: %d\n%s", p.Status, p.Body)
 	}
-	// Before the identity existed: said in words, with its creation.
+	// Before the identity existed: said in words, with its creation (asked
+	// by its name, which no identity had as its id).
 	laptop, err := n.store.Identity(st.identity)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := laptop.CreatedAt.Add(-time.Hour).UTC().Truncate(time.Second)
 	p = b.get("/console/explain?identity=laptop-1&service=crm&at=" + url.QueryEscape(before.Format(time.RFC3339)))
-	want := "laptop-1 did not exist at " + before.Format("2006-01-02T15:04:05") + ".999Z (created " + laptop.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") + ")."
-	if p.Status != http.StatusNotFound || !strings.Contains(p.Body, want) || strings.Contains(p.Body, "ids, not names") {
+	want := "No identity had the id &#34;laptop-1&#34; at " + before.Format("2006-01-02T15:04:05") + ".999Z, and the identity named laptop-1 (id " +
+		st.identity + ") was created later, at " + laptop.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z") + "."
+	if p.Status != http.StatusNotFound || !strings.Contains(p.Body, want) || strings.Contains(p.Body, "ids, not names") || strings.Contains(p.Body, `id="resolved"`) {
 		t.Fatalf("explain before laptop-1 existed: %d, want %q\n%s", p.Status, want, p.Body)
 	}
 	// The second it was created in, written whole, is the end of that
