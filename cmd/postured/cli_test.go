@@ -375,6 +375,14 @@ func TestTransitionsTail(t *testing.T) {
 	if want := []string{posture.TransitionPolicyPassing, posture.TransitionPolicyFailing}; !slices.Equal(kinds, want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
+	// --no-follow: what the stream holds now, then the command ends.
+	dump, err := command(t, append([]string{"transitions", "tail", "--all", "--no-follow", "--identity", st.ep.id, "--kind", "policy-failing,policy-passing"}, auditor...)...)
+	if err != nil || strings.Count(dump, "\n") != 2 || !strings.Contains(dump, `"kind":"policy-passing"`) || !strings.Contains(dump, `"kind":"policy-failing"`) {
+		t.Fatalf("--all --no-follow: %v\n%s", err, dump)
+	}
+	if out, err := command(t, append([]string{"transitions", "tail", "--no-follow", "--identity", st.ep.id}, auditor...)...); err != nil || out != "" {
+		t.Fatalf("--no-follow from after the newest: %v %q", err, out)
+	}
 	for _, bad := range [][]string{{"--kind", "policy-exploded"}, {"--identity", "a.>"}, {"--identity", "x\ny"}} {
 		if _, err := command(t, append([]string{"transitions", "tail", "--data-dir", cfg.DataDir}, bad...)...); !errors.As(err, new(usageError)) {
 			t.Fatalf("%v: %v, want a usage error", bad, err)
@@ -385,6 +393,10 @@ func TestTransitionsTail(t *testing.T) {
 	again := followCommand(t, "transitions", "tail", "--all", "--identity", other.ep.id, "--data-dir", cfg.DataDir)
 	if out := again(`"kind":"policy-failing"`); !strings.Contains(out, `"kind":"policy-passing"`) || strings.Contains(out, st.ep.id) {
 		t.Fatalf("--all on the data directory:\n%s", out)
+	}
+	if out, err := command(t, "transitions", "tail", "--all", "--no-follow", "--identity", other.ep.id, "--data-dir", cfg.DataDir); err != nil ||
+		!strings.Contains(out, `"kind":"policy-failing"`) || strings.Contains(out, st.ep.id) {
+		t.Fatalf("--all --no-follow on the data directory: %v\n%s", err, out)
 	}
 
 	// A log no node has run on has no transitions stream.

@@ -23,6 +23,7 @@ type transitionsTailCmd struct {
 	Identity string   `help:"Only transitions of this identity."`
 	Kind     []string `help:"Only transitions of these kinds (repeatable, or comma-separated)."`
 	All      bool     `help:"Start at the oldest transition kept (default: after the newest)."`
+	NoFollow bool     `help:"Stop after the newest transition (the stream's newest when the command starts) instead of following: with --all, a dump."`
 }
 
 // filters are the stream subjects the flags select: <prefix><identity>.<kind>.
@@ -76,19 +77,31 @@ func (t *transitionsTailCmd) Run(ctx context.Context, s streams) error {
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", tr.Name(), err)
 	}
+	var last uint64 // with --no-follow: the stream's newest when the command starts
+	if t.NoFollow {
+		info, err := tr.Stream().Info(ctx)
+		if err != nil {
+			return err
+		}
+		if last = info.State.LastSeq; !t.All || cons.CachedInfo().NumPending == 0 {
+			return nil // nothing selected before now
+		}
+	}
 	msgs, err := cons.Messages()
 	if err != nil {
 		return err
 	}
 	defer msgs.Stop()
 	go func() { <-ctx.Done(); msgs.Stop() }()
-	// The consumer stands: every transition from here on is printed, and a
-	// script may act now.
-	from := "after the newest transition"
-	if t.All {
-		from = "the oldest transition kept"
+	if !t.NoFollow {
+		// The consumer stands: every transition from here on is printed,
+		// and a script may act now.
+		from := "after the newest transition"
+		if t.All {
+			from = "the oldest transition kept"
+		}
+		fmt.Fprintf(s.err, "postured: following %s from %s (Ctrl-C stops)\n", tr.Name(), from)
 	}
-	fmt.Fprintf(s.err, "postured: following %s from %s (Ctrl-C stops)\n", tr.Name(), from)
 	for {
 		msg, err := msgs.Next()
 		if err != nil {
@@ -97,9 +110,19 @@ func (t *transitionsTailCmd) Run(ctx context.Context, s streams) error {
 			}
 			return err
 		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		if t.NoFollow && meta.Sequence.Stream > last {
+			return nil
+		}
 		// Each transition is stored as one line of compact JSON.
 		if _, err := fmt.Fprintf(s.out, "%s\n", msg.Data()); err != nil {
 			return err
+		}
+		if t.NoFollow && (meta.NumPending == 0 || meta.Sequence.Stream >= last) {
+			return nil
 		}
 	}
 }
