@@ -428,14 +428,12 @@ func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 		"From": from.UTC().Format(time.RFC3339), "To": to.UTC().Format(time.RFC3339), "WindowField": "",
 		"Services": c.services(id.ID),
 	}
-	// The inputs hold what was typed (a moment before now such as -2h
-	// stays one), else the window shown.
+	// The inputs hold what was typed, an empty one included (a moment
+	// before now such as -2h stays one, and an empty to stays now), else
+	// the default window shown.
 	q := r.URL.Query()
-	if v := q.Get("from"); v != "" || windowErr != nil {
-		data["From"] = v
-	}
-	if v := q.Get("to"); v != "" || windowErr != nil {
-		data["To"] = v
+	if q.Has("from") || q.Has("to") || windowErr != nil {
+		data["From"], data["To"] = q.Get("from"), q.Get("to")
 	}
 	if windowErr != nil {
 		data["WindowError"] = windowMsg
