@@ -281,6 +281,10 @@ func (a *auditSkipsCmd) Run(ctx context.Context, s streams) error {
 		}
 		return nil
 	}
+	if len(skips) == 0 {
+		fmt.Fprintln(s.err, "postured: no message of the log has been skipped")
+		return nil
+	}
 	tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SKIPPED SEQ\tDECIDED AT\tDECISION SEQ\tBY\tREASON\tPROBLEM")
 	for _, d := range skips {

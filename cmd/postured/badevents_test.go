@@ -341,3 +341,21 @@ func TestWriteInspection(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditSkipsNone: a log with no skipped message says so, on stderr,
+// and prints no table (nor JSON).
+func TestAuditSkipsNone(t *testing.T) {
+	cfg := defaultTestConfig(t.TempDir())
+	n := startTestNode(t, cfg)
+	n.srv.Close()
+	n.Close()
+	for _, args := range [][]string{{}, {"--json"}} {
+		var out, errOut lockedBuffer
+		if err := posturedStreams(t.Context(), &out, &errOut, append([]string{"audit", "skips", "--data-dir", cfg.DataDir}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != "" || strings.Contains(errOut.String(), "no message of the log has been skipped") != (len(args) == 0) {
+			t.Fatalf("audit skips %v: stdout %q, stderr %q", args, out.String(), errOut.String())
+		}
+	}
+}
