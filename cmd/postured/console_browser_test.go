@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"flag"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,6 +246,10 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css("#changes")),
 		shot(dir, "backtest-report"),
 	)
+	report, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if denied := read(t, ctx, "#newly-denied"); denied != "1" {
 		t.Fatalf("newly denied: %q", denied)
 	}
@@ -325,7 +330,19 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Navigate(base+"/console/explain?identity="+st.identity+"&service="+long),
 		chromedp.WaitVisible(css("#decision")),
 	)
-	fits("explain")
+	fitsTables("explain")
+	browse(t, ctx, "explain of the denial on a phone",
+		chromedp.Navigate(base+"/console/explain?identity="+st.identity+"&service="+st.service+"&at="+url.QueryEscape(st.deniedAt.UTC().Format(time.RFC3339Nano))),
+		chromedp.WaitVisible(css("#decision")),
+		shot(dir, "explain-phone"),
+	)
+	fitsTables("explain of the denial")
+	browse(t, ctx, "a backtest report on a phone",
+		chromedp.Navigate(report),
+		chromedp.WaitVisible(css("#changes")),
+		shot(dir, "backtest-report-phone"),
+	)
+	fitsTables("a backtest report")
 	browse(t, ctx, "the fleet on a phone",
 		chromedp.Navigate(base+"/console/fleet"),
 		chromedp.WaitVisible(css("#failures")),
@@ -337,8 +354,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	browse(t, ctx, "checks on a phone",
 		chromedp.Navigate(base+"/console/checks"),
 		chromedp.WaitVisible(css("#checks")),
+		shot(dir, "checks-phone"),
 	)
-	fits("the checks page")
+	fitsTables("the checks page")
 	if right, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`Math.max(...[...document.querySelectorAll("a.backtest")].map(a => a.getBoundingClientRect().right))`)); err != nil || right > 390 {
 		t.Errorf("the checks' edit and backtest links on a phone end at %v (%v)", right, err)
 	}
