@@ -22,8 +22,8 @@ type Store interface {
 	Identity(id string) (posture.Identity, error)
 	// IdentityByName reads the identity with the name (names are unique).
 	IdentityByName(name string) (posture.Identity, error)
-	// IdentityPage reads at most limit identities in id order after the
-	// id, without scanning the rest.
+	// IdentityPage reads at most limit identities in name order after the
+	// name, without scanning the rest.
 	IdentityPage(after string, limit int) ([]posture.Identity, error)
 	// IdentitiesByNamePrefix reads at most limit identities whose name
 	// starts with the prefix, in name order, from the name index (without

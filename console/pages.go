@@ -45,7 +45,7 @@ func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 		if name != "" {
 			more = true
 		} else {
-			next = ids[len(ids)-1].ID
+			next = ids[len(ids)-1].Name
 		}
 	}
 	now := c.opts.Now()

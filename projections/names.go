@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/seed-0809debe/posture"
 )
 
@@ -37,6 +38,42 @@ func (s *Store) IdentitiesByNamePrefix(prefix string, limit int) ([]posture.Iden
 		if strings.HasPrefix(v.Name, prefix) {
 			out = append(out, v)
 		}
+	}
+	return out, nil
+}
+
+// IdentityPage reads at most limit identities in name order, starting
+// after the name ("": from the first), through the name index: it reads
+// the page and no more, so that a listing of a large fleet does not scan
+// it.
+func (s *Store) IdentityPage(afterName string, limit int) ([]posture.Identity, error) {
+	prefix := uniqueKey(posture.KindIdentity, "name", "")
+	lower := prefix
+	if afterName != "" {
+		lower = append(uniqueKey(posture.KindIdentity, "name", afterName), 0)
+	}
+	r := s.r()
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for ok := it.First(); ok && len(ids) < limit; ok = it.Next() {
+		ids = append(ids, string(it.Value()))
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, err
+	}
+	out := make([]posture.Identity, 0, len(ids))
+	for _, id := range ids {
+		v, err := getEntity[posture.Identity](r, posture.KindIdentity, id)
+		if errors.Is(err, posture.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }
