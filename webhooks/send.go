@@ -29,9 +29,17 @@ type result struct {
 
 func (r result) ok() bool { return r.err == nil && r.status >= 200 && r.status < 300 }
 
-// errText is the error shown in the deliveries list.
+// errText is the error shown in the deliveries list (and kept in the
+// log). A failed name lookup is said without the node's resolver's address.
 func (r result) errText() string {
+	var dns *net.DNSError
 	switch {
+	case errors.As(r.err, &dns):
+		what := dns.Err
+		if dns.IsNotFound {
+			what = "no such host"
+		}
+		return "the lookup of " + dns.Name + " failed: " + what
 	case r.err != nil:
 		return r.err.Error()
 	case !r.ok():

@@ -2,8 +2,10 @@ package webhooks
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,5 +168,19 @@ func TestReachable(t *testing.T) {
 		if err := Reachable(url, deny); (err != nil) != refused {
 			t.Errorf("%s: %v, want refused %v", url, err, refused)
 		}
+	}
+}
+
+// TestErrTextHidesTheResolver: a failed lookup names the host, not the
+// node's DNS server.
+func TestErrTextHidesTheResolver(t *testing.T) {
+	err := &url.Error{Op: "Post", URL: "https://nope.invalid/hook", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: &net.DNSError{Err: "no such host", Name: "nope.invalid", Server: "10.255.255.53:53", IsNotFound: true}}}
+	got := result{err: err}.errText()
+	if got != "the lookup of nope.invalid failed: no such host" || strings.Contains(got, "10.255.255.53") {
+		t.Fatalf("errText: %q", got)
+	}
+	if got := (result{err: errors.New("dial tcp 192.0.2.2:443: connect: connection refused")}).errText(); !strings.Contains(got, "connection refused") {
+		t.Fatalf("errText of a refused connection: %q", got)
 	}
 }
