@@ -45,35 +45,32 @@ func (s *Store) IdentitiesByNamePrefix(prefix string, limit int) ([]posture.Iden
 // IdentityPage reads at most limit identities in name order, starting
 // after the name ("": from the first), through the name index: it reads
 // the page and no more, so that a listing of a large fleet does not scan
-// it.
+// it. The index and the identities are read at one cursor, so that each
+// identity listed has the name it is listed under.
 func (s *Store) IdentityPage(afterName string, limit int) ([]posture.Identity, error) {
 	prefix := uniqueKey(posture.KindIdentity, "name", "")
 	lower := prefix
 	if afterName != "" {
 		lower = append(uniqueKey(posture.KindIdentity, "name", afterName), 0)
 	}
-	r := s.r()
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for ok := it.First(); ok && len(ids) < limit; ok = it.Next() {
-		ids = append(ids, string(it.Value()))
-	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return nil, err
-	}
-	out := make([]posture.Identity, 0, len(ids))
-	for _, id := range ids {
-		v, err := getEntity[posture.Identity](r, posture.KindIdentity, id)
-		if errors.Is(err, posture.ErrNotFound) {
-			continue
-		}
+	var out []posture.Identity
+	err := s.view(func(r reader) error {
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, v)
-	}
-	return out, nil
+		defer it.Close()
+		for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+			v, err := getEntity[posture.Identity](r, posture.KindIdentity, string(it.Value()))
+			if errors.Is(err, posture.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return it.Error()
+	})
+	return out, err
 }
