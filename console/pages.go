@@ -17,8 +17,8 @@ import (
 func urlEscape(s string) string { return url.QueryEscape(s) }
 
 // fleet is GET /console/fleet: a page of identities in name order
-// (after=<name>) with
-// their posture ages and last failed requests, and the live counts. With
+// (after=<name>) with their posture ages and last failed requests, and the
+// live counts. With
 // name=<name> the identities are those whose name is the name or starts
 // with it, in name order, at most a page of them (read from the name
 // index; "more" says when there are others).
