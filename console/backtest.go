@@ -443,12 +443,26 @@ func (c *Console) backtestJob(w http.ResponseWriter, r *http.Request) {
 // and forgotten (DELETE /backtests/{id}); then the check's backtest form,
 // or the checks page.
 func (c *Console) stopBacktest(w http.ResponseWriter, r *http.Request) {
-	a, err := c.call(r, http.MethodDelete, c.opts.ManagementBase+"/backtests/"+urlPath(r.PathValue("id")), sessionOf(r), nil)
+	job := c.opts.ManagementBase + "/backtests/" + urlPath(r.PathValue("id"))
+	// A job that ended since its page was shown keeps its report: its page
+	// again, not a stop that would forget it.
+	a, err := c.call(r, http.MethodGet, job, sessionOf(r), nil)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	if a.status != http.StatusOK && a.status != http.StatusNotFound { // one forgotten meanwhile is stopped too
+	var env struct {
+		Data Job `json:"data"`
+	}
+	if a.status == http.StatusOK && json.Unmarshal(a.body.Bytes(), &env) == nil && env.Data.Status != "running" {
+		http.Redirect(w, r, "/console/backtests/"+urlPath(r.PathValue("id"))+"?check="+urlEscape(r.PostFormValue("check")), http.StatusSeeOther)
+		return
+	}
+	if a, err = c.call(r, http.MethodDelete, job, sessionOf(r), nil); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if a.status != http.StatusOK && a.status != http.StatusAccepted && a.status != http.StatusNotFound { // one forgotten meanwhile is stopped too
 		c.apiFail(w, r, a)
 		return
 	}

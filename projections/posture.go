@@ -690,6 +690,11 @@ func reevaluateAll(tx *Tx, at time.Time, affected func(identityID string) bool) 
 		if !affected(id) {
 			continue
 		}
+		if tx.interrupt != nil {
+			if err := tx.interrupt(); err != nil {
+				return err
+			}
+		}
 		if err := reevaluate(tx, id, tx.graph.sessionsOf(id), at, true); err != nil {
 			return err
 		}

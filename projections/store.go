@@ -123,7 +123,17 @@ type Store struct {
 	// beforeCommit, when set (tests), runs just before a batch is
 	// committed.
 	beforeCommit func()
+	// interrupt, when set (SetInterrupt), stops an apply that
+	// re-evaluates many identities.
+	interrupt func() error
 }
+
+// SetInterrupt makes an apply that re-evaluates many identities (a change
+// of checks, policies or roles) ask fn before each, and fail with its
+// error: a throwaway projection (a backtest's) can then be stopped within
+// such an event. The node's own projection never sets it: its applies
+// always run to the end. Call it before the first apply.
+func (s *Store) SetInterrupt(fn func() error) { s.interrupt = fn }
 
 // Open opens (or creates) the projection database and reads its cursor.
 func Open(opts Options) (*Store, error) {

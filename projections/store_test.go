@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -610,5 +611,31 @@ func TestOpenMakesAPrivateDirectory(t *testing.T) {
 		if perm := fi.Mode().Perm(); perm != 0o700 {
 			t.Errorf("%s: projection directory mode %v, want 0700", dir, perm)
 		}
+	}
+}
+
+// TestInterrupt: a store with an interrupt stops a change that
+// re-evaluates identities with its error, before committing anything; a
+// store without one applies it.
+func TestInterrupt(t *testing.T) {
+	stop := errors.New("stopped")
+	for _, interrupted := range []bool{false, true} {
+		s := openMem(t, vfs.NewMem())
+		a := &applier{s: s, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Second}
+		at := a.at
+		a.apply(t, posture.Created[posture.Identity]{Entity: posture.Identity{ID: "i1", Name: "laptop", Type: posture.IdentityDevice, RoleAttributes: []string{"laptops"}}})
+		a.apply(t, posture.APISessionCreated{APISession: posture.APISession{ID: "as1", TokenHash: "h-as1", IdentityID: "i1",
+			AuthMethod: "password", ConfigTypes: []string{}, CreatedAt: at, LastActivityAt: at}})
+		if interrupted {
+			s.SetInterrupt(func() error { return stop })
+		}
+		policy := posture.ServicePolicy{ID: "p1", Name: "p1", Type: posture.Dial, Semantic: posture.AllOf, IdentityRoles: []string{"#laptops"}}
+		e := posture.MustEvent(posture.Created[posture.ServicePolicy]{Entity: policy}, at.Add(time.Hour))
+		e.Seq = a.seq + 1
+		err := s.Apply([]posture.Event{e})
+		if interrupted != errors.Is(err, stop) || interrupted == (s.Cursor() == e.Seq) {
+			t.Fatalf("interrupted %t: %v, cursor %d", interrupted, err, s.Cursor())
+		}
+		s.Close()
 	}
 }

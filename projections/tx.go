@@ -50,10 +50,14 @@ type Tx struct {
 	enc     bytes.Buffer
 	encoder *gojson.Encoder
 	out     []byte
+	// interrupt is the store's (SetInterrupt), asked between identities
+	// when a change re-evaluates many.
+	interrupt func() error
 }
 
 func newTx(b *pebble.Batch, s *Store) *Tx {
-	tx := &Tx{b: b, graph: s.graph, lean: s.lean, dueWrites: &s.dueWrites, evicted: &s.evicted, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{}}
+	tx := &Tx{b: b, graph: s.graph, lean: s.lean, dueWrites: &s.dueWrites, evicted: &s.evicted, hot: s.hot, ranges: s.ranges, staged: map[string]*hotEntry{},
+		interrupt: s.interrupt}
 	tx.reader = hotReader{hot: s.hot, r: b, staged: tx.staged, populate: true}
 	tx.encoder = gojson.NewEncoder(&tx.enc)
 	tx.encoder.SetEscapeHTML(false)

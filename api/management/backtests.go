@@ -256,10 +256,11 @@ type Backtests interface {
 	Job(id string) (any, bool)
 	// Wait waits until a job ends or ctx does.
 	Wait(ctx context.Context, id string)
-	// Stop stops a running job and forgets it, or forgets a finished one,
-	// waiting for a running one to end or ctx to; false when there is no
-	// such job.
-	Stop(ctx context.Context, id string) bool
+	// Stop stops a running job and forgets it once it has ended, or
+	// forgets a finished one, waiting for a running one to end or ctx to;
+	// found is false when there is no such job, ended false when it is
+	// still stopping.
+	Stop(ctx context.Context, id string) (found, ended bool)
 }
 
 func (a *API) backtestRoutes() []api.Route {
@@ -360,14 +361,24 @@ func (a *API) detailBacktest(c echo.Context) error {
 // to end: a job stops within the event it is deciding.
 const stopWait = 10 * time.Second
 
-// deleteBacktest is DELETE /backtests/{id}: a running job is stopped (its
-// place is free once it has ended, which the answer waits for), and the
-// job, running or finished, is forgotten.
+// deleteBacktest is DELETE /backtests/{id}: a running job is stopped and
+// forgotten once it has ended (its place is free then), a finished one
+// forgotten. The answer waits for a running job to end: 200 when it has,
+// 202 with the job (status stopping) when it has not yet.
 func (a *API) deleteBacktest(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), stopWait)
 	defer cancel()
-	if !a.Backtests.Stop(ctx, c.Param("id")) {
-		return posture.NotFound("backtest", c.Param("id"))
+	id := c.Param("id")
+	found, ended := a.Backtests.Stop(ctx, id)
+	switch {
+	case !found:
+		return posture.NotFound("backtest", id)
+	case ended:
+		return api.Empty(c)
 	}
-	return api.Empty(c)
+	job, ok := a.Backtests.Job(id)
+	if !ok { // it ended meanwhile
+		return api.Empty(c)
+	}
+	return c.JSON(http.StatusAccepted, api.Envelope{Data: job})
 }

@@ -67,6 +67,9 @@ func TestBacktestStop(t *testing.T) {
 		}
 	}
 	heavy := startJob(t, n, admin, heavyCandidate("#crm", 40, 100, 200))
+	if r := n.do(t, http.MethodGet, mgmt+"/backtests/"+heavy.ID, admin, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"status":"running"`) {
+		t.Fatalf("the heavy job before its stop: %d %s", r.Status, r.Body)
+	}
 	began := time.Now()
 	if r := n.do(t, http.MethodDelete, mgmt+"/backtests/"+heavy.ID, admin, nil); r.Status != http.StatusOK {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
@@ -99,6 +102,19 @@ func TestBacktestStop(t *testing.T) {
 		t.Fatalf("stop from the console: %d %v %s", p.Status, p.Header, p.Body)
 	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/"+heavy.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
+	// A job that ended since its page was shown keeps its report: the
+	// button leads to it.
+	light = startJob(t, n, admin, map[string]any{})
+	lightPage := "/console/backtests/" + light.ID
+	if r := n.do(t, http.MethodGet, mgmt+"/backtests/"+light.ID+"?wait=60", admin, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"status":"done"`) {
+		t.Fatalf("a light job: %d %s", r.Status, r.Body)
+	}
+	if p := b.post(lightPage, lightPage+"/stop", url.Values{}); p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), lightPage+"?") {
+		t.Fatalf("stop of a finished job from the console: %d %v", p.Status, p.Header)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+"/backtests/"+light.ID, admin, nil); r.Status != http.StatusOK {
+		t.Fatalf("a finished job after the console's stop: %d %s", r.Status, r.Body)
+	}
 	// Without the CSRF token nothing is stopped.
 	heavy = startJob(t, n, admin, heavyCandidate("#crm", 40, 100, 200))
 	if p := b.do(http.MethodPost, "/console/backtests/"+heavy.ID+"/stop", url.Values{}); p.Status != http.StatusForbidden {

@@ -237,6 +237,10 @@ func newRun(ctx context.Context, opts Options) (*run, error) {
 		r.close()
 		return nil, fmt.Errorf("backtest: the state at the window's start: %w", err)
 	}
+	// A change of the model re-evaluates every identity it concerns, in
+	// one event: a stopped run stops within it.
+	r.base.SetInterrupt(ctx.Err)
+	r.cand.SetInterrupt(ctx.Err)
 	if r.base.Cursor() != r.cand.Cursor() {
 		r.close()
 		return nil, fmt.Errorf("backtest: the two projections at the window's start differ (%d, %d)", r.base.Cursor(), r.cand.Cursor())

@@ -54,7 +54,7 @@ type Jobs struct {
 // JobView is a job as the API shows it.
 type JobView struct {
 	ID         string     `json:"id"`
-	Status     string     `json:"status"` // running, done or failed
+	Status     string     `json:"status"` // running, stopping, done or failed
 	CreatedAt  time.Time  `json:"createdAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	From       *time.Time `json:"from,omitempty"`
@@ -73,6 +73,9 @@ type Progress struct {
 // Job statuses.
 const (
 	StatusRunning = "running"
+	// StatusStopping is a running job that was asked to stop and has not
+	// ended yet; it is forgotten when it ends.
+	StatusStopping = "stopping"
 	StatusDone    = "done"
 	StatusFailed  = "failed"
 )
@@ -204,7 +207,11 @@ func (j *Jobs) Job(id string) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	return jb.view, true
+	v := jb.view
+	if jb.stopped {
+		v.Status = StatusStopping
+	}
+	return v, true
 }
 
 // Wait waits until a job ends or ctx does; it returns at once for a job
@@ -222,30 +229,32 @@ func (j *Jobs) Wait(ctx context.Context, id string) {
 	}
 }
 
-// Stop stops a running job and forgets it, or forgets a finished one; it
-// reports false when there is no such job. It waits for a running job to
-// end, or ctx to: until then the job still holds its place among the
-// running.
-func (j *Jobs) Stop(ctx context.Context, id string) bool {
+// Stop stops a running job and forgets it once it has ended, or forgets a
+// finished one. It waits for a running job to end, or ctx to: until then
+// the job still holds its place among the running, with the status
+// stopping. found is false when there is no such job, ended false when it
+// is still stopping.
+func (j *Jobs) Stop(ctx context.Context, id string) (found, ended bool) {
 	j.mu.Lock()
 	jb, ok := j.jobs[id]
 	if !ok {
 		j.mu.Unlock()
-		return false
+		return false, false
 	}
 	if jb.view.Status != StatusRunning {
 		delete(j.jobs, id)
 		j.mu.Unlock()
-		return true
+		return true, true
 	}
 	jb.stopped = true
 	jb.stop()
 	j.mu.Unlock()
 	select {
 	case <-jb.done:
+		return true, true
 	case <-ctx.Done():
+		return true, false
 	}
-	return true
 }
 
 // Close cancels the running jobs and waits for them.

@@ -122,13 +122,13 @@ func TestStopAJob(t *testing.T) {
 	if _, _, err := jobs.Start(nil, time.Time{}, time.Time{}); posture.CodeOf(err) != posture.CodeTooManyRequests {
 		t.Fatalf("a second start while one runs: %v", err)
 	}
-	if !jobs.Stop(t.Context(), id) {
-		t.Fatal("Stop of a running job reported no such job")
+	if found, ended := jobs.Stop(t.Context(), id); !found || !ended {
+		t.Fatalf("Stop of a running job: found %t, ended %t", found, ended)
 	}
 	if v, ok := jobs.Job(id); ok {
 		t.Fatalf("a stopped job is still kept: %+v", v)
 	}
-	if jobs.Stop(t.Context(), id) {
+	if found, _ := jobs.Stop(t.Context(), id); found {
 		t.Fatal("Stop of a forgotten job reported one")
 	}
 	// The slot is free: the next job starts, and a finished one is
@@ -150,8 +150,8 @@ func TestStopAJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	done.Wait(t.Context(), fin)
-	if !done.Stop(t.Context(), fin) {
-		t.Fatal("Stop of a finished job reported no such job")
+	if found, ended := done.Stop(t.Context(), fin); !found || !ended {
+		t.Fatalf("Stop of a finished job: found %t, ended %t", found, ended)
 	}
 	if _, ok := done.Job(fin); ok {
 		t.Fatal("a finished job is still kept after Stop")
@@ -170,5 +170,39 @@ func TestJobTimeout(t *testing.T) {
 	view, _ := jobs.Job(id)
 	if v := view.(backtest.JobView); v.Status != backtest.StatusFailed || !strings.Contains(v.Error, "stopped after 50ms, its limit (--backtest-timeout)") {
 		t.Fatalf("a job past its limit: %+v", v)
+	}
+}
+
+// TestStopASlowJob: a job that takes time to end after Stop is said to be
+// stopping, keeps its place among the running meanwhile, and is forgotten
+// once it has ended.
+func TestStopASlowJob(t *testing.T) {
+	release := make(chan struct{})
+	jobs := backtest.NewJobs(backtest.JobsOptions{Log: emptyLog{},
+		Open: func(ctx context.Context, _ time.Time) (*projections.Store, func(), error) {
+			<-ctx.Done()
+			<-release // it ends only when the test says so
+			return nil, nil, ctx.Err()
+		}})
+	defer jobs.Close()
+	id, _, err := jobs.Start(nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if found, ended := jobs.Stop(ctx, id); !found || ended {
+		t.Fatalf("Stop of a job that does not end: found %t, ended %t", found, ended)
+	}
+	if v, ok := jobs.Job(id); !ok || v.(backtest.JobView).Status != backtest.StatusStopping {
+		t.Fatalf("a job stopping: %+v", v)
+	}
+	if _, _, err := jobs.Start(nil, time.Time{}, time.Time{}); posture.CodeOf(err) != posture.CodeTooManyRequests {
+		t.Fatalf("a start while a job is stopping: %v", err)
+	}
+	close(release)
+	jobs.Wait(t.Context(), id)
+	if v, ok := jobs.Job(id); ok {
+		t.Fatalf("a stopped job is kept once ended: %+v", v)
 	}
 }
