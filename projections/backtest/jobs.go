@@ -76,8 +76,8 @@ const (
 	// StatusStopping is a running job that was asked to stop and has not
 	// ended yet; it is forgotten when it ends.
 	StatusStopping = "stopping"
-	StatusDone    = "done"
-	StatusFailed  = "failed"
+	StatusDone     = "done"
+	StatusFailed   = "failed"
 )
 
 type job struct {
