@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +62,13 @@ func (a *API) sessionView(ctx context.Context, s posture.Session) (sessionView, 
 	if err != nil {
 		return sessionView{}, fmt.Errorf("session %s: %w", s.ID, err)
 	}
+	if earlierLayout(token) {
+		// A session made by an earlier version: its token in the layout
+		// the Go SDK reads, so that it can refresh the session.
+		if token, err = a.sessionToken(s); err != nil {
+			return sessionView{}, err
+		}
+	}
 	name := serviceName(a.Store, s.ServiceID)
 	tags := s.Tags
 	if tags == nil {
@@ -71,6 +80,25 @@ func (a *API) sessionView(ctx context.Context, s posture.Session) (sessionView, 
 		EdgeRouters: a.routers(a.routersFor(s.IdentityID, s.ServiceID)), Tags: tags,
 		CreatedAt: api.Time(s.CreatedAt), UpdatedAt: api.Time(s.CreatedAt), Links: api.SelfLink("sessions", s.ID),
 	}, nil
+}
+
+// sessionToken signs a session's token (sessionClaims).
+func (a *API) sessionToken(s posture.Session) (string, error) {
+	return a.Tokens.Sign(sessionClaims{
+		jwtRegistered: jwt.RegisteredClaims{Subject: s.ServiceID, ID: s.ID, IssuedAt: jwt.NewNumericDate(s.CreatedAt)},
+		APISessionID:  s.APISessionID, IdentityID: s.IdentityID, Type: s.Type,
+	})
+}
+
+// earlierLayout reports whether a session token has the claims of earlier
+// versions (the session as subject, no z_iid).
+func earlierLayout(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return err == nil && !bytes.Contains(payload, []byte(`"z_iid"`))
 }
 
 func sessionType(s string) (string, bool) {
@@ -161,10 +189,7 @@ func (a *API) createSession(c echo.Context) error {
 		ID: posture.NewID(), IdentityID: p.Identity.ID, APISessionID: p.Session.ID,
 		ServiceID: svc.ID, Type: typ, Tags: t, CreatedAt: a.Writer.Now().UTC(),
 	}
-	token, err := a.Tokens.Sign(sessionClaims{
-		jwtRegistered: jwt.RegisteredClaims{Subject: s.ServiceID, ID: s.ID, IssuedAt: jwt.NewNumericDate(s.CreatedAt)},
-		APISessionID:  s.APISessionID, IdentityID: s.IdentityID, Type: s.Type,
-	})
+	token, err := a.sessionToken(s)
 	if err != nil {
 		return err
 	}

@@ -202,12 +202,27 @@ func TestSessionTokenLayouts(t *testing.T) {
 			Header: map[string]string{"session-token": forOther}, Status: http.StatusUnauthorized, Code: posture.CodeUnauthorized},
 		{Name: "another service", Method: http.MethodGet, Path: "/services/svc2/edge-routers",
 			Header: map[string]string{"session-token": current}, Status: http.StatusUnauthorized, Code: posture.CodeUnauthorized},
+		{Name: "the earlier layout, another service", Method: http.MethodGet, Path: "/services/svc2/edge-routers",
+			Header: map[string]string{"session-token": earlier}, Status: http.StatusUnauthorized, Code: posture.CodeUnauthorized},
+		// A session stored with a token of the earlier layout is answered
+		// with one of the current layout.
+		{Name: "a session made by an earlier version", Method: http.MethodGet, Path: "/sessions/ses1", Status: http.StatusOK,
+			Check: func(t *testing.T, r apitest.Response, _ *apitest.Log) {
+				var v sessionView
+				r.DataInto(t, &v)
+				var claims sessionClaims
+				if _, _, err := jwt.NewParser().ParseUnverified(v.Token, &claims); err != nil || claims.Subject != "svc1" || claims.ID != "ses1" ||
+					claims.APISessionID != "apis1" || claims.IdentityID != "ident1" || claims.Type != posture.Dial {
+					t.Fatalf("token %s: %+v %v", v.Token, claims, err)
+				}
+			}},
 	}
 	apitest.Run(t, cases, func(t *testing.T, c apitest.Case) ([]api.Route, *api.Principal, *apitest.Log) {
 		store, log := newMemStore(), &apitest.Log{}
 		store.identities[laptop.ID], store.identities[stranger.ID] = laptop, stranger
 		grantCRM(true)(t, store)
-		store.sessions["ses1"] = posture.Session{ID: "ses1", IdentityID: "ident1", APISessionID: "apis1", ServiceID: "svc1", Type: posture.Dial}
+		store.sessions["ses1"] = posture.Session{ID: "ses1", IdentityID: "ident1", APISessionID: "apis1", ServiceID: "svc1", Type: posture.Dial,
+			TokenSealed: "sealed:ident1:" + posture.FieldSessionToken + ":" + earlier}
 		store.sessions["ses2"] = posture.Session{ID: "ses2", IdentityID: "ident2", APISessionID: "apis2", ServiceID: "svc1", Type: posture.Dial}
 		return newClientAPI(store, log, ca, signer).Routes(), caller, log
 	})
