@@ -375,10 +375,22 @@ func TestTransitionsTail(t *testing.T) {
 	if want := []string{posture.TransitionPolicyPassing, posture.TransitionPolicyFailing}; !slices.Equal(kinds, want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
-	// --no-follow: what the stream holds now, then the command ends.
+	// --no-follow: what the stream holds now, then the command ends, and
+	// leaves no consumer behind.
+	consumers := func() int {
+		info, err := n.trans.Stream().Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
 	dump, err := command(t, append([]string{"transitions", "tail", "--all", "--no-follow", "--identity", st.ep.id, "--kind", "policy-failing,policy-passing"}, auditor...)...)
 	if err != nil || strings.Count(dump, "\n") != 2 || !strings.Contains(dump, `"kind":"policy-passing"`) || !strings.Contains(dump, `"kind":"policy-failing"`) {
 		t.Fatalf("--all --no-follow: %v\n%s", err, dump)
+	}
+	if after := consumers(); after != before {
+		t.Fatalf("consumers on the transitions stream: %d before the dump, %d after", before, after)
 	}
 	if out, err := command(t, append([]string{"transitions", "tail", "--no-follow", "--identity", st.ep.id}, auditor...)...); err != nil || out != "" {
 		t.Fatalf("--no-follow from after the newest: %v %q", err, out)

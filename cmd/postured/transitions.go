@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -77,6 +78,13 @@ func (t *transitionsTailCmd) Run(ctx context.Context, s streams) error {
 	if err != nil {
 		return fmt.Errorf("follow %s: %w", tr.Name(), err)
 	}
+	// The server would keep the consumer for minutes after the command
+	// ends: a script that dumps the stream often would pile them up.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = tr.Stream().DeleteConsumer(ctx, cons.CachedInfo().Name)
+	}()
 	var last uint64 // with --no-follow: the stream's newest when the command starts
 	if t.NoFollow {
 		info, err := tr.Stream().Info(ctx)
