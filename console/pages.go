@@ -264,7 +264,7 @@ func (c *Console) counts(w http.ResponseWriter, r *http.Request) {
 }
 
 // timeHint says what a moment may be.
-const timeHint = "must be a time in UTC (2026-11-22T10:32:00Z, or before now: -2h)"
+const timeHint = "must be a time (2026-11-22T10:32:00Z, UTC without a zone; or before now: -2h)"
 
 // timeWindow reads from and to (RFC 3339, a duration before now such as
 // -2h, or the form 2006-01-02T15:04:05 taken as UTC);
