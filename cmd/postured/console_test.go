@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -897,6 +898,24 @@ func TestConsoleFleetByName(t *testing.T) {
 	if p.Status != http.StatusOK || !strings.Contains(p.Body, "No identity's name is or starts with <q>&lt;b&gt;nobody</q>") ||
 		strings.Contains(p.Body, `<table id="identities">`) || strings.Contains(p.Body, "<b>nobody") {
 		t.Fatalf("nobody: %d\n%s", p.Status, p.Body)
+	}
+	// Without a search, the fleet's pages list every identity once, in
+	// name order (admin, kiosk, kiosk-00 ... kiosk-54).
+	var all []string
+	next := "/console/fleet"
+	for pages := 0; next != ""; pages++ {
+		p := b.get(next)
+		all = append(all, listed(p.Body)...)
+		next = ""
+		if m := regexp.MustCompile(`<a id="next-page" href="([^"]+)">`).FindStringSubmatch(p.Body); m != nil {
+			next = html.UnescapeString(m[1])
+		}
+		if pages > 3 {
+			t.Fatal("more pages than identities")
+		}
+	}
+	if len(all) != 57 || all[0] != "admin" || all[1] != "kiosk" || all[2] != "kiosk-00" || all[56] != "kiosk-54" || !slices.IsSorted(all) {
+		t.Fatalf("the fleet's pages: %q", all)
 	}
 }
 
