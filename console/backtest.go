@@ -439,9 +439,10 @@ func (c *Console) backtestJob(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "backtestjob", data)
 }
 
-// stopBacktest is POST /console/backtests/{id}/stop: the job is stopped
-// and forgotten (DELETE /backtests/{id}); then the check's backtest form,
-// or the checks page.
+// stopBacktest is POST /console/backtests/{id}/stop: a running job is
+// stopped and forgotten (DELETE /backtests/{id}), then the check's
+// backtest form (or the checks page) says so; a job that ended meanwhile
+// is not, and its page shows its report.
 func (c *Console) stopBacktest(w http.ResponseWriter, r *http.Request) {
 	job := c.opts.ManagementBase + "/backtests/" + urlPath(r.PathValue("id"))
 	// A job that ended since its page was shown keeps its report: its page

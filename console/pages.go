@@ -18,10 +18,9 @@ func urlEscape(s string) string { return url.QueryEscape(s) }
 
 // fleet is GET /console/fleet: a page of identities in name order
 // (after=<name>) with their posture ages and last failed requests, and the
-// live counts. With
-// name=<name> the identities are those whose name is the name or starts
-// with it, in name order, at most a page of them (read from the name
-// index; "more" says when there are others).
+// live counts. With name=<name> the identities are those whose name is the
+// name or starts with it, in name order, at most a page of them (read from
+// the name index; "more" says when there are others).
 func (c *Console) fleet(w http.ResponseWriter, r *http.Request) {
 	after := r.URL.Query().Get("after")
 	name := strings.TrimSpace(r.URL.Query().Get("name"))

@@ -358,7 +358,8 @@ func (a *API) detailBacktest(c echo.Context) error {
 }
 
 // stopWait bounds how long DELETE /backtests/{id} waits for a running job
-// to end: a job stops within the event it is deciding.
+// to end: a job stops within the event it is deciding, or the identity it
+// is re-evaluating.
 const stopWait = 10 * time.Second
 
 // deleteBacktest is DELETE /backtests/{id}: a running job is stopped and
