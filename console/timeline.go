@@ -300,18 +300,52 @@ func buildTimeline(identityID string, carried, history []posture.HistoryEntry, f
 		tl.Lanes = append(tl.Lanes, *l)
 	}
 	tl.Height = tlTop + len(order)*tlLane + 8
-	layout := "15:04:05"
+	tl.Ticks = ticks(from, to, x)
+	return tl
+}
+
+// tickSteps are the steps between an axis's labels, the first that gives
+// at most five labels in the window being taken.
+var tickSteps = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 2 * 24 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour,
+}
+
+// ticks labels the axis at round moments (UTC) within [from, to]: whole
+// seconds, minutes, hours or days as the window allows, at most five.
+func ticks(from, to time.Time, x func(time.Time) int) []Tick {
+	span := to.Sub(from)
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if span/s <= 4 {
+			step = s
+			break
+		}
+	}
+	layout := "15:04"
 	switch {
-	case span < time.Minute:
+	case step < time.Second:
 		layout = "15:04:05.000"
+	case step < time.Minute:
+		layout = "15:04:05"
 	case span > 48*time.Hour:
 		layout = "Jan 2 15:04"
 	}
-	for i := 0; i <= 4; i++ {
-		t := from.Add(time.Duration(i) * span / 4)
-		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.UTC().Format(layout)})
+	var out []Tick
+	// The first multiple of the step at or after from (counted from Go's
+	// zero time, a UTC midnight).
+	first := from.Truncate(step)
+	if first.Before(from) {
+		first = first.Add(step)
 	}
-	return tl
+	for t := first; !t.After(to) && len(out) < 6; t = t.Add(step) {
+		out = append(out, Tick{X: x(t), Label: t.UTC().Format(layout)})
+	}
+	return out
 }
 
 // earliest is the earlier of two moments.

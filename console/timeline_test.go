@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +214,36 @@ func TestSafeNext(t *testing.T) {
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestTicks: the axis is labelled at round moments within the window.
+func TestTicks(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	x := func(time.Time) int { return 0 }
+	for _, c := range []struct {
+		from, to string
+		want     []string
+	}{
+		// Whole seconds shown as typed: to is the end of its second.
+		{"2026-11-29T08:49:00Z", "2026-11-29T08:49:05.999999999Z", []string{"08:49:00", "08:49:02", "08:49:04"}},
+		{"2026-11-29T08:49:02.5Z", "2026-11-29T08:49:02.6Z", []string{"08:49:02.500", "08:49:02.550", "08:49:02.600"}},
+		{"2026-11-28T10:32:17Z", "2026-11-29T10:32:17Z", []string{"12:00", "18:00", "00:00", "06:00"}},
+		{"2026-11-26T10:32:17Z", "2026-11-29T10:32:17Z", []string{"Nov 27 00:00", "Nov 28 00:00", "Nov 29 00:00"}},
+	} {
+		var got []string
+		for _, tk := range ticks(at(c.from), at(c.to), x) {
+			got = append(got, tk.Label)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s to %s: %q, want %q", c.from, c.to, got, c.want)
 		}
 	}
 }
