@@ -33,6 +33,8 @@ func heavyCandidate(serviceRoles string, checks, processes, policies int) map[st
 	return map[string]any{"postureChecks": map[string]any{"create": cs}, "servicePolicies": map[string]any{"create": ps}}
 }
 
+// startJob starts a backtest over the API: 202, with the job and its
+// address.
 func startJob(t *testing.T, n *testNode, admin string, candidate any) backtest.JobView {
 	t.Helper()
 	r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, candidate)
@@ -43,6 +45,9 @@ func startJob(t *testing.T, n *testNode, admin string, candidate any) backtest.J
 	var job backtest.JobView
 	if err := json.Unmarshal(data, &job); err != nil {
 		t.Fatal(err)
+	}
+	if job.ID == "" || r.Header.Get("Location") != "./backtests/"+job.ID {
+		t.Fatalf("start: %s, Location %q", data, r.Header.Get("Location"))
 	}
 	return job
 }

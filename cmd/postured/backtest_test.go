@@ -305,20 +305,9 @@ func TestBacktestOverTheAPI(t *testing.T) {
 	candidate := map[string]any{"postureChecks": map[string]any{"update": map[string]any{check: map[string]any{
 		"typeId": "OS", "name": "windows-10", "operatingSystems": []any{map[string]any{"type": "Windows", "versions": []string{">=10.0.22000"}}}}}}}
 
-	r := n.do(t, http.MethodPost, mgmt+"/backtests", admin, candidate)
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("start: %d %s", r.Status, r.Body)
-	}
+	started := startJob(t, n, admin, candidate)
+	r := n.do(t, http.MethodGet, mgmt+"/backtests/"+started.ID+"?wait=60", admin, nil)
 	data, _ := r.envelope(t)
-	var started backtest.JobView
-	if err := json.Unmarshal(data, &started); err != nil {
-		t.Fatal(err)
-	}
-	if started.ID == "" || r.Header.Get("Location") != "./backtests/"+started.ID {
-		t.Fatalf("start: %s, Location %q", data, r.Header.Get("Location"))
-	}
-	r = n.do(t, http.MethodGet, mgmt+"/backtests/"+started.ID+"?wait=60", admin, nil)
-	data, _ = r.envelope(t)
 	var job backtest.JobView
 	if err := json.Unmarshal(data, &job); err != nil {
 		t.Fatal(err)
