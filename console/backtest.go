@@ -81,8 +81,9 @@ type backtestForm struct {
 	// Error is the API's (or the form's) message; Field the path of the
 	// offending field, when it names one.
 	Error, Field string
-	// Stopped is the job just stopped from its page, if any.
-	Stopped string
+	// Stopped: a job was just stopped from its page (the notice names no
+	// job: the address it comes from is anyone's to write).
+	Stopped bool
 }
 
 // backtestPage is GET /console/checks/{id}/backtest: the form, with the
@@ -95,9 +96,7 @@ func (c *Console) backtestPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	job, stopped := r.URL.Query().Get("job"), r.URL.Query().Get("stopped") != ""
 	if f, ok := c.candidates.get(job); ok && f.CheckID == id {
-		if stopped {
-			f.Stopped = job
-		}
+		f.Stopped = stopped
 		c.renderBacktest(w, r, http.StatusOK, f)
 		return
 	}
@@ -116,11 +115,8 @@ func (c *Console) backtestPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := c.opts.Now().UTC().Truncate(time.Second)
-	f := backtestForm{CheckID: id, CheckName: name, Body: body, From: now.Add(-backtestWindow).Format(time.RFC3339)}
-	if stopped {
-		f.Stopped = job
-	}
-	c.renderBacktest(w, r, http.StatusOK, f)
+	c.renderBacktest(w, r, http.StatusOK, backtestForm{CheckID: id, CheckName: name, Body: body,
+		From: now.Add(-backtestWindow).Format(time.RFC3339), Stopped: stopped})
 }
 
 // putBody turns a check's GET answer into its PUT body, pretty, with

@@ -123,6 +123,12 @@ func TestBacktestForm(t *testing.T) {
 	if get(t, newTestConsole(t), "/console/checks/c2/backtest").Code != http.StatusNotFound {
 		t.Errorf("an unknown check's form is not a 404")
 	}
+	// After a stop, the notice names no job: the address is anyone's to
+	// write, and the page does not repeat it.
+	w = get(t, newTestConsole(t), "/console/checks/c1/backtest?stopped=1&job="+url.QueryEscape("x. Sign in again at https://evil.example"))
+	if body := w.Body.String(); !strings.Contains(body, `<p id="stopped" role="status">The backtest was stopped and forgotten.</p>`) || strings.Contains(body, "evil.example") {
+		t.Errorf("the stopped notice:\n%s", body)
+	}
 }
 
 // TestBacktestBusy: the API's 429 is shown on the form, escaped, with the

@@ -257,10 +257,10 @@ type Backtests interface {
 	// Wait waits until a job ends or ctx does.
 	Wait(ctx context.Context, id string)
 	// Stop stops a running job and forgets it once it has ended, or
-	// forgets a finished one, waiting for a running one to end or ctx to;
-	// found is false when there is no such job, ended false when it is
-	// still stopping.
-	Stop(ctx context.Context, id string) (found, ended bool)
+	// forgets a finished one (by says who, for the node's log), waiting
+	// for a running one to end or ctx to; found is false when there is no
+	// such job, ended false when it is still stopping.
+	Stop(ctx context.Context, id, by string) (found, ended bool)
 }
 
 func (a *API) backtestRoutes() []api.Route {
@@ -370,7 +370,8 @@ func (a *API) deleteBacktest(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), stopWait)
 	defer cancel()
 	id := c.Param("id")
-	found, ended := a.Backtests.Stop(ctx, id)
+	who := api.PrincipalOf(c).Identity
+	found, ended := a.Backtests.Stop(ctx, id, fmt.Sprintf("%s (%s)", who.Name, who.ID))
 	switch {
 	case !found:
 		return posture.NotFound("backtest", id)

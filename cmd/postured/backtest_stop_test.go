@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -56,7 +57,8 @@ func startJob(t *testing.T, n *testNode, admin string, candidate any) backtest.J
 // forgets it, and the node's backtest slot is free again at its answer; a
 // finished job is forgotten the same way.
 func TestBacktestStop(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	var nodeLog lockedBuffer
+	n := startTestNodeLog(t, defaultTestConfig(t.TempDir()), slog.New(slog.NewTextHandler(&nodeLog, nil)))
 	admin := n.adminToken(t)
 	// Twenty recorded decisions, each decided again by the candidate.
 	var services []string
@@ -80,6 +82,10 @@ func TestBacktestStop(t *testing.T) {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
 	t.Logf("stopped in %s", time.Since(began))
+	// The node's log says who stopped which job.
+	if !strings.Contains(nodeLog.String(), `msg="backtest stopped and forgotten" job=`+heavy.ID+` status=running by="admin (`) {
+		t.Fatalf("the node's log does not say who stopped the job:\n%s", nodeLog.String())
+	}
 	expectError(t, n.do(t, http.MethodGet, mgmt+"/backtests/"+heavy.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/backtests/"+heavy.ID, admin, nil), http.StatusNotFound, posture.CodeNotFound, "")
 	// The slot is free: another backtest starts at once, and runs to its end.

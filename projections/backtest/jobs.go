@@ -230,17 +230,18 @@ func (j *Jobs) Wait(ctx context.Context, id string) {
 }
 
 // Stop stops a running job and forgets it once it has ended, or forgets a
-// finished one. It waits for a running job to end, or ctx to: until then
-// the job still holds its place among the running, with the status
-// stopping. found is false when there is no such job, ended false when it
-// is still stopping.
-func (j *Jobs) Stop(ctx context.Context, id string) (found, ended bool) {
+// finished one; the node's log says who (by). It waits for a running job
+// to end, or ctx to: until then the job still holds its place among the
+// running, with the status stopping. found is false when there is no such
+// job, ended false when it is still stopping.
+func (j *Jobs) Stop(ctx context.Context, id, by string) (found, ended bool) {
 	j.mu.Lock()
 	jb, ok := j.jobs[id]
 	if !ok {
 		j.mu.Unlock()
 		return false, false
 	}
+	j.opts.Logger.Info("backtest stopped and forgotten", "job", id, "status", jb.view.Status, "by", by)
 	if jb.view.Status != StatusRunning {
 		delete(j.jobs, id)
 		j.mu.Unlock()

@@ -122,13 +122,13 @@ func TestStopAJob(t *testing.T) {
 	if _, _, err := jobs.Start(nil, time.Time{}, time.Time{}); posture.CodeOf(err) != posture.CodeTooManyRequests {
 		t.Fatalf("a second start while one runs: %v", err)
 	}
-	if found, ended := jobs.Stop(t.Context(), id); !found || !ended {
+	if found, ended := jobs.Stop(t.Context(), id, "test"); !found || !ended {
 		t.Fatalf("Stop of a running job: found %t, ended %t", found, ended)
 	}
 	if v, ok := jobs.Job(id); ok {
 		t.Fatalf("a stopped job is still kept: %+v", v)
 	}
-	if found, _ := jobs.Stop(t.Context(), id); found {
+	if found, _ := jobs.Stop(t.Context(), id, "test"); found {
 		t.Fatal("Stop of a forgotten job reported one")
 	}
 	// The slot is free: the next job starts, and a finished one is
@@ -150,7 +150,7 @@ func TestStopAJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	done.Wait(t.Context(), fin)
-	if found, ended := done.Stop(t.Context(), fin); !found || !ended {
+	if found, ended := done.Stop(t.Context(), fin, "test"); !found || !ended {
 		t.Fatalf("Stop of a finished job: found %t, ended %t", found, ended)
 	}
 	if _, ok := done.Job(fin); ok {
@@ -191,7 +191,7 @@ func TestStopASlowJob(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
-	if found, ended := jobs.Stop(ctx, id); !found || ended {
+	if found, ended := jobs.Stop(ctx, id, "test"); !found || ended {
 		t.Fatalf("Stop of a job that does not end: found %t, ended %t", found, ended)
 	}
 	if v, ok := jobs.Job(id); !ok || v.(backtest.JobView).Status != backtest.StatusStopping {
