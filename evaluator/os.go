@@ -218,3 +218,27 @@ func blangOperators(s string) string {
 	}
 	return b.String()
 }
+
+// NegatesEveryVersion reports whether a range holds a negated wildcard
+// ("!=*", "!x", "!= *.*"): Masterminds/semver reads it as every version
+// but 0.0.0, the opposite of what it seems to say. Management refuses such
+// ranges when they are written; ranges stored before are evaluated as they
+// were.
+func NegatesEveryVersion(s string) bool {
+	for _, group := range strings.Split(blangOperators(strings.TrimSpace(s)), "||") {
+		fields := strings.FieldsFunc(group, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' })
+		for i, f := range fields {
+			v, ok := strings.CutPrefix(f, "!=")
+			if !ok {
+				continue
+			}
+			if v == "" && i+1 < len(fields) {
+				v = fields[i+1]
+			}
+			if v != "" && strings.Trim(v, "*xX.") == "" {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -125,3 +125,16 @@ func TestParseVersionRange(t *testing.T) {
 		}
 	}
 }
+
+// TestNegatesEveryVersion: a negated wildcard, in any spelling, is found;
+// negations of a version or a partial version are not.
+func TestNegatesEveryVersion(t *testing.T) {
+	for rng, want := range map[string]bool{
+		"!*": true, "!x": true, "!=*": true, "!= *": true, "!=X.x": true, ">=1.0.0 !*": true, "1.2.3 || !=*.*": true, ">=1, !=x": true,
+		"!1.2.3": false, "!=1.2": false, "!=0": false, ">=1.0.0": false, "*": false, "1.2.x": false, "!=1.x": false,
+	} {
+		if got := NegatesEveryVersion(rng); got != want {
+			t.Errorf("NegatesEveryVersion(%q) = %t, want %t", rng, got, want)
+		}
+	}
+}

@@ -301,6 +301,10 @@ func operatingSystems(in []osInput) ([]posture.OperatingSystem, error) {
 				return nil, posture.Invalid(fmt.Sprintf("operatingSystems[%d].versions[%d]", i, j),
 					"must be a valid semver version or range: "+err.Error(), v)
 			}
+			if evaluator.NegatesEveryVersion(v) {
+				return nil, posture.Invalid(fmt.Sprintf("operatingSystems[%d].versions[%d]", i, j),
+					"a negated wildcard (!=*) matches every version but 0.0.0; to refuse an operating system, leave it out of the check", v)
+			}
 			versions = append(versions, strings.TrimSpace(v))
 		}
 		out = append(out, posture.OperatingSystem{Type: t, Versions: versions})
