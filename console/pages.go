@@ -338,9 +338,13 @@ const maxCarriedEntries = 20000
 func (c *Console) identity(w http.ResponseWriter, r *http.Request) {
 	id, err := c.opts.Store.Identity(r.PathValue("id"))
 	if errors.Is(err, posture.ErrNotFound) {
-		// Said with the id, and a search of it as a name on the fleet.
-		c.render(w, r, http.StatusNotFound, "error", map[string]any{"Title": "Identity not found",
-			"Message": fmt.Sprintf("No identity has the id %q.", r.PathValue("id")), "Find": r.PathValue("id")})
+		// Said with the id and, when names start with it, a search of it
+		// as a name on the fleet.
+		data := map[string]any{"Title": "Identity not found", "Message": fmt.Sprintf("No identity has the id %q, nor a name that starts with it.", r.PathValue("id"))}
+		if named, err := c.opts.Store.IdentitiesByNamePrefix(r.PathValue("id"), 1); err == nil && len(named) > 0 {
+			data["Message"], data["Find"] = fmt.Sprintf("No identity has the id %q.", r.PathValue("id")), r.PathValue("id")
+		}
+		c.render(w, r, http.StatusNotFound, "error", data)
 		return
 	}
 	if err != nil {

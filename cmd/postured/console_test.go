@@ -409,9 +409,14 @@ func TestConsolePages(t *testing.T) {
 	if p := b.get("/console/fleet"); !strings.Contains(p.Body, "<td>Check registered-nic</td><td>MAC</td><td>0</td><td>0</td><td>0</td><td>1</td>") {
 		t.Errorf("fleet summary lacks the report-only failing count:\n%s", p.Body)
 	}
-	// Unknown identity: said, with a search of it as a name; bad window.
-	if p := b.get("/console/identities/nope"); p.Status != http.StatusNotFound || !strings.Contains(p.Body, "<title>Identity not found · postured</title>") ||
-		!strings.Contains(p.Body, `<p class="error" role="alert">No identity has the id &#34;nope&#34;.</p>`) || !strings.Contains(p.Body, `<a id="find" href="/console/fleet?name=nope">`) {
+	// Unknown identity: said, with a search of it as a name when names
+	// start with it.
+	if p := b.get("/console/identities/laptop"); p.Status != http.StatusNotFound || !strings.Contains(p.Body, "<title>Identity not found · postured</title>") ||
+		!strings.Contains(p.Body, `<p class="error" role="alert">No identity has the id &#34;laptop&#34;.</p>`) || !strings.Contains(p.Body, `<a id="find" href="/console/fleet?name=laptop">`) {
+		t.Fatalf("unknown identity, a name's beginning: %d\n%s", p.Status, p.Body)
+	}
+	if p := b.get("/console/identities/nope"); p.Status != http.StatusNotFound || strings.Contains(p.Body, `id="find"`) ||
+		!strings.Contains(p.Body, `<p class="error" role="alert">No identity has the id &#34;nope&#34;, nor a name that starts with it.</p>`) {
 		t.Fatalf("unknown identity: %d\n%s", p.Status, p.Body)
 	}
 	// An API session that never passed MFA, woke or unlocked says so.
