@@ -200,17 +200,13 @@ func (c *Console) startBacktest(w http.ResponseWriter, r *http.Request) {
 		again(a.status, e.Cause.Field, msg)
 		return
 	}
-	var env struct {
-		Data struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil || env.Data.ID == "" {
+	job, err := answerData[Job](a)
+	if err != nil || job.ID == "" {
 		c.fail(w, r, fmt.Errorf("console: backtest answer: %v", err))
 		return
 	}
-	c.candidates.put(env.Data.ID, f)
-	http.Redirect(w, r, "/console/backtests/"+urlPath(env.Data.ID)+"?check="+urlEscape(f.CheckID), http.StatusSeeOther)
+	c.candidates.put(job.ID, f)
+	http.Redirect(w, r, "/console/backtests/"+urlPath(job.ID)+"?check="+urlEscape(f.CheckID), http.StatusSeeOther)
 }
 
 // jsonError says where a body stops being JSON.
@@ -391,14 +387,11 @@ func (c *Console) backtestJob(w http.ResponseWriter, r *http.Request) {
 		c.apiFail(w, r, a)
 		return
 	}
-	var env struct {
-		Data Job `json:"data"`
-	}
-	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil {
+	job, err := answerData[Job](a)
+	if err != nil {
 		c.fail(w, r, fmt.Errorf("console: backtest %s: %w", r.PathValue("id"), err))
 		return
 	}
-	job := env.Data
 	checkID := r.URL.Query().Get("check")
 	cand, known := c.candidates.get(job.ID)
 	if known {
@@ -448,10 +441,7 @@ func (c *Console) stopBacktest(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	var env struct {
-		Data Job `json:"data"`
-	}
-	if a.status == http.StatusOK && json.Unmarshal(a.body.Bytes(), &env) == nil && env.Data.Status != "running" {
+	if job, err := answerData[Job](a); a.status == http.StatusOK && err == nil && job.Status != "running" {
 		http.Redirect(w, r, "/console/backtests/"+urlPath(r.PathValue("id"))+"?check="+urlEscape(r.PostFormValue("check")), http.StatusSeeOther)
 		return
 	}

@@ -128,6 +128,15 @@ func (a *apiAnswer) Write(b []byte) (int, error) { return a.body.Write(b) }
 func (a *apiAnswer) WriteHeader(status int)      { a.status = status }
 
 // errorMessage is the message of an API error envelope.
+// answerData decodes the data of an answer's envelope.
+func answerData[T any](a *apiAnswer) (T, error) {
+	var env struct {
+		Data T `json:"data"`
+	}
+	err := json.Unmarshal(a.body.Bytes(), &env)
+	return env.Data, err
+}
+
 func (a *apiAnswer) errorMessage() string {
 	var env struct {
 		Error struct{ Code, Message string } `json:"error"`
@@ -200,13 +209,11 @@ func (c *Console) session(r *http.Request) (string, apiSession, error) {
 	if a.status != http.StatusOK {
 		return "", apiSession{}, errSignedOut
 	}
-	var env struct {
-		Data apiSession `json:"data"`
-	}
-	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil {
+	as, err := answerData[apiSession](a)
+	if err != nil {
 		return "", apiSession{}, fmt.Errorf("console: current API session: %w", err)
 	}
-	return ck.Value, env.Data, nil
+	return ck.Value, as, nil
 }
 
 var errSignedOut = errors.New("signed out")
@@ -282,14 +289,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		again(status, msg)
 		return
 	}
-	var env struct {
-		Data apiSession `json:"data"`
-	}
-	if err := json.Unmarshal(a.body.Bytes(), &env); err != nil {
+	as, err := answerData[apiSession](a)
+	if err != nil {
 		c.fail(w, r, fmt.Errorf("console: sign-in answer: %w", err))
 		return
 	}
-	id, err := c.opts.Store.Identity(env.Data.IdentityID)
+	id, err := c.opts.Store.Identity(as.IdentityID)
 	if err != nil || !id.IsAdmin {
 		if _, err := c.call(r, http.MethodDelete, c.opts.ClientBase+"/current-api-session", token, nil); err != nil {
 			c.opts.Logger.Warn("console: end a non-admin's session", "err", err)
@@ -298,7 +303,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setSession(w, token)
-	if env.Data.IsMFARequired && !env.Data.IsMFAComplete {
+	if as.IsMFARequired && !as.IsMFAComplete {
 		http.Redirect(w, r, "/console/mfa?next="+urlEscape(next), http.StatusSeeOther)
 		return
 	}
