@@ -111,8 +111,8 @@ func sessionType(s string) (string, bool) {
 	return "", false
 }
 
-// serviceNotFound is the answer to a session request for a service that
-// does not exist or that the identity has no policy of the type for.
+// serviceNotFound is the answer to a session request for a service the
+// identity has no policy of the type for.
 func serviceNotFound(id string) error {
 	return posture.Invalid("serviceId", "service not found", id)
 }
@@ -137,13 +137,12 @@ func (a *API) createSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// A service that does not exist and one the identity may not use get
-	// the same answer, the real controller's for the second (400
-	// COULD_NOT_VALIDATE, "service not found"), so that the answer does
-	// not tell which services exist.
+	// As the real controller: a service that does not exist is 404 (an
+	// SDK then refreshes its list of services), one the identity may not
+	// use 400 COULD_NOT_VALIDATE "service not found".
 	raw, err := a.Store.RawEntity(posture.KindService, in.ServiceID)
 	if errors.Is(err, posture.ErrNotFound) {
-		return serviceNotFound(in.ServiceID)
+		return posture.NotFound("service", in.ServiceID)
 	}
 	if err != nil {
 		return err
