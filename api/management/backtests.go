@@ -74,8 +74,14 @@ func decodeCandidate(body []byte) (candidateDoc, error) {
 		return doc, err
 	}
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		what := "it is empty"
+		if err := json.Unmarshal(t, new(any)); err != nil && len(t) > 0 {
+			what = "it is not JSON: " + err.Error()
+		} else if len(t) > 0 {
+			what = "it is JSON, but not an object"
+		}
 		return doc, &posture.Error{Code: posture.CodeCouldNotParseBody,
-			Message: "the candidate must be a JSON object with postureChecks and servicePolicies (each with create, update, delete)"}
+			Message: "the candidate must be a JSON object with postureChecks and servicePolicies (each with create, update, delete); " + what}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -47,7 +47,7 @@ func (x *adminRecoverCmd) Run(ctx context.Context, s streams) error {
 	if actor == "" {
 		actor = defaultActor()
 	}
-	l, err := x.open(ctx)
+	l, err := x.openToWrite(ctx)
 	if err != nil {
 		return err
 	}

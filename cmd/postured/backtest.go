@@ -48,6 +48,12 @@ func (b *backtestCmd) Run(ctx context.Context, s streams) error {
 	if err != nil {
 		return err
 	}
+	if from.After(now) {
+		// As the API refuses it: a window that starts later than the log
+		// ends replays nothing, and a gate on it would pass whatever the
+		// candidate changes.
+		return usageError{fmt.Errorf("--from %q is in the future: the window starts at a moment of the log (a duration from now is negative, such as -720h)", b.From)}
+	}
 	if !from.IsZero() && !until.IsZero() && until.Before(from) {
 		return usageError{errors.New("--until is before --from")}
 	}

@@ -243,6 +243,10 @@ func TestBacktestExitCodes(t *testing.T) {
 	if err := os.WriteFile(typo, []byte(`{"postureCheck": {}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	notJSON := filepath.Join(t.TempDir(), "not.json")
+	if err := os.WriteFile(notJSON, []byte("not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tooMany := filepath.Join(t.TempDir(), "too-many.json")
 	if err := os.WriteFile(tooMany, []byte(`{"servicePolicies": {"delete": [`+strings.Repeat(`"x",`, 1000)+`"x"]}}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -260,6 +264,8 @@ func TestBacktestExitCodes(t *testing.T) {
 		{"invalid body", []string{"--candidate", "testdata/backtest/bad.json"}, exitBacktestFailed, "postureChecks.create[0].operatingSystems"},
 		{"unknown id", []string{"--candidate", unknown}, exitBacktestFailed, `servicePolicies.delete[0]: service policy "nope" was not found`},
 		{"unknown key", []string{"--candidate", typo}, exitBacktestFailed, `unknown field "postureCheck"`},
+		{"not JSON", []string{"--candidate", notJSON}, exitBacktestFailed, "it is not JSON: invalid character 'o' in literal null"},
+		{"a window in the future", []string{"--candidate", "testdata/backtest/tighten.json", "--from", "720h", "--fail-on-change"}, exitUsage, `--from "720h" is in the future`},
 		{"no candidate", []string{}, exitUsage, "--candidate"},
 		{"bad time", []string{"--candidate", "testdata/backtest/same.json", "--from", "yesterday"}, exitUsage, "--from"},
 	} {
@@ -355,7 +361,8 @@ func TestBacktestOverTheAPI(t *testing.T) {
 		{"until year 1", map[string]any{"until": "0001-01-01T00:00:00Z"},
 			http.StatusBadRequest, posture.CodeCouldNotValidate, "until", "1970 or later"},
 		// A candidate is never empty by mistake.
-		{"null", "null", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "must be a JSON object"},
+		{"null", "null", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "must be a JSON object with postureChecks and servicePolicies (each with create, update, delete); it is JSON, but not an object"},
+		{"not JSON", "not json", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "not valid JSON: invalid character 'o' in literal null"},
 		{"more after the object", "{}]", http.StatusBadRequest, posture.CodeCouldNotParseBody, "", "more after the value"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -226,11 +226,14 @@ type eventsSkipCmd struct {
 }
 
 func (x *eventsSkipCmd) Run(ctx context.Context, s streams) error {
+	if strings.TrimSpace(x.Reason) == "" {
+		return usageError{errors.New("--reason is empty: say why the message is skipped (it is recorded in the log)")}
+	}
 	actor := x.Actor
 	if actor == "" {
 		actor = defaultActor()
 	}
-	l, err := x.open(ctx)
+	l, err := x.openToWrite(ctx)
 	if err != nil {
 		return err
 	}

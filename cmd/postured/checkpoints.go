@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seed-0809debe/posture"
+	"github.com/seed-0809debe/posture/cmd/postured/datadir"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/pki"
 	"github.com/seed-0809debe/posture/projections"
@@ -105,9 +106,16 @@ func (n *node) projectionSource() projections.Source {
 
 func checkpointVerifier(cert *x509.Certificate) func(msg, sig []byte) error {
 	return func(msg, sig []byte) error {
-		return pki.VerifyStatement(cert, eventlog.CheckpointPurpose, msg, sig)
+		err := pki.VerifyStatement(cert, eventlog.CheckpointPurpose, msg, sig)
+		if errors.Is(err, pki.ErrBadStatementSignature) {
+			return errNotSigned
+		}
+		return err
 	}
 }
+
+// errNotSigned is a checkpoint signature that does not verify.
+var errNotSigned = errors.New("another key signed it, or it was changed since")
 
 type auditVerifyCmd struct {
 	logFlags
@@ -299,15 +307,44 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		return fmt.Errorf("--ca %s: %w", caFile, err)
 	}
 	offline := len(a.NatsURL) == 0
-	l, err := a.openStore(ctx, offline)
+	if a.Projection && !offline {
+		// The projection compared is the data directory's, which only a
+		// stopped node leaves to another process (offline, openStore
+		// takes the same lock).
+		if !dirExists(filepath.Join(a.DataDir, "projections")) {
+			return usageError{fmt.Errorf("--projection: no projection at %s: give the --data-dir of the node whose projection to compare, stopped",
+				filepath.Join(a.DataDir, "projections"))}
+		}
+		lock, err := datadir.Acquire(a.DataDir)
+		var inUse *datadir.InUseError
+		if errors.As(err, &inUse) {
+			return fmt.Errorf("--projection compares a stopped node's projection with the log: %w; stop the node first, or verify without --projection", err)
+		}
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
+	l, err := a.openStore(ctx, offline, false)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 	start := time.Now()
-	v, err := l.Verify(ctx, eventlog.VerifyOptions{Verify: checkpointVerifier(cert), MaxProblems: a.MaxProblems})
+	// Whether any checkpoint's signature verifies: when none does, --ca
+	// is more likely another CA's than every checkpoint forged.
+	verified, notSigned := false, false
+	verify := checkpointVerifier(cert)
+	v, err := l.Verify(ctx, eventlog.VerifyOptions{MaxProblems: a.MaxProblems, Verify: func(msg, sig []byte) error {
+		err := verify(msg, sig)
+		verified, notSigned = verified || err == nil, notSigned || errors.Is(err, errNotSigned)
+		return err
+	}})
 	if err != nil {
 		return err
+	}
+	if notSigned && !verified {
+		fmt.Fprintf(s.err, "note: no checkpoint's signature verifies with the CA certificate %s: if the nodes that wrote this log have another CA, give its certificate with --ca (their <pki-dir>/ca.pem)\n", caFile)
 	}
 	if offline {
 		// The node beside the log applied up to some sequence: a log that

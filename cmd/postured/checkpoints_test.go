@@ -23,6 +23,7 @@ import (
 	"github.com/seed-0809debe/posture/api"
 	"github.com/seed-0809debe/posture/eventlog"
 	"github.com/seed-0809debe/posture/eventlog/natstest"
+	"github.com/seed-0809debe/posture/pki"
 )
 
 // checkpointedNode runs a node that checkpoints every 10 events (and every
@@ -102,6 +103,24 @@ func TestAuditVerifyDeleted(t *testing.T) {
 			t.Fatalf("untouched log, as the auditor: %v\n%s", err, out)
 		}
 		t.Log(strings.TrimSpace(out))
+		remote := []string{"audit", "verify", "--nats-url", "tls://" + cfg.NatsListen, "--nats-tls-ca", ca,
+			"--nats-nkey", filepath.Join(dir, "nats", "creds", "auditor.nk")}
+		// Another CA's certificate: every checkpoint fails, and the
+		// command says --ca is more likely wrong than the log forged.
+		other := t.TempDir()
+		if _, err := pki.Open(other, pki.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runMain(t, append(remote, "--ca", filepath.Join(other, "ca.pem"))...)
+		if code != exitFailed || !strings.Contains(out, "not valid: signature does not verify with the CA certificate: another key signed it") ||
+			strings.Contains(out, "x509") || !strings.Contains(errOut, "note: no checkpoint's signature verifies with the CA certificate "+filepath.Join(other, "ca.pem")) {
+			t.Fatalf("another CA: exit %d\n%s\n%s", code, out, errOut)
+		}
+		// --projection compares a stopped node's projection.
+		if _, err := command(t, append(remote, "--ca", ca, "--data-dir", dir, "--projection")...); err == nil ||
+			!strings.Contains(err.Error(), "--projection compares a stopped node's projection with the log: data directory ") {
+			t.Fatalf("--projection on a running node: %v", err)
+		}
 	})
 
 	l, err := eventlog.Open(t.Context(), eventlog.Options{Dir: filepath.Join(dir, "nats")})
@@ -180,7 +199,7 @@ func TestAuditVerifyCopyInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	// The copy itself stops (not only the opening of the log after it).
-	if l, err := f.openStore(ctx, true); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "copy the event log") {
+	if l, err := f.openStore(ctx, true, false); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "copy the event log") {
 		if err == nil {
 			l.Close()
 		}
@@ -189,7 +208,7 @@ func TestAuditVerifyCopyInterrupted(t *testing.T) {
 	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".verify-*")); len(leftovers) != 0 {
 		t.Fatalf("the copy is left: %v", leftovers)
 	}
-	l, err := f.openStore(t.Context(), true)
+	l, err := f.openStore(t.Context(), true, false)
 	if err != nil {
 		t.Fatalf("the same copy, not interrupted: %v", err)
 	}

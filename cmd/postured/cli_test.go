@@ -440,6 +440,11 @@ func TestOfflineCommandOnARunningNode(t *testing.T) {
 	if _, err := command(t, append([]string{"audit", "identity", "nosuch"}, flags...)...); posture.CodeOf(err) != posture.CodeNotFound {
 		t.Fatalf("audit with the flags it was given: %v, want a not found", err)
 	}
+	// A command that writes is given the nodes' own seed.
+	_, err = command(t, "events", "skip", "--seq", "1", "--reason", "r", "--data-dir", dir)
+	if want := "--nats-nkey " + filepath.Join(dir, "nats", "creds", "postured.nk") + " in place of --data-dir"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("events skip on a running node's data directory: %v, want %q", err, want)
+	}
 	for _, c := range []struct {
 		flags []string
 		want  string
@@ -456,19 +461,24 @@ func TestOfflineCommandOnARunningNode(t *testing.T) {
 }
 
 // TestAskNode: the hint names the node's NATS URL (a wildcard host as the
-// loopback address), its CA and the auditor's seed, as the node noted
-// them; a node that noted none was started without --nats-listen.
+// loopback address), its CA and the auditor's seed, or the nodes' own seed
+// for a command that writes, as the node noted them; a node that noted none
+// was started without --nats-listen.
 func TestAskNode(t *testing.T) {
-	notes := map[string]string{"nats-url": "tls://[::]:4222", "nats-tls-ca": "/srv/pki/ca.pem", "nats-nkey": "/srv/data/nats/creds/auditor.nk"}
-	if got, want := askNode(notes),
+	notes := map[string]string{"nats-url": "tls://[::]:4222", "nats-tls-ca": "/srv/pki/ca.pem",
+		"nats-nkey": "/srv/data/nats/creds/auditor.nk", "nats-nkey-writer": "/srv/data/nats/creds/postured.nk"}
+	if got, want := askNode(notes, false),
 		"--nats-url tls://127.0.0.1:4222 --nats-tls-ca /srv/pki/ca.pem --nats-nkey /srv/data/nats/creds/auditor.nk in place of --data-dir"; !strings.Contains(got, want) {
 		t.Errorf("askNode: %q, want %q", got, want)
 	}
+	if got, want := askNode(notes, true), "--nats-nkey /srv/data/nats/creds/postured.nk in place"; !strings.Contains(got, want) {
+		t.Errorf("askNode for a writer: %q, want %q", got, want)
+	}
 	notes["nats-url"] = "tls://10.0.0.1:4222"
-	if got := askNode(notes); !strings.Contains(got, "--nats-url tls://10.0.0.1:4222 ") {
+	if got := askNode(notes, false); !strings.Contains(got, "--nats-url tls://10.0.0.1:4222 ") {
 		t.Errorf("askNode: %q", got)
 	}
-	if got := askNode(nil); !strings.Contains(got, "started without --nats-listen") {
+	if got := askNode(nil, true); !strings.Contains(got, "started without --nats-listen") {
 		t.Errorf("askNode without notes: %q", got)
 	}
 }

@@ -15,11 +15,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 	kongcompletion "github.com/jotaen/kong-completion"
 	"github.com/posener/complete"
+	"github.com/seed-0809debe/posture"
 )
 
 type cli struct {
@@ -109,9 +111,33 @@ func (e exitCodeError) Unwrap() error { return e.err }
 // complain prints a usage error as one line and a hint where help is, and
 // returns the exit code 2.
 func complain(w io.Writer, err error, path string) int {
-	fmt.Fprintf(w, "postured: error: %v\n", err)
+	fmt.Fprintf(w, "postured: error: %s\n", cliText(err))
 	fmt.Fprintf(w, "Run '%s --help' for usage.\n", path)
 	return exitUsage
+}
+
+// cliText is err's text for a person at a terminal: an error of the API's
+// vocabulary says its message, or its field and reason, without the API's
+// code and generic wording ("COULD_NOT_VALIDATE: The supplied request
+// contains...").
+func cliText(err error) string {
+	var pe *posture.Error
+	if !errors.As(err, &pe) {
+		return err.Error()
+	}
+	plain := pe.Message
+	switch {
+	case pe.Field != "" && plain == "":
+		plain = pe.Field + ": " + pe.Reason
+	case pe.Field != "":
+		plain += " (" + pe.Field + ": " + pe.Reason + ")"
+	case plain == "":
+		plain = posture.DefaultMessage(pe.Code)
+	}
+	if pe.Err != nil {
+		plain += ": " + pe.Err.Error()
+	}
+	return strings.Replace(err.Error(), pe.Error(), plain, 1)
 }
 
 // commandPath is the command a parse reached ("postured explain"), without
@@ -164,7 +190,7 @@ func mainCode(ctx context.Context, args []string, s streams) (code int) {
 			return complain(s.err, err, commandPath(k))
 		}
 		if !errors.As(err, new(reported)) {
-			fmt.Fprintln(s.err, "postured:", err)
+			fmt.Fprintln(s.err, "postured:", cliText(err))
 		}
 		var ce exitCodeError
 		if errors.As(err, &ce) {

@@ -67,9 +67,13 @@ func (f natsFlags) connectHint(err error) error {
 // askNode says how to run an offline command against the running node
 // that owns its data directory, from what the node noted in the
 // directory's lock (serve with --nats-listen notes its NATS URL, its CA
-// and the auditor's seed).
-func askNode(notes map[string]string) string {
+// and the seeds of the auditor, which reads, and of the nodes, which
+// write: a command that writes, such as events skip, needs the second).
+func askNode(notes map[string]string, writes bool) string {
 	url, ca, seed := notes["nats-url"], notes["nats-tls-ca"], notes["nats-nkey"]
+	if writes {
+		seed = notes["nats-nkey-writer"]
+	}
 	if url == "" || ca == "" || seed == "" {
 		return "it was started without --nats-listen: ask its management API instead, or restart it with " +
 			"--nats-listen <host:port> and run this command with --nats-url (on an external NATS cluster, give that cluster's)"

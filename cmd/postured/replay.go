@@ -31,7 +31,12 @@ type logFlags struct {
 	natsFlags
 }
 
-func (f logFlags) open(ctx context.Context) (*offlineLog, error) { return f.openStore(ctx, false) }
+func (f logFlags) open(ctx context.Context) (*offlineLog, error) { return f.openStore(ctx, false, false) }
+
+// openToWrite is open for a command that appends to the log.
+func (f logFlags) openToWrite(ctx context.Context) (*offlineLog, error) {
+	return f.openStore(ctx, false, true)
+}
 
 // hasEmbeddedLog fails, saying where it looked, when --data-dir holds no
 // embedded log.
@@ -46,8 +51,10 @@ func (f logFlags) hasEmbeddedLog() error {
 // openStore is open; with copyStore, a stopped node's embedded store is
 // copied into the data directory and the copy opened (and removed on
 // Close): the embedded server repairs a damaged store as it opens it, which
-// can drop messages, and what verifies the log must not change it.
-func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, error) {
+// can drop messages, and what verifies the log must not change it. writes
+// says the command appends (for the hint when a running node owns the
+// directory).
+func (f logFlags) openStore(ctx context.Context, copyStore, writes bool) (*offlineLog, error) {
 	opts := eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas,
 		Auth: f.clientAuth(), Existing: true}
 	if len(f.NatsURL) != 0 {
@@ -66,7 +73,7 @@ func (f logFlags) openStore(ctx context.Context, copyStore bool) (*offlineLog, e
 	lock, err := datadir.Acquire(f.DataDir)
 	var inUse *datadir.InUseError
 	if errors.As(err, &inUse) {
-		return nil, fmt.Errorf("%w: a running node owns it; %s", err, askNode(inUse.Notes))
+		return nil, fmt.Errorf("%w: a running node owns it; %s", err, askNode(inUse.Notes, writes))
 	}
 	if err != nil {
 		return nil, err

@@ -599,8 +599,9 @@ func startNode(ctx context.Context, s *serveCmd, advertise string, log *slog.Log
 		notes := map[string]string{"nats-url": url, "nats-tls-ca": ca}
 		for _, c := range n.elog.Credentials() {
 			args = append(args, c.Role, c.SeedFile)
-			if c.Role == eventlog.RoleAuditor {
-				if notes["nats-nkey"], err = filepath.Abs(c.SeedFile); err != nil {
+			note := map[string]string{eventlog.RoleAuditor: "nats-nkey", eventlog.RolePostured: "nats-nkey-writer"}[c.Role]
+			if note != "" {
+				if notes[note], err = filepath.Abs(c.SeedFile); err != nil {
 					return nil, err
 				}
 			}

@@ -65,6 +65,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--disk-reserve-mib", "-1", data}, "--disk-reserve-mib may not be negative", "postured serve"},
 		{[]string{"serve", "--mfa-grace", "-5m", data}, "--mfa-grace must be at least 1s", "postured serve"},
 		{[]string{"backtest", "--candidate", "usage_test.go", "--changes", "-1", data}, "--changes may not be negative (0: all), not -1", "postured backtest"},
+		{[]string{"backtest", "--candidate", "usage_test.go", "--from", "720h", data}, `--from "720h" is in the future`, "postured backtest"},
+		{[]string{"events", "skip", "--seq", "3", "--reason", " ", data}, "--reason is empty", "postured events skip"},
 		{[]string{"audit", "verify", "--max-problems", "-1", data}, "--max-problems must be at least 1, not -1", "postured audit verify"},
 		{[]string{"serve", "--webhook-max-backoff", "1s", data}, "--webhook-max-backoff may not be under --webhook-backoff", "postured serve"},
 		{[]string{"serve", "--read-timeout", "0s", data}, "--read-timeout, --write-timeout and --idle-timeout must be at least 1s", "postured serve"},
@@ -102,6 +104,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the refused serve made its data directory: %v", err)
+	}
+	// A value checked as the API checks it is said as a command line's
+	// error, not in the API's words.
+	if code, _, stderr := runMain(t, "admin", "recover", "--data-dir", fresh); code != exitUsage ||
+		!strings.Contains(stderr, "POSTURED_ADMIN_PASSWORD: must be between 5 and 100 characters") || strings.Contains(stderr, posture.CodeCouldNotValidate) {
+		t.Errorf("admin recover with a 3-character password: exit %d, %q", code, stderr)
 	}
 }
 
