@@ -31,7 +31,9 @@ type logFlags struct {
 	natsFlags
 }
 
-func (f logFlags) open(ctx context.Context) (*offlineLog, error) { return f.openStore(ctx, false, false) }
+func (f logFlags) open(ctx context.Context) (*offlineLog, error) {
+	return f.openStore(ctx, false, false)
+}
 
 // openToWrite is open for a command that appends to the log.
 func (f logFlags) openToWrite(ctx context.Context) (*offlineLog, error) {
