@@ -66,7 +66,8 @@ func (a *API) checks() *resource[posture.Check, checkInput] {
 	return &resource[posture.Check, checkInput]{
 		a: a, kind: posture.KindCheck, noun: "posture check",
 		input: checkToInput, build: a.buildCheck, view: pure(checkView),
-		aliases: [][]string{{"roleAttributes", "attributes"}, {"domains", "macAddresses"}},
+		aliases:    [][]string{{"roleAttributes", "attributes"}, {"domains", "macAddresses"}},
+		keepOnNull: []string{"operatingSystems", "macAddresses", "domains", "process", "processes"},
 	}
 }
 

@@ -41,6 +41,11 @@ type resource[T posture.Entity, In any] struct {
 	// aliases are groups of input keys that spell the same field; a patch
 	// that sets one clears the others from the current state.
 	aliases [][]string
+	// keepOnNull are input keys whose null in a patch leaves the current
+	// value: what the entity cannot be without (a check's list of
+	// operating systems), which OpenZiti's generated clients send as null
+	// in every patch that does not set it.
+	keepOnNull []string
 	// canDelete refuses the deletion of an entity still in use.
 	canDelete func(T) error
 	// shred says that the entity owns sealed secrets: deleting it
@@ -221,6 +226,11 @@ func (r *resource[T, In]) patch(c echo.Context) error {
 	}
 	if fields == nil { // an empty body, or null: a patch of nothing is a mistake
 		return &posture.Error{Code: posture.CodeCouldNotParseBody, Message: "the body must be a JSON object of the fields to change"}
+	}
+	for k, v := range fields {
+		if string(v) == "null" && slices.ContainsFunc(r.keepOnNull, func(keep string) bool { return strings.EqualFold(keep, k) }) {
+			delete(fields, k)
+		}
 	}
 	return r.change(c, func(old T, now time.Time) (In, error) { return r.merge(old, now, fields) })
 }

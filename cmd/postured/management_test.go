@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
 )
@@ -232,6 +233,35 @@ func TestPostureCheckLifecycle(t *testing.T) {
 			expectError(t, n.do(t, http.MethodGet, mgmt+"/posture-checks/"+id, tok, nil), 404, posture.CodeNotFound, "")
 			expectError(t, n.do(t, http.MethodDelete, mgmt+"/posture-checks/"+id, tok, nil), 404, posture.CodeNotFound, "")
 		})
+	}
+}
+
+// TestPatchWithNullLists: a patch as OpenZiti's generated clients send it,
+// with null for the check's list it does not set, changes what it sets and
+// keeps the list (the check cannot be without it).
+func TestPatchWithNullLists(t *testing.T) {
+	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	tok := n.adminToken(t)
+	for _, c := range []struct {
+		create map[string]any
+		list   string
+	}{
+		{map[string]any{"typeId": "OS", "name": "os", "operatingSystems": []any{map[string]any{"type": "Linux"}}}, "operatingSystems"},
+		{map[string]any{"typeId": "MAC", "name": "mac", "macAddresses": []string{"00:00:00:00:00:01"}}, "macAddresses"},
+		{map[string]any{"typeId": "DOMAIN", "name": "domain", "domains": []string{"corp.example"}}, "domains"},
+		{map[string]any{"typeId": "PROCESS", "name": "process", "process": map[string]any{"osType": "Linux", "path": "/usr/bin/av"}}, "process"},
+		{map[string]any{"typeId": "PROCESS_MULTI", "name": "multi", "semantic": "AllOf", "processes": []any{map[string]any{"osType": "Linux", "path": "/b"}}}, "processes"},
+	} {
+		id := n.create(t, tok, "posture-checks", c.create)
+		before := n.detail(t, tok, "posture-checks", id)[c.list]
+		patch := map[string]any{"typeId": c.create["typeId"], c.list: nil, "tags": map[string]any{"owner": "secops"}}
+		if r := n.do(t, http.MethodPatch, mgmt+"/posture-checks/"+id, tok, patch); r.Status != http.StatusOK {
+			t.Fatalf("%s: a patch with %s null: %d %s", c.create["typeId"], c.list, r.Status, r.Body)
+		}
+		after := n.detail(t, tok, "posture-checks", id)
+		if !cmp.Equal(after[c.list], before) || after["tags"].(map[string]any)["owner"] != "secops" {
+			t.Fatalf("%s after the patch: %v, want %s %v kept", c.create["typeId"], after, c.list, before)
+		}
 	}
 }
 
