@@ -21,13 +21,13 @@
 # postured from PATH); NODE_1_PORT and NODE_2_PORT the postured nodes' HTTPS
 # ports on 127.0.0.1 (default 1280 and 1281; the NATS ports are in the
 # configurations). POSTURED_ADMIN_PASSWORD sets the admin's password on
-# the first start (otherwise it is generated and printed in node-1.log:
-# like everything in ./data/cluster, readable by you alone; change it after
-# signing in).
+# the first start (otherwise it is generated into node-1's data directory,
+# data/cluster/node-1/admin-password, readable by you alone, as node-1.log
+# says; change it after signing in).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Logs hold what the processes print (the generated admin password among
-# it), the stores the log itself: no one else may read them.
+# The data directories hold the generated admin password and the stores
+# the log itself: no one else may read them.
 umask 077
 
 NATS_SERVER=${NATS_SERVER:-nats-server}

@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -188,11 +190,16 @@ func (p *process) login(username, password string) (string, error) {
 func TestBinaryServesAndRestarts(t *testing.T) {
 	dir := t.TempDir()
 	p := startBinary(t, dir)
-	m := regexp.MustCompile(`default admin "admin" created with password (\S+)`).FindStringSubmatch(p.log())
-	if m == nil {
-		t.Fatalf("no generated admin password on stderr:\n%s", p.log())
+	// The generated password is in a file only its owner reads, which
+	// the log names; the log holds no password.
+	file := filepath.Join(dir, "admin-password")
+	if !strings.Contains(p.log(), `default admin "admin" created; its generated password is in `+file) {
+		t.Fatalf("the log does not name the generated password's file:\n%s", p.log())
 	}
-	password := m[1]
+	password := readPasswordFile(t, file)
+	if strings.Contains(p.log(), password) {
+		t.Fatalf("the generated password is in the log:\n%s", p.log())
+	}
 	tok, err := p.login("admin", password)
 	if err != nil {
 		t.Fatal(err)
@@ -205,9 +212,10 @@ func TestBinaryServesAndRestarts(t *testing.T) {
 
 	// A restart reuses the CA, the log and the admin; the API session
 	// survives because it is in the log.
-	p = startBinary(t, dir)
-	if strings.Contains(p.log(), "created with password") {
-		t.Fatalf("the admin was created again:\n%s", p.log())
+	p = startBinary(t, dir, "POSTURED_ADMIN_PASSWORD=not-the-admins")
+	if strings.Contains(p.log(), "default admin \"admin\" created") || !strings.Contains(p.log(), "generated password is unchanged, and still in its file") ||
+		!strings.Contains(p.log(), "POSTURED_ADMIN_PASSWORD is for the first start") {
+		t.Fatalf("a restart: the admin created again, or the file or the password set not said:\n%s", p.log())
 	}
 	if status, _, body, _ := p.request(http.MethodGet, api.ManagementBase+"/current-api-session", tok, nil); status != http.StatusOK {
 		t.Fatalf("API session lost on restart: %d %s", status, body)
@@ -215,7 +223,46 @@ func TestBinaryServesAndRestarts(t *testing.T) {
 	if _, err := p.login("admin", password); err != nil {
 		t.Fatal(err)
 	}
+	// Once the password is changed, the next start removes the file.
+	if status, _, body, err := p.request(http.MethodPut, api.ClientBase+"/current-identity/authenticators/"+adminAuthenticator(t, p, tok), tok,
+		map[string]any{"username": "admin", "password": "a-new-password", "currentPassword": password}); err != nil || status != http.StatusOK {
+		t.Fatalf("change the password: %d %s %v", status, body, err)
+	}
 	p.stop(t)
+	p = startBinary(t, dir)
+	if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(p.log(), "generated one's file is removed") {
+		t.Fatalf("after the password changed, the file: %v\n%s", err, p.log())
+	}
+	p.stop(t)
+}
+
+// readPasswordFile reads a generated password's file, which must be its
+// owner's alone.
+func readPasswordFile(t *testing.T, file string) string {
+	t.Helper()
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the generated password's file: %v %v", fi, err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// adminAuthenticator is the id of the password authenticator of the
+// caller of tok.
+func adminAuthenticator(t *testing.T, p *process, tok string) string {
+	t.Helper()
+	status, _, body, err := p.request(http.MethodGet, api.ClientBase+"/current-identity/authenticators", tok, nil)
+	var list struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	if err != nil || status != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Data) != 1 {
+		t.Fatalf("authenticators: %d %s %v", status, body, err)
+	}
+	return list.Data[0].ID
 }
 
 // TestCrashLosesNoAcknowledgedWrite kills the binary with SIGKILL while

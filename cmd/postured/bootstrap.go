@@ -5,7 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/api"
@@ -34,7 +38,20 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 	}
 
 	var password string
+	passwordFile, err := filepath.Abs(filepath.Join(s.DataDir, adminPasswordFile))
+	if err != nil {
+		return err
+	}
+	existed := false
 	err = modelChange(ctx, w, func() ([]posture.Payload, error) {
+		if password != "" && s.AdminPassword == "" {
+			// An attempt that lost to another node's: its password was
+			// never recorded.
+			if err := os.Remove(passwordFile); err != nil {
+				return nil, err
+			}
+		}
+		password, existed = "", false
 		admin, err := defaultAdmin(store, s.AdminUsername)
 		if err != nil {
 			return nil, err
@@ -57,6 +74,7 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 			return nil, err
 		}
 		if len(auths) > 0 {
+			existed = true
 			return out, nil
 		}
 		if _, err := store.AuthenticatorByUsername(s.AdminUsername); err == nil {
@@ -66,7 +84,13 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 		}
 		password = s.AdminPassword
 		if password == "" {
+			// Generated, it goes to a file of the data directory, never
+			// to the log (which a journal keeps), before it is recorded:
+			// a password recorded is never one nobody was told.
 			password = rand.Text()
+			if err := writeSecretFile(passwordFile, password+"\n"); err != nil {
+				return nil, fmt.Errorf("write the generated password: %w", err)
+			}
 		}
 		hash, err := api.SealedPasswordHash(ctx, sec, admin.ID, password)
 		if err != nil {
@@ -80,16 +104,85 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 		return out, nil
 	})
 	if err != nil {
+		if s.AdminPassword == "" && password != "" {
+			os.Remove(passwordFile)
+		}
 		return fmt.Errorf("creating the default admin: %w", err)
 	}
-	if password != "" {
-		log.Info("default admin created", "username", s.AdminUsername)
-		if s.AdminPassword == "" {
-			s.announce(log, fmt.Sprintf("postured: default admin %q created with password %s (shown once; set POSTURED_ADMIN_PASSWORD to choose it)", s.AdminUsername, password),
-				"default admin password generated (shown once; set POSTURED_ADMIN_PASSWORD to choose it)", "username", s.AdminUsername, "password", password)
+	switch {
+	case existed:
+		if s.AdminPassword != "" {
+			log.Info("POSTURED_ADMIN_PASSWORD is for the first start: the default admin exists and keeps its password (postured admin recover sets a new one)")
 		}
+		return generatedPasswordChanged(ctx, store, sec, s.AdminUsername, passwordFile, log)
+	case password != "" && s.AdminPassword == "":
+		s.announce(log, fmt.Sprintf("postured: default admin %q created; its generated password is in %s (yours alone to read: sign in, change the password, then delete the file; set POSTURED_ADMIN_PASSWORD to choose it)", s.AdminUsername, passwordFile),
+			"default admin created with a generated password, in the file", "username", s.AdminUsername, "file", passwordFile)
+	case password != "":
+		log.Info("default admin created", "username", s.AdminUsername)
 	}
 	return nil
+}
+
+// adminPasswordFile is the file of the data directory that holds the
+// default admin's generated password until it is changed.
+const adminPasswordFile = "admin-password"
+
+// writeSecretFile writes data to a new file only its owner may read.
+func writeSecretFile(path, data string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// generatedPasswordChanged removes the file of the generated password once
+// the default admin's password is another, and otherwise says that it is
+// still there.
+func generatedPasswordChanged(ctx context.Context, store *projections.Store, sec api.Secrets, username, path string, log *slog.Logger) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	admin, err := defaultAdmin(store, username)
+	if err != nil || admin == nil {
+		return err
+	}
+	auths, err := store.IdentityAuthenticators(admin.ID)
+	if err != nil {
+		return err
+	}
+	for _, au := range auths {
+		if au.Method != posture.MethodPassword {
+			continue
+		}
+		hash, err := api.PasswordHashOf(ctx, sec, au)
+		if err != nil {
+			return err
+		}
+		if ok, err := api.CheckPassword(ctx, hash, strings.TrimSpace(string(data))); err != nil || ok {
+			if ok {
+				log.Warn("the default admin's generated password is unchanged, and still in its file: change it, then delete the file", "file", path)
+			}
+			return err
+		}
+	}
+	log.Info("the default admin's password was changed: its generated one's file is removed", "file", path)
+	return os.Remove(path)
 }
 
 // modelChange is Writer.Model outside a request.

@@ -28,8 +28,8 @@ func jsonLines(t *testing.T, log string) []map[string]any {
 
 // TestJSONLogEveryLine runs the binary with --log-format json (as the
 // systemd unit does) through a first start, requests and a stop: every line
-// on stderr is a JSON object, the listening address and the generated admin
-// password included, and the password is the one that logs in.
+// on stderr is a JSON object, the listening address and the file of the
+// generated admin password included, and the password in it logs in.
 func TestJSONLogEveryLine(t *testing.T) {
 	p := startBinary(t, t.TempDir(), "POSTURED_LOG_FORMAT=json", "POSTURED_LOG_LEVEL=debug")
 	var password string
@@ -40,8 +40,9 @@ func TestJSONLogEveryLine(t *testing.T) {
 			sawSettings = rec["mfaGrace"] == "5m0s" && rec["apiSessionTimeout"] == "30m0s"
 		case "listening":
 			sawListening = strings.HasPrefix(rec["url"].(string), "https://127.0.0.1:") && rec["advertise"] != nil
-		case "default admin password generated (shown once; set POSTURED_ADMIN_PASSWORD to choose it)":
-			password, _ = rec["password"].(string)
+		case "default admin created with a generated password, in the file":
+			file, _ := rec["file"].(string)
+			password = readPasswordFile(t, file)
 		}
 	}
 	if !sawListening || password == "" || !sawSettings {
