@@ -22,6 +22,7 @@ import (
 	kongcompletion "github.com/jotaen/kong-completion"
 	"github.com/posener/complete"
 	"github.com/seed-0809debe/posture"
+	"golang.org/x/sys/unix"
 )
 
 type cli struct {
@@ -48,7 +49,8 @@ type completionCmd struct {
 }
 
 func (c *completionCmd) Help() string {
-	return "Without -c, prints the command that activates completion in the current shell; put that command in the shell's init file to keep it."
+	return "Without -c, on a terminal, prints the command that activates completion in the current shell; put that command in the shell's init file to keep it. " +
+		"Into a pipe (source <(postured completion bash)), it prints the script, as with -c."
 }
 
 func (c *completionCmd) Validate() error {
@@ -68,7 +70,17 @@ func (c *completionCmd) Run(ctx *kong.Context) error {
 			shell = b
 		}
 	}
-	return (&kongcompletion.Completion{Shell: shell, Code: c.Code}).Run(ctx)
+	return (&kongcompletion.Completion{Shell: shell, Code: c.Code || !terminal(ctx.Stdout)}).Run(ctx)
+}
+
+// terminal reports whether w is a terminal.
+func terminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // streams are where a command writes its output and its messages.

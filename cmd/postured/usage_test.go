@@ -156,8 +156,10 @@ func TestCompletion(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, want) || stderr != "" {
 			t.Errorf("completion -c %s: exit %d, %q %q, want %q", shell, code, stdout, stderr, want)
 		}
-		if code, stdout, _ := runMain(t, "completion", shell); code != 0 || !strings.Contains(stdout, "postured completion -c "+shell) {
-			t.Errorf("completion %s: exit %d, %q", shell, code, stdout)
+		// Not on a terminal (source <(postured completion bash)): the
+		// script, as with -c.
+		if code, stdout, _ := runMain(t, "completion", shell); code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("completion %s into a pipe: exit %d, %q", shell, code, stdout)
 		}
 	}
 	if code, _, stderr := runMain(t, "completion", "tcsh"); code != exitUsage || !strings.Contains(stderr, "bash, zsh or fish") || strings.Contains(stderr, `""`) {
@@ -165,7 +167,7 @@ func TestCompletion(t *testing.T) {
 	}
 	// Without a shell named, the one $SHELL names.
 	t.Setenv("SHELL", "/usr/local/bin/fish")
-	if code, stdout, _ := runMain(t, "completion"); code != 0 || !strings.Contains(stdout, "postured completion -c fish | source") {
+	if code, stdout, _ := runMain(t, "completion"); code != 0 || !strings.Contains(stdout, `complete -f -c postured -a "(__complete_postured)"`) {
 		t.Errorf("completion with SHELL=fish: exit %d, %q", code, stdout)
 	}
 	// The shell asking for completions of the command's argument.
