@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -60,7 +62,7 @@ func Decode(c echo.Context, v any) error {
 
 // DecodeBytes is Decode for a body already read.
 func DecodeBytes(data []byte, v any) error {
-	if err := CheckDepth(data); err != nil {
+	if err := CheckShape(data); err != nil {
 		return err
 	}
 	if err := CheckUTF8(data); err != nil {
@@ -94,7 +96,7 @@ func CheckJSON(data []byte) error {
 	if !json.Valid(data) {
 		return DecodeBytes(data, new(json.RawMessage)) // nil for an empty body; the reason otherwise
 	}
-	if err := CheckDepth(data); err != nil {
+	if err := CheckShape(data); err != nil {
 		return err
 	}
 	return CheckUTF8(data)
@@ -147,10 +149,54 @@ func CheckUTF8(data []byte) error {
 // the decoder's own limit is 10,000.
 const MaxDepth = 100
 
-// CheckDepth refuses a JSON document nested deeper than MaxDepth.
-func CheckDepth(data []byte) error {
-	depth, inString, escaped := 0, false, false
-	for _, b := range data {
+// freeMembers are the members whose objects are free-form maps, in which
+// keys that differ only in case are distinct (a tag "Env" beside "env").
+var freeMembers = []string{"tags", "appData", "data", "schema"}
+
+// CheckShape refuses a JSON document nested deeper than MaxDepth, or with
+// an object that has a key twice: the same name (which I-JSON, RFC 7493,
+// forbids), or names that differ only in case outside free-form members
+// (tags, appData, a config's data, a schema). The decoder takes either as
+// one field and keeps the last value, where another reader of the request
+// (a proxy, an OpenAPI validator, an audit tool) may keep the first.
+func CheckShape(data []byte) error {
+	type frame struct {
+		object, free bool
+		expectKey    bool
+		keys         []string
+		seen         map[string]string // folded (or, free, exact) key -> key, past a few keys
+	}
+	var stack []frame
+	lastKey, keyStart := "", -1
+	inString, escaped := false, false
+	dup := func(f *frame, key string) (string, bool) {
+		norm := key
+		if !f.free {
+			norm = strings.ToLower(strings.ToUpper(key))
+		}
+		if f.seen != nil {
+			other, ok := f.seen[norm]
+			f.seen[norm] = key
+			return other, ok
+		}
+		for _, k := range f.keys {
+			if k == key || !f.free && strings.EqualFold(k, key) {
+				return k, true
+			}
+		}
+		if f.keys = append(f.keys, key); len(f.keys) > 16 {
+			f.seen = make(map[string]string, 2*len(f.keys))
+			for _, k := range f.keys {
+				n := k
+				if !f.free {
+					n = strings.ToLower(strings.ToUpper(k))
+				}
+				f.seen[n] = k
+			}
+		}
+		return "", false
+	}
+	for i, b := range data {
 		switch {
 		case inString:
 			switch {
@@ -160,16 +206,48 @@ func CheckDepth(data []byte) error {
 				escaped = true
 			case b == '"':
 				inString = false
+				if keyStart < 0 {
+					break
+				}
+				raw := data[keyStart : i+1]
+				key := string(raw[1 : len(raw)-1])
+				if bytes.IndexByte(raw, '\\') >= 0 {
+					json.Unmarshal(raw, &key) //nolint:errcheck // an invalid body is refused by its decoding
+				}
+				keyStart, lastKey = -1, key
+				if other, ok := dup(&stack[len(stack)-1], key); ok {
+					why := ""
+					if other != key {
+						why = fmt.Sprintf(" (%q and %q: keys are matched without regard to case)", other, key)
+					}
+					return &posture.Error{Code: posture.CodeCouldNotParseBody,
+						Message: fmt.Sprintf("the body is not valid: an object has the key %q twice%s", key, why)}
+				}
 			}
 		case b == '"':
 			inString = true
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
+				keyStart, stack[n-1].expectKey = i, false
+			}
 		case b == '[' || b == '{':
-			if depth++; depth > MaxDepth {
+			if len(stack) >= MaxDepth {
 				return &posture.Error{Code: posture.CodeCouldNotParseBody,
 					Message: fmt.Sprintf("the body is nested deeper than %d levels of arrays and objects", MaxDepth)}
 			}
+			f := frame{object: b == '{', expectKey: b == '{'}
+			if n := len(stack); n > 0 {
+				parent := stack[n-1]
+				f.free = parent.free || parent.object && slices.ContainsFunc(freeMembers, func(m string) bool { return strings.EqualFold(m, lastKey) })
+			}
+			stack = append(stack, f)
 		case b == ']' || b == '}':
-			depth--
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case b == ',':
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].expectKey = true
+			}
 		}
 	}
 	return nil

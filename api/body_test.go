@@ -56,6 +56,14 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		`{"name":"sv\ud800x"}`:      `the body is not valid: a string holds half of a surrogate pair (\ud800)`,
 		`{"name":"sv\udc00"}`:       `the body is not valid: a string holds half of a surrogate pair (\udc00)`,
 		`{"name":"sv\ud800\u0041"}`: `the body is not valid: a string holds half of a surrogate pair (\ud800)`,
+		// A key twice in one object: the same name, escaped or not, or
+		// the same but for case outside a free-form map.
+		`{"name":"a","name":"b"}`:                                        `the body is not valid: an object has the key "name" twice`,
+		`{"n\u0061me":"a","name":"b"}`:                                   `the body is not valid: an object has the key "name" twice`,
+		`{"name":"a","NAME":"b"}`:                                        `the body is not valid: an object has the key "NAME" twice ("name" and "NAME": keys are matched without regard to case)`,
+		`[{"a":1},{"b":{"typeId":"OS","x":[1,{"y":2}],"typeId":"MAC"}}]`: `the body is not valid: an object has the key "typeId" twice`,
+		`{"tags":{"env":"a","env":"b"}}`:                                 `the body is not valid: an object has the key "env" twice`,
+		`{"k00":0,"k01":1,"k02":2,"k03":3,"k04":4,"k05":5,"k06":6,"k07":7,"k08":8,"k09":9,"k10":0,"k11":1,"k12":2,"k13":3,"k14":4,"k15":5,"k16":6,"K03":7}`: `the body is not valid: an object has the key "K03" twice ("k03" and "K03": keys are matched without regard to case)`,
 	} {
 		var v map[string]any
 		err := api.DecodeBytes([]byte(body), &v)
@@ -65,7 +73,12 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		}
 	}
 	for _, body := range []string{deep(api.MaxDepth), `{"name":"[[[[{\"\\","more":"]]]"}` + " \n", `{"s":"` + strings.Repeat("[", 2*api.MaxDepth) + `"}`,
-		`{"name":"emoji \ud83d\ude00 é \u00e9"}`, `{"name":"a backslash, then u: \\ud800"}`, `{"name":"\ufffd"}`} {
+		`{"name":"emoji \ud83d\ude00 é \u00e9"}`, `{"name":"a backslash, then u: \\ud800"}`, `{"name":"\ufffd"}`,
+		// Keys that differ only in case are distinct in a free-form map,
+		// the same key in two objects is not twice, and a string value
+		// is not a key.
+		`{"name":"x","tags":{"Env":"a","env":"b"},"appData":{"x":{"A":1,"a":2}}}`, `{"list":[{"name":"a"},{"name":"b"}]}`,
+		`{"a":{"name":"x"},"b":{"name":"y"},"c":["name","name"],"d":"name"}`} {
 		var v map[string]any
 		if err := api.DecodeBytes([]byte(body), &v); err != nil {
 			t.Errorf("%.40s: %v", body, err)

@@ -67,7 +67,7 @@ func ParseCandidate(store Store, body []byte, now time.Time) ([]posture.Payload,
 
 func decodeCandidate(body []byte) (candidateDoc, error) {
 	var doc candidateDoc
-	if err := api.CheckDepth(body); err != nil {
+	if err := api.CheckShape(body); err != nil {
 		return doc, err
 	}
 	if err := api.CheckUTF8(body); err != nil {
