@@ -72,22 +72,45 @@ func CheckList(field string, l []string, entries, chars int) error {
 	return nil
 }
 
-// CheckSDKInfo bounds what a client says of its SDK at login.
+// CheckSDKInfo bounds what a client says of its SDK at login, and replaces
+// what would not show as it reads (TextOnly).
 func CheckSDKInfo(s *posture.SDKInfo) error {
 	if s == nil {
 		return nil
+	}
+	for _, f := range []*string{&s.Type, &s.Version, &s.Branch, &s.Revision, &s.AppID, &s.AppVersion} {
+		*f = TextOnly(*f)
 	}
 	return checkFields("sdkInfo", map[string]string{"type": s.Type, "version": s.Version, "branch": s.Branch,
 		"revision": s.Revision, "appId": s.AppID, "appVersion": s.AppVersion})
 }
 
-// CheckEnvInfo bounds what a client says of its environment at login.
+// CheckEnvInfo bounds what a client says of its environment at login, and
+// replaces what would not show as it reads (TextOnly).
 func CheckEnvInfo(e *posture.EnvInfo) error {
 	if e == nil {
 		return nil
 	}
+	for _, f := range []*string{&e.OS, &e.Arch, &e.OSRelease, &e.OSVersion, &e.Domain, &e.Hostname} {
+		*f = TextOnly(*f)
+	}
 	return checkFields("envInfo", map[string]string{"os": e.OS, "arch": e.Arch, "osRelease": e.OSRelease,
 		"osVersion": e.OSVersion, "domain": e.Domain, "hostname": e.Hostname})
+}
+
+// TextOnly is s with each character CheckText refuses replaced by U+FFFD,
+// for what a client reports of itself at login: a login is not refused
+// for a hostname, but an admin reading it sees what is odd in it.
+func TextOnly(s string) string {
+	if CheckText("", s) == nil {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if notText(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 }
 
 func checkFields(prefix string, fields map[string]string) error {
@@ -243,11 +266,16 @@ func brahmic(r rune) bool {
 // shows "exe.pdf" for "fdp.exe". Unlike a name it may hold any space.
 func CheckText(field, s string) error {
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) || unicode.Is(unicode.Cf, r) && r != '\u200C' && r != '\u200D' {
+		if notText(r) {
 			return posture.Invalid(field, "must not contain control characters, line separators or invisible formatting characters", s)
 		}
 	}
 	return nil
+}
+
+// notText is what CheckText refuses.
+func notText(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) || unicode.Is(unicode.Cf, r) && r != '\u200C' && r != '\u200D'
 }
 
 // CheckUsername refuses a new username that does not show as it reads

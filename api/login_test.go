@@ -105,6 +105,15 @@ func TestLoginHandlers(t *testing.T) {
 					t.Fatalf("session %+v, answered %s %v", s, r.Data, r.Header)
 				}
 			}},
+		{Name: "Authenticate: what a client reports of itself that would not show as it reads is replaced, not refused", Method: http.MethodPost, Path: "/authenticate?method=password",
+			Body:   `{"username":"laptop-user","password":"laptop-password","envInfo":{"hostname":"a\u0000b\u202e","os":"linux"},"sdkInfo":{"type":"ziti-sdk-c","version":"\u001b[31mred"}}`,
+			Status: http.StatusOK, Appended: []string{created},
+			Check: func(t *testing.T, r apitest.Response, log *apitest.Log) {
+				s := log.Payload(t, 0).(posture.APISessionCreated).APISession
+				if s.EnvInfo.Hostname != "a\uFFFDb\uFFFD" || s.EnvInfo.OS != "linux" || s.SDKInfo.Version != "\uFFFD[31mred" || s.SDKInfo.Type != "ziti-sdk-c" {
+					t.Fatalf("env %+v, sdk %+v", s.EnvInfo, s.SDKInfo)
+				}
+			}},
 		{Name: "Authenticate: verified MFA makes the session partial", Method: http.MethodPost, Path: "/authenticate?method=password", Body: login("admin-user", "laptop-password"),
 			Status: http.StatusOK, Appended: []string{created},
 			Check: func(t *testing.T, r apitest.Response, log *apitest.Log) {

@@ -41,3 +41,19 @@ func CheckTagsAt(field string, t posture.Tags) (posture.Tags, error) {
 	}
 	return t, nil
 }
+
+// CheckTagsText refuses tags whose names or string values CheckText
+// refuses: tags an endpoint sets (a session's), which admins read.
+func CheckTagsText(field string, t posture.Tags) error {
+	for k, v := range t {
+		if err := CheckText(field, k); err != nil {
+			return err
+		}
+		if v, ok := v.(string); ok {
+			if err := CheckText(field+"."+k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -137,6 +137,9 @@ func (a *API) createSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := api.CheckTagsText("tags", t); err != nil {
+		return err
+	}
 	// As the real controller: a service that does not exist is 404 (an
 	// SDK then refreshes its list of services), one the identity may not
 	// use 400 COULD_NOT_VALIDATE "service not found".
