@@ -17,7 +17,9 @@ import (
 // refused with a validation error naming the field; whatever else would
 // make an event larger than the log accepts is 413, never a 500.
 func TestOversizedEvents(t *testing.T) {
-	n := startTestNode(t, defaultTestConfig(t.TempDir()))
+	cfg := defaultTestConfig(t.TempDir())
+	cfg.WriteBudgetKiB = 16 // serve's default
+	n := startTestNode(t, cfg)
 	admin := n.adminToken(t)
 	ep := n.endpoint(t, admin, "laptop-1", "laptops")
 	big := func(size int) string { return strings.Repeat("<", size) }
@@ -87,6 +89,12 @@ func TestOversizedEvents(t *testing.T) {
 	expect("bulk whose event exceeds the log's limit", r, http.StatusRequestEntityTooLarge, posture.CodeRequestEntityTooLarge, "")
 	if _, e := r.envelope(t); !strings.Contains(e.Message, "event") {
 		t.Fatalf("413 message %q does not say the event is too large", e.Message)
+	}
+	// It kept nothing, so it cost nothing of the identity's budget: the
+	// same request is 413 again, not 429.
+	for range 3 {
+		r = post(clientAPI+"/posture-response-bulk", ep.token, bulk)
+		expect("the same bulk again", r, http.StatusRequestEntityTooLarge, posture.CodeRequestEntityTooLarge, "")
 	}
 
 	// The node still works, and the same requests within bounds pass.
