@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/seed-0809debe/posture"
@@ -135,7 +136,14 @@ func New(opts Options) (*Console, error) {
 		return nil, err
 	}
 	m := c.mux
-	m.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", cacheable(http.FileServerFS(assets))))
+	files := cacheable(http.FileServerFS(assets))
+	m.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") { // a directory: no listing
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})))
 	m.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/fleet", http.StatusSeeOther)
 	})

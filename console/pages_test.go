@@ -98,4 +98,8 @@ func TestNotFoundPages(t *testing.T) {
 	if w := get(t, c, "/console/assets/console.css"); w.Code != http.StatusOK {
 		t.Fatalf("an asset: %d", w.Code)
 	}
+	// The assets' directory is not listed.
+	if w := get(t, c, "/console/assets/"); w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), "console.css") {
+		t.Fatalf("the assets' directory: %d\n%s", w.Code, w.Body)
+	}
 }

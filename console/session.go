@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"unicode"
@@ -353,13 +355,24 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 const signedOut = "signed-out"
 
 // safeNext keeps a redirect target inside the console: a path under
-// /console/ without backslashes or control characters (which browsers
-// drop or read as separators).
+// /console/ once its dots are resolved ("/console/../x" is not), without
+// backslashes or control characters (which browsers drop or read as
+// separators), and written anew, escaped, so that what goes into the
+// Location header is only what a URL may hold.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
-		return "/console/fleet"
+	const home = "/console/fleet"
+	if !strings.HasPrefix(next, "/console/") || strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
+		return home
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
+		return home
+	}
+	clean := path.Clean(u.Path)
+	if !strings.HasPrefix(clean, "/console/") {
+		return home
+	}
+	return (&url.URL{Path: clean, RawQuery: u.Query().Encode(), Fragment: u.Fragment}).String()
 }
 
 func asPostureError(err error, pe **posture.Error) bool { return errors.As(err, pe) }

@@ -202,15 +202,19 @@ func TestTimelineLongLabels(t *testing.T) {
 
 func TestSafeNext(t *testing.T) {
 	for in, want := range map[string]string{
-		"/console/identities/x":         "/console/identities/x",
-		"":                              "/console/fleet",
-		"https://evil.example/":         "/console/fleet",
-		"//evil.example/":               "/console/fleet",
-		"/console/\\evil":               "/console/fleet",
-		"/console/../\t/evil.example/x": "/console/fleet",
-		"/console/a\x00b":               "/console/fleet",
-		"/console/a\u0085b":             "/console/fleet",
-		"/edge/management/v1/x":         "/console/fleet",
+		"/console/identities/x":                     "/console/identities/x",
+		"":                                          "/console/fleet",
+		"https://evil.example/":                     "/console/fleet",
+		"//evil.example/":                           "/console/fleet",
+		"/console/\\evil":                           "/console/fleet",
+		"/console/../\t/evil.example/x":             "/console/fleet",
+		"/console/a\x00b":                           "/console/fleet",
+		"/console/a\u0085b":                         "/console/fleet",
+		"/edge/management/v1/x":                     "/console/fleet",
+		"/console/../../evil":                       "/console/fleet",
+		"/console/a/../identities/x":                "/console/identities/x",
+		"/console/explain?identity=a b&service=s#x": "/console/explain?identity=a+b&service=s#x",
+		`/console/fleet"><script>alert(1)</script>`: "/console/fleet%22%3E%3Cscript%3Ealert%281%29%3C/script%3E",
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
