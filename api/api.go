@@ -281,7 +281,8 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 // +json type), or with a charset other than JSON's UTF-8 (RFC 8259) or
 // ASCII, a part of it: a form or text posted by mistake is not read as
 // JSON. A body without a Content-Type is read as JSON, as OpenZiti's SDKs
-// and curl without -H send it. Every such body is checked as JSON before
+// and curl without -H send it. An encoded body (Content-Encoding: gzip) is
+// refused the same way: it is not read. Every such body is checked as JSON before
 // the operation runs, whether or not the operation reads one: one that
 // takes no body (enrolling MFA, say) does not act on a broken or oversized
 // one.
@@ -290,6 +291,13 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		if r.ContentLength == 0 || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
 			return next(c) // no body, or one no operation of this method reads
+		}
+		if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+			if len(ce) > 100 {
+				ce = ce[:100] + "..."
+			}
+			return &posture.Error{Code: posture.CodeUnsupportedMediaType,
+				Message: fmt.Sprintf("the body must be sent as it is, not encoded (Content-Encoding: %q)", ce)}
 		}
 		if ct := r.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationJSON && ct != "" {
 			mt, params, err := mime.ParseMediaType(ct)

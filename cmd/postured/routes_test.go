@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -217,6 +220,30 @@ func TestJSONBodiesOnly(t *testing.T) {
 		if resp.StatusCode != http.StatusCreated {
 			t.Errorf("Content-Type %q: %d", ct, resp.StatusCode)
 		}
+	}
+	// An encoded body is not read: 415, and nothing is created.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"name":"gzipped"}`))
+	zw.Close()
+	req, err := http.NewRequest(http.MethodPost, n.srv.URL+mgmt+"/services", &gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.HeaderSession, admin)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := plain.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(data), `not encoded (Content-Encoding: \"gzip\")`) {
+		t.Errorf("a gzip body: %d %s", resp.StatusCode, data)
+	}
+	if r := n.do(t, http.MethodGet, mgmt+`/services?filter=name="gzipped"`, admin, nil); !strings.Contains(string(r.Body), `"totalCount":0`) {
+		t.Fatalf("a gzip body created a service: %s", r.Body)
 	}
 }
 
