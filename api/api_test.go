@@ -102,6 +102,11 @@ func TestParseList(t *testing.T) {
 		{"limit=ten", 0, 0, posture.CodeInvalidPagination},
 		{"offset=-1", 0, 0, posture.CodeInvalidPagination},
 		{"offset=x", 0, 0, posture.CodeInvalidPagination},
+		// Each at most once.
+		{"limit=1&limit=2", 0, 0, posture.CodeInvalidPagination},
+		{"offset=1&offset=1", 0, 0, posture.CodeInvalidPagination},
+		{`filter=name="a"&filter=name="b"`, 0, 0, posture.CodeInvalidFilter},
+		{"sort=name&sort=id", 0, 0, posture.CodeInvalidSort},
 	}
 	e := echo.New()
 	for _, c := range cases {
