@@ -107,14 +107,20 @@ func csrDER(data []byte) ([]byte, error) {
 		return nil, ErrMissingCSR
 	}
 	if bytes.Contains(text, []byte("-----BEGIN")) {
+		var der []byte
 		for rest := text; ; {
 			var block *pem.Block
 			block, rest = pem.Decode(rest)
-			if block == nil {
+			switch {
+			case block == nil && der == nil:
 				return nil, fmt.Errorf("%w: no PEM CERTIFICATE REQUEST block", ErrInvalidCSR)
-			}
-			if block.Type == "CERTIFICATE REQUEST" || block.Type == "NEW CERTIFICATE REQUEST" {
-				return block.Bytes, nil
+			case block == nil:
+				return der, nil
+			case block.Type != "CERTIFICATE REQUEST" && block.Type != "NEW CERTIFICATE REQUEST":
+			case der != nil: // which one is meant?
+				return nil, fmt.Errorf("%w: more than one PEM CERTIFICATE REQUEST block", ErrInvalidCSR)
+			default:
+				der = block.Bytes
 			}
 		}
 	}

@@ -132,6 +132,11 @@ func TestSignCSRErrors(t *testing.T) {
 		}
 		return dns
 	}
+	// A request beside other PEM blocks (openssl's EC PARAMETERS) is taken.
+	params := append(pem.EncodeToMemory(&pem.Block{Type: "EC PARAMETERS", Bytes: []byte{6, 8, 42, 134, 72, 206, 61, 3, 1, 7}}), good...)
+	if _, _, err := ca.SignCSR(params, SignRequest{}); err != nil {
+		t.Errorf("a request after EC PARAMETERS: %v", err)
+	}
 	if _, _, err := ca.SignCSR(makeCSR(t, newP256(t), "x", names(MaxCSRNames), nil), SignRequest{}); err != nil {
 		t.Errorf("%d names: %v", MaxCSRNames, err)
 	}
@@ -152,6 +157,7 @@ func TestSignCSRErrors(t *testing.T) {
 		{"P-224", makeCSR(t, p224, "x", nil, nil), ErrInvalidCSR},
 		{"too many names", makeCSR(t, newP256(t), "x", names(MaxCSRNames+1), nil), ErrInvalidCSR},
 		{"a long subject", makeCSR(t, newP256(t), strings.Repeat("x", MaxCSRSubject), nil, nil), ErrInvalidCSR},
+		{"two requests", append(append([]byte(nil), good...), makeCSR(t, newP256(t), "y", nil, nil)...), ErrInvalidCSR},
 	}
 	for _, tt := range tests {
 		if _, _, err := ca.SignCSR(tt.in, SignRequest{}); !errors.Is(err, tt.want) {
