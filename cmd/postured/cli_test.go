@@ -204,6 +204,19 @@ func TestOpsCommands(t *testing.T) {
 		strings.Count(tailOut.String(), "\n") != 2 || errOut.String() != "" {
 		t.Fatalf("events tail --no-follow: %v\n%s%s", err, tailOut.String(), errOut.String())
 	}
+	// A dump that prints nothing says why.
+	for flags, want := range map[string]string{
+		"":                            "(without --from the tail starts after the newest; --from 1 dumps the log)",
+		"--from=999999":               "(--from 999999 is past it)",
+		"--from=1 --type=mfa.removed": "(none matched)",
+	} {
+		var out, msgs lockedBuffer
+		args := append([]string{"events", "tail", "--no-follow"}, strings.Fields(flags)...)
+		if err := posturedStreams(t.Context(), &out, &msgs, append(args, auditor...)...); err != nil || out.String() != "" ||
+			!strings.HasPrefix(msgs.String(), "postured: no event printed: the log's newest is sequence ") || !strings.HasSuffix(msgs.String(), want+"\n") {
+			t.Fatalf("events tail --no-follow %s: %v\n%s%s", flags, err, out.String(), msgs.String())
+		}
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		for !strings.Contains(errOut.String(), "following") && ctx.Err() == nil {
@@ -260,6 +273,11 @@ func TestOpsCommands(t *testing.T) {
 	if summary, err := command(t, "replay", data, "--out", filepath.Join(t.TempDir(), "one"), "--to-seq", "1"); err != nil || !strings.HasPrefix(summary, "replayed 1 event (cursor 1)") {
 		t.Fatalf("replay --to-seq 1: %v %q", err, summary)
 	}
+	var replayOut, replayErr lockedBuffer
+	if err := posturedStreams(t.Context(), &replayOut, &replayErr, "replay", data, "--out", filepath.Join(t.TempDir(), "all"), "--to-seq", "999999"); err != nil ||
+		!strings.Contains(replayErr.String(), "before --to-seq 999999: replayed all of it") {
+		t.Fatalf("replay --to-seq past the end: %v %q %q", err, replayOut.String(), replayErr.String())
+	}
 	if _, err := command(t, "replay", data, "--out", out); err == nil || !strings.Contains(err.Error(), "is not empty") {
 		t.Fatalf("replay into a full directory: %v", err)
 	}
@@ -280,6 +298,11 @@ func TestOpsCommands(t *testing.T) {
 	}
 	if _, err := command(t, "audit", "identity", "nosuch", data); posture.CodeOf(err) != posture.CodeNotFound {
 		t.Fatalf("audit of an unknown identity: %v", err)
+	}
+	var auditOut, auditErr lockedBuffer
+	if err := posturedStreams(t.Context(), &auditOut, &auditErr, "audit", "identity", ep.id, data, "--since", "1h"); err != nil ||
+		strings.Count(auditOut.String(), "\n") != 1 || !strings.HasPrefix(auditErr.String(), "postured: no entry in the window") {
+		t.Fatalf("audit of an empty window: %v %q %q", err, auditOut.String(), auditErr.String())
 	}
 
 	text, err := command(t, "explain", "--identity", ep.id, "--service", svc, "--at", denied.Format(time.RFC3339Nano), data)

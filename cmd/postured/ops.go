@@ -89,6 +89,11 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 		if _, err := projections.Get[posture.Identity](store, a.ID); errors.Is(err, posture.ErrNotFound) {
 			return posture.NotFound("identity", a.ID)
 		}
+		window := ""
+		if !since.IsZero() || !until.IsZero() {
+			window = " in the window"
+		}
+		fmt.Fprintf(s.err, "postured: no entry%s: the identity has no posture fact, access change or session decision there yet\n", window)
 	}
 	return writeHistory(s.out, entries, a.JSON)
 }
@@ -307,6 +312,7 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 	}
 	enc := json.NewEncoder(s.out)
 	enc.SetEscapeHTML(false)
+	printed := 0
 	for {
 		err = read(from, func(batch []posture.Event) error {
 			for _, e := range batch {
@@ -320,6 +326,7 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 				if err := enc.Encode(tailLine{Event: e, Seq: e.Seq, Part: e.Part}); err != nil {
 					return err
 				}
+				printed++
 			}
 			return nil
 		})
@@ -335,11 +342,23 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 				Size: len(bad.Data), DataSHA256: bad.DataSHA256(), NotAnEvent: true}); err != nil {
 				return err
 			}
+			printed++
 		}
 		from = bad.Seq + 1
 	}
 	if ctx.Err() != nil {
 		return nil
+	}
+	if err == nil && t.NoFollow && printed == 0 {
+		// Said, so that an empty dump is not taken for an empty log.
+		why := "none matched"
+		switch {
+		case t.From == 0:
+			why = "without --from the tail starts after the newest; --from 1 dumps the log"
+		case t.From > last:
+			why = fmt.Sprintf("--from %d is past it", t.From)
+		}
+		fmt.Fprintf(s.err, "postured: no event printed: the log's newest is sequence %d (%s)\n", last, why)
 	}
 	return err
 }

@@ -291,7 +291,7 @@ func replayInMemory(ctx context.Context, l *eventlog.Log, c cutoff) (*projection
 type replayCmd struct {
 	logFlags
 	Out   string `help:"Directory of the rebuilt projection (default <data-dir>/replay); it must not exist or be empty, and is made 0700, as the node's data directory is (it holds the identities' history and token hashes)."`
-	ToSeq uint64 `name:"to-seq" xor:"cut" help:"Stop after this sequence."`
+	ToSeq uint64 `name:"to-seq" xor:"cut" help:"Stop after this sequence (0, the default: the log's end)."`
 	Until string `xor:"cut" help:"Stop before the first event later than this time (RFC 3339, taken to the end of its last digit, so 10:32:00Z includes 10:32:00.5; or a duration from now such as -2h)."`
 }
 
@@ -336,6 +336,9 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 	}
 	secs := time.Since(start).Seconds()
 	_, err = fmt.Fprintf(s.out, "replayed %s (cursor %d) into %s in %.2fs: %.0f events/s\n", posture.Count(n, "event", "events"), store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
+	if r.ToSeq > store.Cursor() {
+		fmt.Fprintf(s.err, "postured: the log ends at sequence %d, before --to-seq %d: replayed all of it\n", store.Cursor(), r.ToSeq)
+	}
 	return err
 }
 
