@@ -54,13 +54,17 @@ func (a ClientAuth) natsOptions() ([]nats.Option, error) {
 	if (a.TLSCert == "") != (a.TLSKey == "") {
 		return nil, errors.New("eventlog: a NATS client certificate needs its key, and a key its certificate")
 	}
-	for _, f := range []string{a.CredsFile, a.NkeyFile, a.TLSCA, a.TLSCert, a.TLSKey} {
-		if f == "" {
+	for _, f := range []struct{ path, what string }{
+		{a.CredsFile, "NATS credentials file (--nats-creds)"}, {a.NkeyFile, "NATS nkey seed file (--nats-nkey)"},
+		{a.TLSCA, "NATS servers' CA file (--nats-tls-ca)"}, {a.TLSCert, "NATS client certificate (--nats-tls-cert)"},
+		{a.TLSKey, "NATS client key (--nats-tls-key)"},
+	} {
+		if f.path == "" {
 			continue
 		}
-		fh, err := os.Open(f)
+		fh, err := os.Open(f.path)
 		if err != nil {
-			return nil, fmt.Errorf("eventlog: %w", err)
+			return nil, fmt.Errorf("eventlog: the %s: %w", f.what, err)
 		}
 		fh.Close()
 	}

@@ -371,6 +371,23 @@ func TestOpenUnreachableURL(t *testing.T) {
 	t.Logf("after %s: %v", took.Round(time.Millisecond), err)
 }
 
+// TestOpenMissingFiles: a credential or TLS file that is not there is
+// named by what it is and the flag that gives it, before connecting.
+func TestOpenMissingFiles(t *testing.T) {
+	url := "nats://" + natstest.ClosedAddr(t)
+	missing := filepath.Join(t.TempDir(), "nope")
+	for flag, auth := range map[string]eventlog.ClientAuth{
+		"--nats-nkey":   {NkeyFile: missing},
+		"--nats-creds":  {CredsFile: missing},
+		"--nats-tls-ca": {TLSCA: missing},
+	} {
+		_, err := openAs(t, []string{url}, auth, false)
+		if err == nil || !strings.Contains(err.Error(), "("+flag+"): open "+missing) {
+			t.Errorf("%s missing: %v", flag, err)
+		}
+	}
+}
+
 // TestOpenWithoutJetStream: a NATS server without JetStream fails Open with
 // its URL and the likely cause, not a bare deadline.
 func TestOpenWithoutJetStream(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,5 +66,30 @@ func TestOneNodePerDataDirectory(t *testing.T) {
 	second.stop(t)
 	if _, err := os.Stat(filepath.Join(dir, "LOCK")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBusyPortsMakeNothing: a start whose --listen or --metrics-listen port
+// is taken names the flag and makes nothing in a new data directory (no
+// CA, no log), so that the next start is a first start.
+func TestBusyPortsMakeNothing(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, flag := range []string{"--listen", "--metrics-listen"} {
+		dir := filepath.Join(t.TempDir(), "data")
+		args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", flag, busy.Addr().String()}
+		out, err := exec.Command(binary(t), args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), flag+": listen tcp "+busy.Addr().String()) {
+			t.Fatalf("%s on a busy port: %v\n%s", flag, err, out)
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Name() != "LOCK" {
+				t.Errorf("%s on a busy port made %s in the data directory", flag, e.Name())
+			}
+		}
 	}
 }

@@ -283,9 +283,18 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 				return fmt.Errorf("%w (and %w)", inUse, err)
 			}
 		}
-		return err
+		return fmt.Errorf("--listen: %w", err)
 	}
 	defer ln.Close()
+	// The metrics' listener too, before anything is made: a busy port
+	// leaves no half-made first start behind.
+	var mln net.Listener
+	if s.MetricsListen != "" {
+		if mln, err = net.Listen("tcp", s.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		defer mln.Close()
+	}
 	n, err := startNode(ctx, s, s.advertise(ln.Addr()), log)
 	if err != nil {
 		return err
@@ -298,12 +307,8 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	ln = s.limitListener(ln, n.trusted, log)
 
 	var msrv *http.Server
-	var mln net.Listener
-	if s.MetricsListen != "" {
-		if msrv, mln, err = s.metricsServer(n, log); err != nil {
-			return err
-		}
-		defer mln.Close()
+	if mln != nil {
+		msrv = s.metricsServer(n, mln, log)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -353,14 +358,10 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	return nil
 }
 
-// metricsServer serves GET /metrics over plain HTTP on --metrics-listen,
-// for a scraper on the host that should not need postured's CA. Its
-// listener is open when metricsServer returns; the caller serves it.
-func (s *serveCmd) metricsServer(n *node, log *slog.Logger) (*http.Server, net.Listener, error) {
-	ln, err := net.Listen("tcp", s.MetricsListen)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics-listen: %w", err)
-	}
+// metricsServer serves GET /metrics over plain HTTP on --metrics-listen
+// (ln), for a scraper on the host that should not need postured's CA; the
+// caller serves it.
+func (s *serveCmd) metricsServer(n *node, ln net.Listener, log *slog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry(), promhttp.HandlerOpts{}))
 	if s.Pprof {
@@ -372,7 +373,7 @@ func (s *serveCmd) metricsServer(n *node, log *slog.Logger) (*http.Server, net.L
 		WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
-	return srv, ln, nil
+	return srv
 }
 
 // webhookNames is the purpose of the key of the webhooks' consumer names
