@@ -2,6 +2,7 @@ package eventlog_test
 
 import (
 	"context"
+	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,32 @@ func TestAuditorCredentialsSayWhy(t *testing.T) {
 	if violations == 0 {
 		t.Errorf("no permission violation in the server's log:\n%s", logs.String())
 	}
+}
+
+// A client that fails the TLS handshake (it does not trust the nodes' CA)
+// is logged at Warn, as other clients' faults are.
+func TestFailedHandshakeIsAWarning(t *testing.T) {
+	var logs syncBuffer
+	l, _ := listeningLogTo(t, t.TempDir(), &logs)
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(l.ListenURL(), "tls://"), &tls.Config{MinVersion: tls.VersionTLS12})
+	if err == nil {
+		conn.Close()
+		t.Fatal("a client that does not trust the CA completed the handshake")
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if logs.String() == "" {
+			continue
+		}
+		for _, r := range logs.records(t) {
+			if msg, _ := r["msg"].(string); r["component"] == "nats-server" && strings.Contains(msg, "TLS handshake error") {
+				if r["level"] != "WARN" {
+					t.Fatalf("a failed handshake logged at %v: %s", r["level"], msg)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("no failed handshake in the server's log:\n%s", logs.String())
 }
 
 // A reader with the auditor's credentials deletes the consumer it read

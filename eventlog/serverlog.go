@@ -73,11 +73,12 @@ func (s *serverLog) Errorf(format string, v ...any) {
 }
 
 // clientFaults are what the server logs as errors when a client does what
-// it may not: publish or subscribe without the permission, or log in with
-// wrong credentials. They are the client's fault, not the server's, and
-// anyone who can reach the port (an auditor probing, a scanner) could fill
-// the error log with them: they are logged at Warn.
-var clientFaults = []string{"Publish Violation - ", "Subscription Violation - ", "authentication error"}
+// it may not: publish or subscribe without the permission, log in with
+// wrong credentials, or fail the TLS handshake (a client that does not
+// trust the nodes' CA, a scanner). They are the client's fault, not the
+// server's, and anyone who can reach the port (an auditor probing, a
+// scanner) could fill the error log with them: they are logged at Warn.
+var clientFaults = []string{"Publish Violation - ", "Subscription Violation - ", "authentication error", "TLS handshake error"}
 
 func clientFault(msg string) bool {
 	for _, f := range clientFaults {
