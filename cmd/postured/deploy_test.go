@@ -34,8 +34,8 @@ func TestDeployNATSConfig(t *testing.T) {
 	t.Chdir(root) // the configurations name ./data/... from the working directory
 	out, err := command(t, "nats", "init", "--dir", "data/cluster/nats", "--pki-dir", "data/cluster/pki",
 		"--route", "127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224")
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !strings.HasPrefix(out, "a new CA was made in data/cluster/pki") {
+		t.Fatalf("nats init: %v\n%s", err, out)
 	}
 	for _, f := range []string{"postured.nk", "auditor.nk", "server.key", "route-password", "nats.env"} {
 		fi, err := os.Stat(filepath.Join("data/cluster/nats", f))
@@ -47,10 +47,10 @@ func TestDeployNATSConfig(t *testing.T) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	// A second run keeps everything.
-	if _, err := command(t, "nats", "init", "--dir", "data/cluster/nats", "--pki-dir", "data/cluster/pki",
-		"--route", "127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224"); err != nil {
-		t.Fatal(err)
+	// A second run keeps everything, the CA too.
+	if again, err := command(t, "nats", "init", "--dir", "data/cluster/nats", "--pki-dir", "data/cluster/pki",
+		"--route", "127.0.0.1:6222,127.0.0.1:6223,127.0.0.1:6224"); err != nil || strings.Contains(again, "a new CA") {
+		t.Fatalf("nats init again: %v\n%s", err, again)
 	}
 	if diff := cmp.Diff(env, readEnv(t, "data/cluster/nats/nats.env")); diff != "" {
 		t.Errorf("nats init again changed nats.env:\n%s", diff)

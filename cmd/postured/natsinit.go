@@ -42,9 +42,14 @@ func (c *natsInitCmd) Run(s streams) error {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return fmt.Errorf("--dir: %w", err)
 	}
+	_, statErr := os.Stat(filepath.Join(c.PKIDir, "ca.pem"))
 	ca, err := pki.Open(c.PKIDir, pki.Options{})
 	if err != nil {
 		return err
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// Said, so that a mistyped --pki-dir is not taken for the nodes'.
+		fmt.Fprintf(s.out, "a new CA was made in %s: give the postured nodes this --pki-dir\n", c.PKIDir)
 	}
 	if err := c.serverCertificate(ca); err != nil {
 		return err
