@@ -89,6 +89,10 @@ const (
 	HistoryAPISession = "api-session"
 	HistoryModel      = "model"
 	HistoryWouldDeny  = "would-deny"
+	// HistoryCredential: a change of the identity's credentials (an
+	// authenticator created, changed or deleted, MFA enrolled, verified,
+	// its recovery codes replaced or removed), naming who made it.
+	HistoryCredential = "credential"
 )
 
 // Explanation is an access decision as it stood at a moment: for each API

@@ -154,6 +154,8 @@ func buildTimeline(identityID string, carried, history []posture.HistoryEntry, f
 			lane("MFA").Marks = append(lane("MFA").Marks, m)
 		case posture.HistoryEndpoint:
 			lane("Wake / unlock").Marks = append(lane("Wake / unlock").Marks, m)
+		case posture.HistoryCredential:
+			lane("Credentials").Marks = append(lane("Credentials").Marks, m)
 		case posture.HistoryAccess:
 			access(h, h.At)
 		case posture.HistorySession:

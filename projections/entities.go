@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/seed-0809debe/posture"
 )
@@ -77,6 +79,8 @@ func secondaryKeys(e posture.Entity) []kv {
 
 // entityHooks are a kind's side effects beyond storing the record.
 type entityHooks[T posture.Entity] struct {
+	// afterCreate runs once a new record is stored.
+	afterCreate func(tx *Tx, created T) error
 	// afterUpdate runs once the new record is stored, before the API
 	// sessions it may touch are re-evaluated.
 	afterUpdate func(tx *Tx, old, updated T) error
@@ -91,6 +95,11 @@ func onEntity[T posture.Entity](h entityHooks[T]) {
 		before := tx.graph.identitySelectors(p.Entity.EntityKind(), p.Entity.EntityID())
 		if err := putEntity(tx, p.Entity); err != nil {
 			return err
+		}
+		if h.afterCreate != nil {
+			if err := h.afterCreate(tx, p.Entity); err != nil {
+				return err
+			}
 		}
 		return reevaluateChange(tx, p.Entity.EntityKind(), p.Entity.EntityID(), before)
 	})
@@ -283,12 +292,36 @@ func init() {
 		}
 		return dropIdentityPosture(tx, old.ID)
 	}})
-	onEntity(entityHooks[posture.Authenticator]{beforeDelete: func(tx *Tx, old posture.Authenticator) error {
-		if err := dropAuthenticatorExtension(tx, old); err != nil {
-			return err
-		}
-		return endAuthenticatorSessions(tx, old, "its authenticator was deleted", nil)
-	}})
+	onEntity(entityHooks[posture.Authenticator]{
+		afterCreate: func(tx *Tx, a posture.Authenticator) error {
+			return credential(tx, a.IdentityID, authenticatorName(a)+" created")
+		},
+		afterUpdate: func(tx *Tx, old, a posture.Authenticator) error {
+			var changed []string
+			if old.Username != a.Username {
+				changed = append(changed, "username "+strconv.Quote(old.Username)+" -> "+strconv.Quote(a.Username))
+			}
+			if old.PasswordHashSealed != a.PasswordHashSealed || old.PasswordHash != a.PasswordHash {
+				changed = append(changed, "password")
+			}
+			if old.CertPEM != a.CertPEM {
+				changed = append(changed, "certificate")
+			}
+			if len(changed) == 0 {
+				changed = append(changed, "tags")
+			}
+			return credential(tx, a.IdentityID, authenticatorName(a)+" changed: "+strings.Join(changed, ", "))
+		},
+		beforeDelete: func(tx *Tx, old posture.Authenticator) error {
+			if err := credential(tx, old.IdentityID, authenticatorName(old)+" deleted"); err != nil {
+				return err
+			}
+			if err := dropAuthenticatorExtension(tx, old); err != nil {
+				return err
+			}
+			return endAuthenticatorSessions(tx, old, "its authenticator was deleted", nil)
+		},
+	})
 	onEntity(entityHooks[posture.Check]{})
 	onEntity(entityHooks[posture.Service]{})
 	onEntity(entityHooks[posture.Config]{afterUpdate: func(tx *Tx, _, cfg posture.Config) error {
@@ -515,4 +548,35 @@ func listEntities[T any](r reader, kind posture.Kind) ([]T, error) {
 		return true
 	})
 	return out, err
+}
+
+// authenticatorName is an authenticator as an identity's history names it.
+func authenticatorName(a posture.Authenticator) string {
+	name := a.Method + " authenticator " + a.ID
+	if a.Username != "" {
+		name += " (" + strconv.Quote(a.Username) + ")"
+	}
+	return name
+}
+
+// credential records a change of an identity's credentials in its
+// history, with who made it: the event's actor, the identity itself, an
+// admin (by name), or an operator of the log (user@host).
+func credential(tx *Tx, identityID, what string) error {
+	by := tx.event.Actor
+	switch {
+	case by == identityID:
+		by = "the identity itself"
+	case by != "":
+		if id, found, err := getOld[posture.Identity](tx, posture.KindIdentity, by); err != nil {
+			return err
+		} else if found {
+			by = "admin " + strconv.Quote(id.Name)
+		}
+	}
+	if by != "" {
+		what += ", by " + by
+	}
+	tx.history(identityID, "", posture.HistoryCredential, what, nil)
+	return nil
 }

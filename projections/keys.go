@@ -58,8 +58,10 @@ var (
 // it, until MFA is passed again (posture.SessionPosture.MFATimedOutAt);
 // layout 17 reads a Windows process at its newest report in any case;
 // layout 18 keeps an identity's processes by path and check id, and a
-// PROCESS check reads only the reports that answered it.
-const layout = 18
+// PROCESS check reads only the reports that answered it;
+// layout 19 records the changes of an identity's credentials in its
+// history (posture.HistoryCredential).
+const layout = 19
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,
 // so that keys sort in time order. Times an int64 of nanoseconds cannot

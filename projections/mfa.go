@@ -25,16 +25,19 @@ func init() {
 		}
 		m.Verified = false
 		m.CreatedAt, m.UpdatedAt = e.At, e.At
+		if err := credential(tx, m.IdentityID, "MFA enrollment started"); err != nil {
+			return err
+		}
 		return tx.put(mfaKey(m.IdentityID), m)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.MFAVerified) error {
-		return changeMFA(tx, e, p.IdentityID, p.Used, func(m *posture.MFA) { m.Verified = true })
+		return changeMFA(tx, e, p.IdentityID, p.Used, "MFA enrolled (verified with a code)", func(m *posture.MFA) { m.Verified = true })
 	})
 	on(func(tx *Tx, e posture.Event, p posture.MFACodeUsed) error {
-		return changeMFA(tx, e, p.IdentityID, p.Used, nil)
+		return changeMFA(tx, e, p.IdentityID, p.Used, "", nil)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.MFARecoveryCodesReplaced) error {
-		return changeMFA(tx, e, p.IdentityID, p.Used, func(m *posture.MFA) {
+		return changeMFA(tx, e, p.IdentityID, p.Used, "MFA recovery codes replaced", func(m *posture.MFA) {
 			m.RecoveryNonceSealed, m.RecoveryNonce = p.RecoveryNonceSealed, p.RecoveryNonce
 			m.RecoveryCodes = slices.Clone(p.RecoveryCodes)
 			if m.RecoveryCodes == nil {
@@ -46,6 +49,17 @@ func init() {
 		if p.IdentityID == "" {
 			return nil
 		}
+		if found, err := getJSON(tx.r(), mfaKey(p.IdentityID), new(posture.MFA)); err != nil {
+			return err
+		} else if found {
+			what := "MFA removed"
+			if tx.event.Actor == "" { // who it was: the actor says better
+				what += " (by the " + p.By + ")"
+			}
+			if err := credential(tx, p.IdentityID, what); err != nil {
+				return err
+			}
+		}
 		if err := deleteMFA(tx, p.IdentityID); err != nil {
 			return err
 		}
@@ -55,9 +69,10 @@ func init() {
 	})
 }
 
-// changeMFA consumes a code of an enrollment and applies f to it. A change
-// of a missing enrollment changes nothing.
-func changeMFA(tx *Tx, e posture.Event, identityID string, used posture.MFACode, f func(*posture.MFA)) error {
+// changeMFA consumes a code of an enrollment and applies f to it, and
+// records what in the identity's history when it is a change of its
+// credentials. A change of a missing enrollment changes nothing.
+func changeMFA(tx *Tx, e posture.Event, identityID string, used posture.MFACode, what string, f func(*posture.MFA)) error {
 	if identityID == "" {
 		return nil
 	}
@@ -65,6 +80,11 @@ func changeMFA(tx *Tx, e posture.Event, identityID string, used posture.MFACode,
 	found, err := getJSON(tx.r(), mfaKey(identityID), &m)
 	if err != nil || !found {
 		return err
+	}
+	if what != "" {
+		if err := credential(tx, identityID, what); err != nil {
+			return err
+		}
 	}
 	if used.Counter > m.LastCounter {
 		m.LastCounter = used.Counter

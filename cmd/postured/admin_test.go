@@ -72,6 +72,25 @@ func TestAdminRecover(t *testing.T) {
 	}); err != nil || !removed || !set {
 		t.Fatalf("the recovery's events: MFA removed by the operator %v, password set sealed %v (%v)", removed, set, err)
 	}
+	// The admin's timeline says what changed its credentials, and who.
+	id, err := n.store.IdentityByName("admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.srv.Close()
+	n.Close()
+	admin, err := command(t, "audit", "identity", id.ID, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`("admin") created, by postured`, "MFA enrollment started, by the identity itself",
+		"MFA enrolled (verified with a code), by the identity itself", "MFA removed, by ops@host", `("admin") changed: password, by `,
+	} {
+		if !strings.Contains(admin, want) {
+			t.Errorf("the admin's timeline does not say %q:\n%s", want, admin)
+		}
+	}
 }
 
 // TestAdminRecoverOnARunningNode: admin recover through a running node's

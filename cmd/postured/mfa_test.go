@@ -346,6 +346,25 @@ func TestMFALifecycle(t *testing.T) {
 		t.Fatal("login needs MFA after the admin removed it")
 	}
 	expectError(t, n.do(t, http.MethodDelete, mgmt+"/identities/nosuchid0/mfa", admin, nil), 404, posture.CodeNotFound, "")
+	// The identity's history names who removed it, once (the second
+	// removal removed nothing), and that it removed the others itself.
+	history, err := n.store.History(me.ID, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAdmin, byItself := 0, 0
+	for _, h := range history {
+		switch {
+		case h.Kind != posture.HistoryCredential:
+		case h.Summary == `MFA removed, by admin "admin"`:
+			byAdmin++
+		case h.Summary == "MFA removed, by the identity itself":
+			byItself++
+		}
+	}
+	if byAdmin != 1 || byItself == 0 {
+		t.Fatalf("MFA removals in the history: %d by the admin, %d by the identity\n%v", byAdmin, byItself, history)
+	}
 }
 
 // TestMFACodeAcceptedOnce races two partial sessions with the same TOTP:
