@@ -265,6 +265,7 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 		if !r.AnyBody {
 			h = jsonBody(h)
 		}
+		h = queryOnce(h)
 		var m []echo.MiddlewareFunc
 		if r.Access != Public {
 			m = append(m, auth.Require(r.Access))
@@ -273,6 +274,43 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 		if r.Method == http.MethodGet {
 			g.Add(http.MethodHead, r.Path, h, m...)
 		}
+	}
+}
+
+// repeatable are the query parameters that may be given more than once.
+var repeatable = []string{"roleFilter", "configTypes"}
+
+// queryOnce refuses a query that gives a parameter twice (but those that
+// repeat, roleFilter and configTypes) or that separates parameters with
+// ";", which Go's parser drops: another reader of the request (a proxy, a
+// validator) could take a value postured does not. Paging parameters
+// answer INVALID_PAGINATION, a filter INVALID_FILTER, a sort
+// INVALID_SORT_IDENTIFIER, others COULD_NOT_VALIDATE.
+func queryOnce(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		raw := c.Request().URL.RawQuery
+		if raw == "" {
+			return next(c)
+		}
+		if strings.Contains(raw, ";") {
+			return posture.Invalid("query", `separates parameters with ";": use "&" (and %3B for a semicolon in a value)`, nil)
+		}
+		for name, values := range c.QueryParams() {
+			if len(values) < 2 || slices.Contains(repeatable, name) {
+				continue
+			}
+			code := posture.CodeCouldNotValidate
+			switch name {
+			case "limit", "offset":
+				code = posture.CodeInvalidPagination
+			case "filter":
+				code = posture.CodeInvalidFilter
+			case "sort":
+				code = posture.CodeInvalidSort
+			}
+			return &posture.Error{Code: code, Message: name + " is given more than once", Field: name, Reason: "given more than once", Value: values}
+		}
+		return next(c)
 	}
 }
 
@@ -292,12 +330,14 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.ContentLength == 0 || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
 			return next(c) // no body, or one no operation of this method reads
 		}
-		if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-			if len(ce) > 100 {
-				ce = ce[:100] + "..."
+		for _, ce := range r.Header.Values("Content-Encoding") { // every header of the name: one may hide behind another
+			if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+				if len(ce) > 100 {
+					ce = ce[:100] + "..."
+				}
+				return &posture.Error{Code: posture.CodeUnsupportedMediaType,
+					Message: fmt.Sprintf("the body must be sent as it is, not encoded (Content-Encoding: %q)", ce)}
 			}
-			return &posture.Error{Code: posture.CodeUnsupportedMediaType,
-				Message: fmt.Sprintf("the body must be sent as it is, not encoded (Content-Encoding: %q)", ce)}
 		}
 		if ct := r.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationJSON && ct != "" {
 			mt, params, err := mime.ParseMediaType(ct)

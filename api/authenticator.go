@@ -73,6 +73,9 @@ func ParseAuthenticatorChange(body []byte, patch, needCurrent bool) (Authenticat
 		if t, err = CheckTags(t); err != nil {
 			return ch, err
 		}
+		if err := CheckTagsText("tags", t); err != nil { // an endpoint's own, which admins read
+			return ch, err
+		}
 		ch.Tags = &t
 	}
 	return ch, nil

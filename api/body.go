@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -149,19 +150,38 @@ func CheckUTF8(data []byte) error {
 // the decoder's own limit is 10,000.
 const MaxDepth = 100
 
+// foldKey is key with each rune replaced by the least of those it equals
+// without regard to case (its simple case folding orbit: K, k and the
+// Kelvin sign): two keys fold alike exactly when strings.EqualFold, and
+// the decoder, take them as one.
+func foldKey(key string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, key)
+}
+
 // freeMembers are the members whose objects are free-form maps, in which
 // keys that differ only in case are distinct (a tag "Env" beside "env").
 var freeMembers = []string{"tags", "appData", "data", "schema"}
 
+// idKeyed are the members whose objects are keyed by ids, which are
+// case-sensitive: "AbcDefGhij" and "abcdefghij" are two ids.
+var idKeyed = []string{"serviceHostingCosts", "serviceHostingPrecedences", "update"}
+
 // CheckShape refuses a JSON document nested deeper than MaxDepth, or with
 // an object that has a key twice: the same name (which I-JSON, RFC 7493,
 // forbids), or names that differ only in case outside free-form members
-// (tags, appData, a config's data, a schema). The decoder takes either as
+// (tags, appData, a config's data, a schema) and maps keyed by ids. The decoder takes either as
 // one field and keeps the last value, where another reader of the request
 // (a proxy, an OpenAPI validator, an audit tool) may keep the first.
 func CheckShape(data []byte) error {
 	type frame struct {
 		object, free bool
+		exact        bool // keys are ids: only the same name is twice
 		expectKey    bool
 		keys         []string
 		seen         map[string]string // folded (or, free, exact) key -> key, past a few keys
@@ -171,8 +191,8 @@ func CheckShape(data []byte) error {
 	inString, escaped := false, false
 	dup := func(f *frame, key string) (string, bool) {
 		norm := key
-		if !f.free {
-			norm = strings.ToLower(strings.ToUpper(key))
+		if !f.free && !f.exact {
+			norm = foldKey(key)
 		}
 		if f.seen != nil {
 			other, ok := f.seen[norm]
@@ -180,7 +200,7 @@ func CheckShape(data []byte) error {
 			return other, ok
 		}
 		for _, k := range f.keys {
-			if k == key || !f.free && strings.EqualFold(k, key) {
+			if k == key || !f.free && !f.exact && strings.EqualFold(k, key) {
 				return k, true
 			}
 		}
@@ -188,8 +208,8 @@ func CheckShape(data []byte) error {
 			f.seen = make(map[string]string, 2*len(f.keys))
 			for _, k := range f.keys {
 				n := k
-				if !f.free {
-					n = strings.ToLower(strings.ToUpper(k))
+				if !f.free && !f.exact {
+					n = foldKey(k)
 				}
 				f.seen[n] = k
 			}
@@ -237,7 +257,10 @@ func CheckShape(data []byte) error {
 			f := frame{object: b == '{', expectKey: b == '{'}
 			if n := len(stack); n > 0 {
 				parent := stack[n-1]
-				f.free = parent.free || parent.object && slices.ContainsFunc(freeMembers, func(m string) bool { return strings.EqualFold(m, lastKey) })
+				member := func(names []string) bool {
+					return parent.object && slices.ContainsFunc(names, func(m string) bool { return strings.EqualFold(m, lastKey) })
+				}
+				f.free, f.exact = parent.free || member(freeMembers), member(idKeyed)
 			}
 			stack = append(stack, f)
 		case b == ']' || b == '}':

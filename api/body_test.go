@@ -63,6 +63,9 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		`{"name":"a","NAME":"b"}`:                                        `the body is not valid: an object has the key "NAME" twice ("name" and "NAME": keys are matched without regard to case)`,
 		`[{"a":1},{"b":{"typeId":"OS","x":[1,{"y":2}],"typeId":"MAC"}}]`: `the body is not valid: an object has the key "typeId" twice`,
 		`{"tags":{"env":"a","env":"b"}}`:                                 `the body is not valid: an object has the key "env" twice`,
+		`{"isAdmin":true,"iſAdmin":false}`:                               `the body is not valid: an object has the key "iſAdmin" twice ("isAdmin" and "iſAdmin": keys are matched without regard to case)`,
+		`{"serviceHostingCosts":{"a":1,"a":2}}`:                          `the body is not valid: an object has the key "a" twice`,
+		`{"update":{"x":{"name":"a","NAME":"b"}}}`:                       `the body is not valid: an object has the key "NAME" twice ("name" and "NAME": keys are matched without regard to case)`,
 		`{"k00":0,"k01":1,"k02":2,"k03":3,"k04":4,"k05":5,"k06":6,"k07":7,"k08":8,"k09":9,"k10":0,"k11":1,"k12":2,"k13":3,"k14":4,"k15":5,"k16":6,"K03":7}`: `the body is not valid: an object has the key "K03" twice ("k03" and "K03": keys are matched without regard to case)`,
 	} {
 		var v map[string]any
@@ -78,7 +81,11 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		// the same key in two objects is not twice, and a string value
 		// is not a key.
 		`{"name":"x","tags":{"Env":"a","env":"b"},"appData":{"x":{"A":1,"a":2}}}`, `{"list":[{"name":"a"},{"name":"b"}]}`,
-		`{"a":{"name":"x"},"b":{"name":"y"},"c":["name","name"],"d":"name"}`} {
+		`{"a":{"name":"x"},"b":{"name":"y"},"c":["name","name"],"d":"name"}`,
+		// Case as the decoder folds it: I and the dotless ı are two keys,
+		// with few keys in the object or many; ids are case-sensitive.
+		`{"I":1,"ı":2}`, `{"k00":0,"k01":1,"k02":2,"k03":3,"k04":4,"k05":5,"k06":6,"k07":7,"k08":8,"k09":9,"k10":0,"k11":1,"k12":2,"k13":3,"k14":4,"k15":5,"k16":6,"I":1,"ı":2}`,
+		`{"serviceHostingCosts":{"AbcDefGhij":1,"abcdefghij":2}}`} {
 		var v map[string]any
 		if err := api.DecodeBytes([]byte(body), &v); err != nil {
 			t.Errorf("%.40s: %v", body, err)

@@ -33,21 +33,6 @@ type ListParams struct {
 // INVALID_PAGINATION.
 func ParseList(c echo.Context) (ListParams, error) {
 	p := ListParams{Limit: DefaultLimit, Filter: c.QueryParam("filter"), Sort: c.QueryParam("sort")}
-	// Each once: of two, another reader of the request (a proxy, a
-	// validator) may take the other than postured.
-	q := c.QueryParams()
-	for _, name := range []string{"limit", "offset", "filter", "sort"} {
-		if len(q[name]) > 1 {
-			code := posture.CodeInvalidPagination
-			switch name {
-			case "filter":
-				code = posture.CodeInvalidFilter
-			case "sort":
-				code = posture.CodeInvalidSort
-			}
-			return p, &posture.Error{Code: code, Message: name + " is given more than once", Field: name, Reason: "given more than once", Value: q[name]}
-		}
-	}
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if errors.Is(err, strconv.ErrRange) {

@@ -92,6 +92,8 @@ func TestCurrentIdentityHandlers(t *testing.T) {
 			}},
 		{Name: "updateAuthenticator: username and password are required", Method: http.MethodPut, Path: "/current-identity/authenticators/auth1",
 			Body: `{"currentPassword":"` + laptopPassword + `"}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "username"},
+		{Name: "patchAuthenticator: tags that would not show as they read", Method: http.MethodPatch, Path: "/current-identity/authenticators/auth1",
+			Body: `{"currentPassword":"` + laptopPassword + `","tags":{"evil\u202egpj.exe":"line1\u2028line2"}}`, Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "tags"},
 		{Name: "patchAuthenticator: a wrong current password", Method: http.MethodPatch, Path: "/current-identity/authenticators/auth1",
 			Body: `{"currentPassword":"wrong-password","username":"laptop-2"}`, Status: http.StatusUnauthorized, Code: posture.CodeUnauthorized},
 		{Name: "patchAuthenticator: currentPassword missing", Method: http.MethodPatch, Path: "/current-identity/authenticators/auth1",
