@@ -29,6 +29,9 @@ type Log interface {
 	Append(ctx context.Context, e posture.Event) (uint64, error)
 	AppendIfLast(ctx context.Context, e posture.Event, last uint64) (uint64, error)
 	LastSubjectSeq(ctx context.Context, subject string) (uint64, error)
+	// Fits fails as Append would, with REQUEST_ENTITY_TOO_LARGE, when the
+	// event is larger than the log takes.
+	Fits(e posture.Event) error
 }
 
 // Barrier is the projection's progress (projections.Store implements it).

@@ -50,77 +50,42 @@ func NewBudget(perSecond, burst int, now Clock) *Budget {
 // Take takes n bytes from key's bucket, or answers 429
 // SERVER_TOO_MANY_REQUESTS with a Retry-After header (the seconds until the
 // bucket holds n bytes again) and takes nothing.
-func (b *Budget) Take(c echo.Context, key string, n int) error {
-	_, err := b.reserve(c, key, n)
-	return err
-}
+func (b *Budget) Take(c echo.Context, key string, n int) error { return b.take(c, key, n, true) }
 
 // Check answers as Take would, and takes nothing: a request refuses early
 // what it could not keep, before the work that tells its exact cost.
-func (b *Budget) Check(c echo.Context, key string, n int) error {
+func (b *Budget) Check(c echo.Context, key string, n int) error { return b.take(c, key, n, false) }
+
+func (b *Budget) take(c echo.Context, key string, n int, take bool) error {
 	if b == nil {
 		return nil
 	}
 	b.mu.Lock()
-	lim, now := b.limiter(key), b.now()
-	n = min(n, b.burst)
-	wait := (float64(n) - lim.TokensAt(now)) / float64(b.limit) // seconds
-	b.mu.Unlock()
-	if wait <= 0 {
-		return nil
-	}
-	return b.refuse(c, wait)
-}
-
-// reserve is Take, and returns what gives the bytes back (for a request
-// that then keeps nothing).
-func (b *Budget) reserve(c echo.Context, key string, n int) (undo func(), err error) {
-	if b == nil {
-		return func() {}, nil
-	}
-	b.mu.Lock()
-	lim, now := b.limiter(key), b.now()
-	n = min(n, b.burst)
-	if !lim.AllowN(now, n) { // AllowN takes nothing when it refuses
-		wait := (float64(n) - lim.TokensAt(now)) / float64(b.limit) // seconds
-		b.mu.Unlock()
-		return nil, b.refuse(c, wait)
-	}
-	b.mu.Unlock()
-	return func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		// A limiter cannot be given tokens back (a reservation's cancel
-		// restores nothing once it has acted): a new one, full, is drawn
-		// down to what the old one holds plus n.
-		now := b.now()
-		if old := b.m[key]; old != nil {
-			refunded := rate.NewLimiter(b.limit, b.burst)
-			refunded.AllowN(now, b.burst-min(b.burst, int(old.TokensAt(now))+n))
-			b.m[key] = refunded
-		}
-	}, nil
-}
-
-// limiter is key's bucket, made full on first use; b.mu is held.
-func (b *Budget) limiter(key string) *rate.Limiter {
+	now := b.now()
 	lim := b.m[key]
 	if lim == nil {
 		if len(b.m) >= budgetKeys {
-			prune(b.m, b.now(), budgetKeys)
+			prune(b.m, now, budgetKeys)
 		}
 		lim = rate.NewLimiter(b.limit, b.burst)
 		b.m[key] = lim
 	}
-	return lim
-}
-
-// refuse answers 429 with the seconds until the bucket has room.
-func (b *Budget) refuse(c echo.Context, wait float64) error {
+	n = min(n, b.burst)
+	if take && lim.AllowN(now, n) || !take && lim.TokensAt(now) >= float64(n) { // AllowN takes nothing when it refuses
+		b.mu.Unlock()
+		return nil
+	}
+	wait := (float64(n) - lim.TokensAt(now)) / float64(b.limit) // seconds
+	b.mu.Unlock()
 	c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait))))
 	return &posture.Error{Code: posture.CodeTooManyRequests,
 		Message: fmt.Sprintf("this identity asked this node to keep more than its budget (%d bytes a second, in bursts of up to %d); try again later", int(b.limit), b.burst)}
 }
+
+// smallEvent is the size under which an event's data always fits in the
+// log (whose messages take 1 MiB on a default NATS server, and an event's
+// envelope and escaping add at most six times its data).
+const smallEvent = 64 << 10
 
 // RequestCost is what a request costs a budget beyond the bytes of its
 // event: about what its history entry and the event's envelope add, so that
@@ -167,19 +132,26 @@ func Budgeted(c echo.Context, b *Budget, identityID string, decide func() ([]pos
 
 // AppendBudgeted appends p for the identity once its budget has room for
 // the event's data, RequestCost and extra more (429 otherwise, with nothing
-// appended), and returns the event appended. An event too large for the log
-// (413) costs nothing.
+// appended), and returns the event appended. An event larger than the log
+// takes is 413 and costs only what its request did (its body and
+// RequestCost), not the event it would have been: one mistake does not take
+// an identity's whole burst, and repeating it is still bounded.
 func (w *Writer) AppendBudgeted(c echo.Context, b *Budget, identityID string, p posture.Payload, extra int) (posture.Event, error) {
 	e, err := w.Event(StampOf(c), p)
 	if err != nil {
 		return e, err
 	}
-	undo, err := b.reserve(c, identityID, len(e.Data)+RequestCost+extra)
-	if err != nil {
+	if len(e.Data) > smallEvent {
+		if err := w.Log.Fits(e); err != nil {
+			if terr := b.Take(c, identityID, int(max(c.Request().ContentLength, 0))+RequestCost); terr != nil {
+				return e, terr
+			}
+			return e, err
+		}
+	}
+	if err := b.Take(c, identityID, len(e.Data)+RequestCost+extra); err != nil {
 		return e, err
 	}
-	if _, err = w.AppendEvent(c.Request().Context(), e); posture.CodeOf(err) == posture.CodeRequestEntityTooLarge {
-		undo() // nothing appended: a request that can never be kept costs nothing
-	}
+	_, err = w.AppendEvent(c.Request().Context(), e)
 	return e, err
 }

@@ -66,6 +66,8 @@ func (l *fakeLog) Append(ctx context.Context, e posture.Event) (uint64, error) {
 	l.seq++
 	return l.seq, nil
 }
+func (l *fakeLog) Fits(posture.Event) error { return nil }
+
 func (l *fakeLog) AppendIfLast(ctx context.Context, e posture.Event, last uint64) (uint64, error) {
 	if last != l.seq {
 		return 0, &posture.Error{Code: posture.CodeConflict}

@@ -29,6 +29,8 @@ func (l *optimisticLog) Append(_ context.Context, e posture.Event) (uint64, erro
 	return l.seq, nil
 }
 
+func (l *optimisticLog) Fits(posture.Event) error { return nil }
+
 func (l *optimisticLog) AppendIfLast(ctx context.Context, e posture.Event, last uint64) (uint64, error) {
 	l.mu.Lock()
 	if l.last[e.Subject] != last {

@@ -448,6 +448,16 @@ const (
 // and last sequence) take of the server's payload limit, with a margin.
 const headerRoom = 512
 
+// Fits fails as Append would, with REQUEST_ENTITY_TOO_LARGE, when e is
+// larger than the log takes (the server's max_payload).
+func (l *Log) Fits(e posture.Event) error {
+	body, err := encode(e)
+	if err != nil {
+		return fmt.Errorf("eventlog: encode: %w", err)
+	}
+	return l.fits(e, body)
+}
+
 // fits fails with REQUEST_ENTITY_TOO_LARGE when the encoded event would
 // exceed the largest message the server accepts (max_payload, 1 MiB by
 // default), which the client would otherwise refuse with a bare

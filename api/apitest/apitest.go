@@ -58,6 +58,9 @@ func (l *Log) AppendIfLast(ctx context.Context, e posture.Event, _ uint64) (uint
 	return l.Append(ctx, e)
 }
 
+// Fits takes every event: the fake log has no size limit.
+func (l *Log) Fits(posture.Event) error { return nil }
+
 // LastSubjectSeq is the sequence of the last event appended.
 func (l *Log) LastSubjectSeq(context.Context, string) (uint64, error) {
 	l.mu.Lock()

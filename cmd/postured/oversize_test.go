@@ -90,14 +90,18 @@ func TestOversizedEvents(t *testing.T) {
 	if _, e := r.envelope(t); !strings.Contains(e.Message, "event") {
 		t.Fatalf("413 message %q does not say the event is too large", e.Message)
 	}
-	// It kept nothing, so it cost nothing of the identity's budget: the
-	// same request is 413 again, not 429.
-	for range 3 {
-		r = post(clientAPI+"/posture-response-bulk", ep.token, bulk)
-		expect("the same bulk again", r, http.StatusRequestEntityTooLarge, posture.CodeRequestEntityTooLarge, "")
-	}
+	// It kept nothing, so it cost the identity's budget only its body,
+	// not the whole burst its event would have: the same request is 413
+	// again, not 429.
+	r = post(clientAPI+"/posture-response-bulk", ep.token, bulk)
+	expect("the same bulk again", r, http.StatusRequestEntityTooLarge, posture.CodeRequestEntityTooLarge, "")
+	// But it is not free: past the burst's bodies, 429.
+	r = post(clientAPI+"/posture-response-bulk", ep.token, bulk)
+	expect("the same bulk a third time", r, http.StatusTooManyRequests, posture.CodeTooManyRequests, "")
 
-	// The node still works, and the same requests within bounds pass.
+	// The node still works, and the same requests within bounds pass (an
+	// identity's budget refills: the next check is on another identity).
+	ep = n.endpoint(t, admin, "laptop-2", "laptops")
 	r = post(clientAPI+"/posture-response", ep.token, map[string]any{"id": "x", "typeId": "DOMAIN", "domain": "corp"})
 	if r.Status != http.StatusCreated {
 		t.Fatalf("posture after the refusals: %d %s", r.Status, r.Body)
