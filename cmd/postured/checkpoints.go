@@ -307,10 +307,10 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		return fmt.Errorf("--ca %s: %w", caFile, err)
 	}
 	offline := len(a.NatsURL) == 0
-	if a.Projection && !offline {
+	if a.Projection {
 		// The projection compared is the data directory's, which only a
-		// stopped node leaves to another process (offline, openStore
-		// takes the same lock).
+		// stopped node leaves to another process: asking the node over
+		// NATS, as a read of the log can, does not help.
 		if !dirExists(filepath.Join(a.DataDir, "projections")) {
 			return usageError{fmt.Errorf("--projection: no projection at %s: give the --data-dir of the node whose projection to compare, stopped",
 				filepath.Join(a.DataDir, "projections"))}
@@ -323,7 +323,11 @@ func (a *auditVerifyCmd) Run(ctx context.Context, s streams) error {
 		if err != nil {
 			return err
 		}
-		defer lock.Release()
+		if offline {
+			lock.Release() // openStore takes it again, for as long as it reads
+		} else {
+			defer lock.Release()
+		}
 	}
 	l, err := a.openStore(ctx, offline, false)
 	if err != nil {

@@ -206,7 +206,7 @@ func TestOpsCommands(t *testing.T) {
 	}
 	// A dump that prints nothing says why.
 	for flags, want := range map[string]string{
-		"":                            "(without --from the tail starts after the newest; --from 1 dumps the log)",
+		"--from=0":                    "(without --from, or with --from 0, the tail starts after the newest; --from 1 dumps the log)",
 		"--from=999999":               "(--from 999999 is past it)",
 		"--from=1 --type=mfa.removed": "(none matched)",
 	} {

@@ -252,7 +252,7 @@ type eventsTailCmd struct {
 	logFlags
 	Identity string   `help:"Only events about this identity."`
 	Type     []string `help:"Only events of these types (repeatable, or comma-separated)."`
-	From     uint64   `help:"Start at this sequence (default: after the newest event)."`
+	From     uint64   `help:"Start at this sequence (default, or 0: after the newest event; 1: the log's start)."`
 	NoFollow bool     `help:"Stop after the newest event (the log's newest when the command starts) instead of following the log: with --from, a dump."`
 }
 
@@ -354,7 +354,7 @@ func (t *eventsTailCmd) Run(ctx context.Context, s streams) error {
 		why := "none matched"
 		switch {
 		case t.From == 0:
-			why = "without --from the tail starts after the newest; --from 1 dumps the log"
+			why = "without --from, or with --from 0, the tail starts after the newest; --from 1 dumps the log"
 		case t.From > last:
 			why = fmt.Sprintf("--from %d is past it", t.From)
 		}
