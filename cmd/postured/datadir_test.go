@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -69,16 +71,17 @@ func TestOneNodePerDataDirectory(t *testing.T) {
 	}
 }
 
-// TestBusyPortsMakeNothing: a start whose --listen or --metrics-listen port
-// is taken names the flag and makes nothing in a new data directory (no
-// CA, no log), so that the next start is a first start.
+// TestBusyPortsMakeNothing: a start whose --listen, --metrics-listen or
+// --nats-listen port is taken, or whose NATS client file is missing, names
+// the flag and makes nothing in a new data directory (no CA, no log), so
+// that the next start is a first start.
 func TestBusyPortsMakeNothing(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	for _, flag := range []string{"--listen", "--metrics-listen"} {
+	for _, flag := range []string{"--listen", "--metrics-listen", "--nats-listen"} {
 		dir := filepath.Join(t.TempDir(), "data")
 		args := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", flag, busy.Addr().String()}
 		out, err := exec.Command(binary(t), args...).CombinedOutput()
@@ -91,5 +94,16 @@ func TestBusyPortsMakeNothing(t *testing.T) {
 				t.Errorf("%s on a busy port made %s in the data directory", flag, e.Name())
 			}
 		}
+	}
+	// A NATS client file that is not there is a wrong command line.
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(binary(t), "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-url", "tls://127.0.0.1:1",
+		"--nats-nkey", filepath.Join(dir, "nope.nk"))
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(string(out), "--nats-nkey: open ") {
+		t.Fatalf("a missing --nats-nkey: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing --nats-nkey made the data directory: %v", err)
 	}
 }

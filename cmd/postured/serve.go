@@ -248,6 +248,19 @@ func (s *serveCmd) validate() error {
 	if _, err := api.ParseCIDRs(s.WebhookDeny); err != nil {
 		return fmt.Errorf("--webhook-deny: %w", err)
 	}
+	// The NATS client's files are read before anything is made: a
+	// mistyped path leaves no half-made first start.
+	for _, f := range []struct{ flag, path string }{{"--nats-creds", s.NatsCreds}, {"--nats-nkey", s.NatsNkey},
+		{"--nats-tls-ca", s.NatsTLSCA}, {"--nats-tls-cert", s.NatsTLSCert}, {"--nats-tls-key", s.NatsTLSKey}} {
+		if f.path == "" {
+			continue
+		}
+		fh, err := os.Open(f.path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+		fh.Close()
+	}
 	for _, l := range []struct{ flag, addr string }{{"--listen", s.Listen}, {"--metrics-listen", s.MetricsListen}, {"--nats-listen", s.NatsListen}} {
 		if l.addr == "" && l.flag != "--listen" {
 			continue
@@ -287,13 +300,21 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	}
 	defer ln.Close()
 	// The metrics' listener too, before anything is made: a busy port
-	// leaves no half-made first start behind.
+	// leaves no half-made first start behind. The embedded NATS server
+	// opens its own, later: its port is tried now, for the same reason.
 	var mln net.Listener
 	if s.MetricsListen != "" {
 		if mln, err = net.Listen("tcp", s.MetricsListen); err != nil {
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
 		defer mln.Close()
+	}
+	if s.NatsListen != "" {
+		nln, err := net.Listen("tcp", s.NatsListen)
+		if err != nil {
+			return fmt.Errorf("--nats-listen: %w", err)
+		}
+		nln.Close()
 	}
 	n, err := startNode(ctx, s, s.advertise(ln.Addr()), log)
 	if err != nil {
