@@ -116,7 +116,7 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 		}
 		return generatedPasswordChanged(ctx, store, sec, s.AdminUsername, passwordFile, log)
 	case password != "" && s.AdminPassword == "":
-		s.announce(log, fmt.Sprintf("postured: default admin %q created; its generated password is in %s (yours alone to read: sign in, change the password, then delete the file; set POSTURED_ADMIN_PASSWORD to choose it)", s.AdminUsername, passwordFile),
+		s.announce(log, fmt.Sprintf("postured: default admin %q created; its generated password is in %s (yours alone to read: sign in and change the password, and the next start deletes the file; set POSTURED_ADMIN_PASSWORD to choose it)", s.AdminUsername, passwordFile),
 			"default admin created with a generated password, in the file", "username", s.AdminUsername, "file", passwordFile)
 	case password != "":
 		log.Info("default admin created", "username", s.AdminUsername)
@@ -176,7 +176,7 @@ func generatedPasswordChanged(ctx context.Context, store *projections.Store, sec
 		}
 		if ok, err := api.CheckPassword(ctx, hash, strings.TrimSpace(string(data))); err != nil || ok {
 			if ok {
-				log.Warn("the default admin's generated password is unchanged, and still in its file: change it, then delete the file", "file", path)
+				log.Warn("the default admin's generated password is unchanged, and still in its file: change it (the next start deletes the file)", "file", path)
 			}
 			return err
 		}
