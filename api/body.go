@@ -185,6 +185,11 @@ func CheckShape(data []byte) error {
 		expectKey    bool
 		keys         []string
 		seen         map[string]string // folded (or, free, exact) key -> key, past a few keys
+		// Where it is, for the error: the member it is the value of, or
+		// (inArray) its index in its array; n counts an array's values.
+		name     string
+		inArray  bool
+		index, n int
 	}
 	var stack []frame
 	lastKey, keyStart := "", -1
@@ -240,6 +245,20 @@ func CheckShape(data []byte) error {
 					if other != key {
 						why = fmt.Sprintf(" (%q and %q: keys are matched without regard to case)", other, key)
 					}
+					var at strings.Builder
+					for _, f := range stack[1:] {
+						switch {
+						case f.inArray:
+							fmt.Fprintf(&at, "[%d]", f.index)
+						case at.Len() > 0:
+							at.WriteString("." + f.name)
+						default:
+							at.WriteString(f.name)
+						}
+					}
+					if at.Len() > 0 {
+						why += ", in " + at.String()
+					}
 					return &posture.Error{Code: posture.CodeCouldNotParseBody,
 						Message: fmt.Sprintf("the body is not valid: an object has the key %q twice%s", key, why)}
 				}
@@ -261,6 +280,11 @@ func CheckShape(data []byte) error {
 					return parent.object && slices.ContainsFunc(names, func(m string) bool { return strings.EqualFold(m, lastKey) })
 				}
 				f.free, f.exact = parent.free || member(freeMembers), member(idKeyed)
+				if parent.object {
+					f.name = lastKey
+				} else {
+					f.inArray, f.index = true, parent.n
+				}
 			}
 			stack = append(stack, f)
 		case b == ']' || b == '}':
@@ -270,6 +294,8 @@ func CheckShape(data []byte) error {
 		case b == ',':
 			if n := len(stack); n > 0 && stack[n-1].object {
 				stack[n-1].expectKey = true
+			} else if n > 0 {
+				stack[n-1].n++
 			}
 		}
 	}

@@ -61,11 +61,11 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		`{"name":"a","name":"b"}`:                                        `the body is not valid: an object has the key "name" twice`,
 		`{"n\u0061me":"a","name":"b"}`:                                   `the body is not valid: an object has the key "name" twice`,
 		`{"name":"a","NAME":"b"}`:                                        `the body is not valid: an object has the key "NAME" twice ("name" and "NAME": keys are matched without regard to case)`,
-		`[{"a":1},{"b":{"typeId":"OS","x":[1,{"y":2}],"typeId":"MAC"}}]`: `the body is not valid: an object has the key "typeId" twice`,
-		`{"tags":{"env":"a","env":"b"}}`:                                 `the body is not valid: an object has the key "env" twice`,
+		`[{"a":1},{"b":{"typeId":"OS","x":[1,{"y":2}],"typeId":"MAC"}}]`: `the body is not valid: an object has the key "typeId" twice, in [1].b`,
+		`{"tags":{"env":"a","env":"b"}}`:                                 `the body is not valid: an object has the key "env" twice, in tags`,
 		`{"isAdmin":true,"iſAdmin":false}`:                               `the body is not valid: an object has the key "iſAdmin" twice ("isAdmin" and "iſAdmin": keys are matched without regard to case)`,
-		`{"serviceHostingCosts":{"a":1,"a":2}}`:                          `the body is not valid: an object has the key "a" twice`,
-		`{"update":{"x":{"name":"a","NAME":"b"}}}`:                       `the body is not valid: an object has the key "NAME" twice ("name" and "NAME": keys are matched without regard to case)`,
+		`{"serviceHostingCosts":{"a":1,"a":2}}`:                          `the body is not valid: an object has the key "a" twice, in serviceHostingCosts`,
+		`{"update":{"x":{"name":"a","NAME":"b"}}}`:                       `the body is not valid: an object has the key "NAME" twice ("name" and "NAME": keys are matched without regard to case), in update.x`,
 		`{"k00":0,"k01":1,"k02":2,"k03":3,"k04":4,"k05":5,"k06":6,"k07":7,"k08":8,"k09":9,"k10":0,"k11":1,"k12":2,"k13":3,"k14":4,"k15":5,"k16":6,"K03":7}`: `the body is not valid: an object has the key "K03" twice ("k03" and "K03": keys are matched without regard to case)`,
 	} {
 		var v map[string]any

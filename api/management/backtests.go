@@ -67,11 +67,13 @@ func ParseCandidate(store Store, body []byte, now time.Time) ([]posture.Payload,
 
 func decodeCandidate(body []byte) (candidateDoc, error) {
 	var doc candidateDoc
-	if err := api.CheckShape(body); err != nil {
-		return doc, err
-	}
-	if err := api.CheckUTF8(body); err != nil {
-		return doc, err
+	for _, check := range []func([]byte) error{api.CheckShape, api.CheckUTF8} {
+		if err := check(body); err != nil {
+			if pe, ok := err.(*posture.Error); ok { // said of the candidate, which may be a file
+				pe.Message = strings.Replace(pe.Message, "the body", "the candidate", 1)
+			}
+			return doc, err
+		}
 	}
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		what := "it is empty"

@@ -247,6 +247,10 @@ func TestBacktestExitCodes(t *testing.T) {
 	if err := os.WriteFile(notJSON, []byte("not json\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	twice := filepath.Join(t.TempDir(), "twice.json")
+	if err := os.WriteFile(twice, []byte(`{"postureChecks":{"create":[{"typeId":"OS","name":"x","name":"y"}]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tooMany := filepath.Join(t.TempDir(), "too-many.json")
 	if err := os.WriteFile(tooMany, []byte(`{"servicePolicies": {"delete": [`+strings.Repeat(`"x",`, 1000)+`"x"]}}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -265,6 +269,7 @@ func TestBacktestExitCodes(t *testing.T) {
 		{"unknown id", []string{"--candidate", unknown}, exitBacktestFailed, `servicePolicies.delete[0]: service policy "nope" was not found`},
 		{"unknown key", []string{"--candidate", typo}, exitBacktestFailed, `unknown field "postureCheck"`},
 		{"not JSON", []string{"--candidate", notJSON}, exitBacktestFailed, "it is not JSON: invalid character 'o' in literal null"},
+		{"a key twice", []string{"--candidate", twice}, exitBacktestFailed, `the candidate is not valid: an object has the key "name" twice, in postureChecks.create[0]`},
 		{"a window in the future", []string{"--candidate", "testdata/backtest/tighten.json", "--from", "720h", "--fail-on-change"}, exitUsage, `--from "720h" is in the future`},
 		{"no candidate", []string{}, exitUsage, "--candidate"},
 		{"bad time", []string{"--candidate", "testdata/backtest/same.json", "--from", "yesterday"}, exitUsage, "--from"},
