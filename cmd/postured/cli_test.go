@@ -278,6 +278,11 @@ func TestOpsCommands(t *testing.T) {
 		!strings.Contains(replayErr.String(), "before --to-seq 999999: replayed all of it") {
 		t.Fatalf("replay --to-seq past the end: %v %q %q", err, replayOut.String(), replayErr.String())
 	}
+	replayOut, replayErr = lockedBuffer{}, lockedBuffer{}
+	if err := posturedStreams(t.Context(), &replayOut, &replayErr, "replay", data, "--out", filepath.Join(t.TempDir(), "none"), "--until", "2001-01-01T00:00:00Z"); err != nil ||
+		!strings.Contains(replayErr.String(), "no event of the log is at or before --until 2001-01-01T00:00:00Z") {
+		t.Fatalf("replay --until before the log: %v %q %q", err, replayOut.String(), replayErr.String())
+	}
 	if _, err := command(t, "replay", data, "--out", out); err == nil || !strings.Contains(err.Error(), "is not empty") {
 		t.Fatalf("replay into a full directory: %v", err)
 	}

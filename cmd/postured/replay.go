@@ -336,8 +336,11 @@ func (r *replayCmd) Run(ctx context.Context, s streams) error {
 	}
 	secs := time.Since(start).Seconds()
 	_, err = fmt.Fprintf(s.out, "replayed %s (cursor %d) into %s in %.2fs: %.0f events/s\n", posture.Count(n, "event", "events"), store.Cursor(), out, secs, float64(n)/max(secs, 1e-9))
-	if r.ToSeq > store.Cursor() {
+	switch {
+	case r.ToSeq > store.Cursor():
 		fmt.Fprintf(s.err, "postured: the log ends at sequence %d, before --to-seq %d: replayed all of it\n", store.Cursor(), r.ToSeq)
+	case n == 0 && !until.IsZero():
+		fmt.Fprintf(s.err, "postured: no event of the log is at or before --until %s: the projection in %s is empty\n", r.Until, out)
 	}
 	return err
 }
