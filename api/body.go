@@ -166,60 +166,74 @@ func foldKey(key string) string {
 
 // freeMembers are the members whose objects are free-form maps, in which
 // keys that differ only in case are distinct (a tag "Env" beside "env").
-var freeMembers = []string{"tags", "appData", "data", "schema"}
+var freeMembers = [][]byte{[]byte("tags"), []byte("appData"), []byte("data"), []byte("schema")}
 
 // idKeyed are the members whose objects are keyed by ids, which are
 // case-sensitive: "AbcDefGhij" and "abcdefghij" are two ids.
-var idKeyed = []string{"serviceHostingCosts", "serviceHostingPrecedences", "update"}
+var idKeyed = [][]byte{[]byte("serviceHostingCosts"), []byte("serviceHostingPrecedences"), []byte("update")}
+
+// shapeFrame is an object or array CheckShape is in.
+type shapeFrame struct {
+	object, free bool
+	exact        bool // keys are ids: only the same name is twice
+	expectKey    bool
+	first        int               // its keys are keys[first:]
+	seen         map[string]string // past a few keys: folded (or, free or exact, as is) key -> key
+	// Where it is, for the error: the member it is the value of, or
+	// (inArray) its index in its array; n counts an array's values.
+	name     []byte
+	inArray  bool
+	index, n int
+}
+
+// shapeKeys is how many keys of an object CheckShape compares one by one
+// before it keeps them in a map.
+const shapeKeys = 16
 
 // CheckShape refuses a JSON document nested deeper than MaxDepth, or with
 // an object that has a key twice: the same name (which I-JSON, RFC 7493,
 // forbids), or names that differ only in case outside free-form members
-// (tags, appData, a config's data, a schema) and maps keyed by ids. The decoder takes either as
-// one field and keeps the last value, where another reader of the request
-// (a proxy, an OpenAPI validator, an audit tool) may keep the first.
+// (tags, appData, a config's data, a schema) and maps keyed by ids. The
+// decoder takes either as one field and keeps the last value, where another
+// reader of the request (a proxy, an OpenAPI validator, an audit tool) may
+// keep the first. It reads the body once and, for the bodies clients send,
+// allocates nothing: keys are views of data (but an escaped one).
 func CheckShape(data []byte) error {
-	type frame struct {
-		object, free bool
-		exact        bool // keys are ids: only the same name is twice
-		expectKey    bool
-		keys         []string
-		seen         map[string]string // folded (or, free, exact) key -> key, past a few keys
-		// Where it is, for the error: the member it is the value of, or
-		// (inArray) its index in its array; n counts an array's values.
-		name     string
-		inArray  bool
-		index, n int
-	}
-	var stack []frame
-	lastKey, keyStart := "", -1
+	var stackBuf [8]shapeFrame
+	var keysBuf [32][]byte
+	stack, keys := stackBuf[:0], keysBuf[:0]
+	var lastKey []byte
+	keyStart := -1
 	inString, escaped := false, false
-	dup := func(f *frame, key string) (string, bool) {
-		norm := key
-		if !f.free && !f.exact {
-			norm = foldKey(key)
+	norm := func(f *shapeFrame, key []byte) string {
+		if f.free || f.exact {
+			return string(key)
 		}
+		return foldKey(string(key))
+	}
+	dup := func(f *shapeFrame, key []byte) ([]byte, bool) {
 		if f.seen != nil {
-			other, ok := f.seen[norm]
-			f.seen[norm] = key
-			return other, ok
+			n := norm(f, key)
+			other, ok := f.seen[n]
+			f.seen[n] = string(key)
+			return []byte(other), ok
 		}
-		for _, k := range f.keys {
-			if k == key || !f.free && !f.exact && strings.EqualFold(k, key) {
+		for _, k := range keys[f.first:] {
+			if bytes.Equal(k, key) || !f.free && !f.exact && bytes.EqualFold(k, key) {
 				return k, true
 			}
 		}
-		if f.keys = append(f.keys, key); len(f.keys) > 16 {
-			f.seen = make(map[string]string, 2*len(f.keys))
-			for _, k := range f.keys {
-				n := k
-				if !f.free && !f.exact {
-					n = foldKey(k)
-				}
-				f.seen[n] = k
+		if keys = append(keys, key); len(keys)-f.first > shapeKeys {
+			f.seen = make(map[string]string, 4*shapeKeys)
+			for _, k := range keys[f.first:] {
+				f.seen[norm(f, k)] = string(k)
 			}
+			keys = keys[:f.first]
 		}
-		return "", false
+		return nil, false
+	}
+	member := func(names [][]byte) bool {
+		return slices.ContainsFunc(names, func(m []byte) bool { return bytes.EqualFold(m, lastKey) })
 	}
 	for i, b := range data {
 		switch {
@@ -235,32 +249,15 @@ func CheckShape(data []byte) error {
 					break
 				}
 				raw := data[keyStart : i+1]
-				key := string(raw[1 : len(raw)-1])
+				key := raw[1 : len(raw)-1]
 				if bytes.IndexByte(raw, '\\') >= 0 {
-					json.Unmarshal(raw, &key) //nolint:errcheck // an invalid body is refused by its decoding
+					var s string
+					json.Unmarshal(raw, &s) //nolint:errcheck // an invalid body is refused by its decoding
+					key = []byte(s)
 				}
 				keyStart, lastKey = -1, key
 				if other, ok := dup(&stack[len(stack)-1], key); ok {
-					why := ""
-					if other != key {
-						why = fmt.Sprintf(" (%q and %q: keys are matched without regard to case)", other, key)
-					}
-					var at strings.Builder
-					for _, f := range stack[1:] {
-						switch {
-						case f.inArray:
-							fmt.Fprintf(&at, "[%d]", f.index)
-						case at.Len() > 0:
-							at.WriteString("." + f.name)
-						default:
-							at.WriteString(f.name)
-						}
-					}
-					if at.Len() > 0 {
-						why += ", in " + at.String()
-					}
-					return &posture.Error{Code: posture.CodeCouldNotParseBody,
-						Message: fmt.Sprintf("the body is not valid: an object has the key %q twice%s", key, why)}
+					return duplicateKey(stack, other, key)
 				}
 			}
 		case b == '"':
@@ -273,23 +270,20 @@ func CheckShape(data []byte) error {
 				return &posture.Error{Code: posture.CodeCouldNotParseBody,
 					Message: fmt.Sprintf("the body is nested deeper than %d levels of arrays and objects", MaxDepth)}
 			}
-			f := frame{object: b == '{', expectKey: b == '{'}
+			f := shapeFrame{object: b == '{', expectKey: b == '{', first: len(keys)}
 			if n := len(stack); n > 0 {
-				parent := stack[n-1]
-				member := func(names []string) bool {
-					return parent.object && slices.ContainsFunc(names, func(m string) bool { return strings.EqualFold(m, lastKey) })
-				}
-				f.free, f.exact = parent.free || member(freeMembers), member(idKeyed)
+				parent := &stack[n-1]
 				if parent.object {
-					f.name = lastKey
+					f.free, f.exact, f.name = parent.free || member(freeMembers), member(idKeyed), lastKey
 				} else {
-					f.inArray, f.index = true, parent.n
+					f.free, f.inArray, f.index = parent.free, true, parent.n
 				}
 			}
 			stack = append(stack, f)
 		case b == ']' || b == '}':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
+			if n := len(stack); n > 0 {
+				keys = keys[:stack[n-1].first]
+				stack = stack[:n-1]
 			}
 		case b == ',':
 			if n := len(stack); n > 0 && stack[n-1].object {
@@ -300,6 +294,31 @@ func CheckShape(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// duplicateKey is CheckShape's error for key, which is twice in the
+// innermost object of stack, first as other.
+func duplicateKey(stack []shapeFrame, other, key []byte) error {
+	why := ""
+	if !bytes.Equal(other, key) {
+		why = fmt.Sprintf(" (%q and %q: keys are matched without regard to case)", other, key)
+	}
+	var at strings.Builder
+	for _, f := range stack[1:] {
+		switch {
+		case f.inArray:
+			fmt.Fprintf(&at, "[%d]", f.index)
+		case at.Len() > 0:
+			at.WriteString("." + string(f.name))
+		default:
+			at.Write(f.name)
+		}
+	}
+	if at.Len() > 0 {
+		why += ", in " + at.String()
+	}
+	return &posture.Error{Code: posture.CodeCouldNotParseBody,
+		Message: fmt.Sprintf("the body is not valid: an object has the key %q twice%s", key, why)}
 }
 
 // Rest refuses anything but white space after the value dec decoded from

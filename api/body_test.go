@@ -92,3 +92,22 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheckShape: what every JSON body's check costs, on a posture
+// response as clients send it and on a bulk of ten.
+//
+//	go test -run '^$' -bench CheckShape ./api/
+func BenchmarkCheckShape(b *testing.B) {
+	one := `{"id":"kJ3mX9sQ2p","typeId":"OS","type":"Windows","version":"10.0.19045","build":"19045"}`
+	bulk := "[" + strings.Repeat(one+",", 9) + one + "]"
+	for name, body := range map[string][]byte{"one": []byte(one), "bulk": []byte(bulk)} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := api.CheckShape(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
