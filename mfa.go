@@ -56,10 +56,14 @@ type MFA struct {
 	RecoveryCodes []string `json:"recoveryCodes"`
 	Verified      bool     `json:"isVerified"`
 	// LastCounter is the TOTP time step of the last accepted code: a code
-	// of that step or an earlier one is refused (each code once only).
-	LastCounter int64     `json:"lastCounter"`
-	CreatedAt   time.Time `json:"createdAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	// of that step or an earlier one is refused (each code once only), but
+	// that step's code again by LastCounterAPISession, the API session that
+	// used it (a client that verifies its enrollment and then reads its
+	// recovery codes with the code still shown).
+	LastCounter           int64     `json:"lastCounter"`
+	LastCounterAPISession string    `json:"lastCounterApiSession,omitempty"`
+	CreatedAt             time.Time `json:"createdAt"`
+	UpdatedAt             time.Time `json:"updatedAt"`
 }
 
 // MFACode is a code that an MFA change consumed: a TOTP time step, or the
@@ -67,6 +71,8 @@ type MFA struct {
 type MFACode struct {
 	Counter      int64  `json:"counter,omitempty"`
 	RecoveryHash string `json:"recoveryHash,omitempty"`
+	// APISessionID is the API session that used a TOTP.
+	APISessionID string `json:"apiSessionId,omitempty"`
 }
 
 // MFAEnrolled records the start of an enrollment (unverified).

@@ -60,7 +60,8 @@ var (
 // layout 18 keeps an identity's processes by path and check id, and a
 // PROCESS check reads only the reports that answered it;
 // layout 19 records the changes of an identity's credentials in its
-// history (posture.HistoryCredential).
+// history (posture.HistoryCredential), and keeps which API session used
+// an enrollment's last TOTP (posture.MFA.LastCounterAPISession).
 const layout = 19
 
 // timeKey formats t for a time index: nanoseconds since 1970 in 20 digits,

@@ -87,7 +87,7 @@ func changeMFA(tx *Tx, e posture.Event, identityID string, used posture.MFACode,
 		}
 	}
 	if used.Counter > m.LastCounter {
-		m.LastCounter = used.Counter
+		m.LastCounter, m.LastCounterAPISession = used.Counter, used.APISessionID
 	}
 	if used.RecoveryHash != "" {
 		m.RecoveryCodes = slices.DeleteFunc(m.RecoveryCodes, func(h string) bool { return h == used.RecoveryHash })

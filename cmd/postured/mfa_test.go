@@ -374,7 +374,17 @@ func TestMFACodeAcceptedOnce(t *testing.T) {
 	clk := useFakeClock(&cfg)
 	n := startTestNode(t, cfg)
 	tok := n.createUser(t, "race-user", "race-password", false)
-	_, secret := n.enrollAndVerifyMFA(t, tok, clk)
+	// A client verifies its enrollment, then reads its recovery codes with
+	// the code it still shows.
+	_, secret := n.enrollMFA(t, tok)
+	verify := totpAt(t, secret, clk.Now())
+	if r := n.do(t, http.MethodPost, api.ClientBase+"/current-identity/mfa/verify", tok, map[string]string{"code": verify}); r.Status != http.StatusOK {
+		t.Fatalf("verify: %d %s", r.Status, r.Body)
+	}
+	if codes := n.recoveryCodes(t, tok, verify); len(codes) != 20 {
+		t.Fatalf("recovery codes with the verifying code: %v", codes)
+	}
+	clk.Advance(30 * time.Second)
 	const sessions = 6
 	toks := make([]string, sessions)
 	for i := range toks {
@@ -401,6 +411,15 @@ func TestMFACodeAcceptedOnce(t *testing.T) {
 	}
 	if ok != 1 {
 		t.Fatalf("%d sessions accepted one TOTP (statuses %v)", ok, statuses)
+	}
+	// The API session that used it may use it again (to read its recovery
+	// codes, say); the others still may not.
+	for i, s := range statuses {
+		if s == http.StatusOK {
+			n.recoveryCodes(t, toks[i], code)
+		} else {
+			expectError(t, n.do(t, http.MethodPost, api.ClientBase+"/authenticate/mfa", toks[i], map[string]string{"code": code}), 400, posture.CodeMFAInvalidToken, "")
+		}
 	}
 	// A code of an earlier period than the last accepted one is refused
 	// as well, though still within the skew window.

@@ -68,22 +68,24 @@ type Keys struct {
 func NoEnrollment() Keys { return Keys{Secret: dummySecret} }
 
 // Check checks a TOTP (and, when recovery is set, a recovery code)
-// against an enrollment (nil: none, which matches nothing). A TOTP of the
-// current period or two either side is accepted if its time step is later
-// than the last accepted one; a recovery code if it is unused. It returns
-// what the code consumes. Its work does not depend on whether or where the
-// code matches, nor on whether there is an enrollment.
-func Check(m *posture.MFA, keys Keys, code string, now time.Time, recovery bool) (posture.MFACode, bool) {
-	secret, last, hashes, identityID := keys.Secret, int64(math.MaxInt64), []string(nil), ""
+// against an enrollment (nil: none, which matches nothing), for the API
+// session apiSessionID. A TOTP of the current period or two either side is
+// accepted if its time step is later than the last accepted one, or is
+// that one and apiSessionID used it (another API session may not replay
+// it); a recovery code if it is unused. It returns what the code consumes.
+// Its work does not depend on whether or where the code matches, nor on
+// whether there is an enrollment.
+func Check(m *posture.MFA, keys Keys, code, apiSessionID string, now time.Time, recovery bool) (posture.MFACode, bool) {
+	secret, last, lastBy, hashes, identityID := keys.Secret, int64(math.MaxInt64), "", []string(nil), ""
 	if m != nil {
-		last, hashes, identityID = m.LastCounter, m.RecoveryCodes, m.IdentityID
+		last, lastBy, hashes, identityID = m.LastCounter, m.LastCounterAPISession, m.RecoveryCodes, m.IdentityID
 	}
-	var used posture.MFACode
+	used := posture.MFACode{APISessionID: apiSessionID}
 	step := now.Unix() / Period
 	for s := step - Skew; s <= step+Skew; s++ {
 		want, err := hotp.GenerateCodeCustom(secret, uint64(s), hotp.ValidateOpts{Digits: digits, Algorithm: otp.AlgorithmSHA1})
 		match := err == nil && subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1
-		if match && s > last {
+		if match && (s > last || s == last && apiSessionID != "" && apiSessionID == lastBy) {
 			used.Counter = s
 		}
 	}

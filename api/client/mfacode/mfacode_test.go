@@ -44,16 +44,31 @@ func TestCheck(t *testing.T) {
 		want     posture.MFACode
 		ok       bool
 	}{
-		{"current period", enrollment(), keys, code(t, secret, now), false, posture.MFACode{Counter: step}, true},
-		{"previous period (skew)", enrollment(), keys, code(t, secret, now.Add(-Period*time.Second)), false, posture.MFACode{Counter: step - 1}, true},
-		{"next period (skew)", enrollment(), keys, code(t, secret, now.Add(Period*time.Second)), false, posture.MFACode{Counter: step + 1}, true},
-		{"two periods ago (skew)", enrollment(), keys, code(t, secret, now.Add(-2*Period*time.Second)), false, posture.MFACode{Counter: step - 2}, true},
-		{"two periods ahead (skew)", enrollment(), keys, code(t, secret, now.Add(2*Period*time.Second)), false, posture.MFACode{Counter: step + 2}, true},
+		{"current period", enrollment(), keys, code(t, secret, now), false, posture.MFACode{Counter: step, APISessionID: "as1"}, true},
+		{"previous period (skew)", enrollment(), keys, code(t, secret, now.Add(-Period*time.Second)), false, posture.MFACode{Counter: step - 1, APISessionID: "as1"}, true},
+		{"next period (skew)", enrollment(), keys, code(t, secret, now.Add(Period*time.Second)), false, posture.MFACode{Counter: step + 1, APISessionID: "as1"}, true},
+		{"two periods ago (skew)", enrollment(), keys, code(t, secret, now.Add(-2*Period*time.Second)), false, posture.MFACode{Counter: step - 2, APISessionID: "as1"}, true},
+		{"two periods ahead (skew)", enrollment(), keys, code(t, secret, now.Add(2*Period*time.Second)), false, posture.MFACode{Counter: step + 2, APISessionID: "as1"}, true},
 		{"three periods ago", enrollment(), keys, code(t, secret, now.Add(-3*Period*time.Second)), false, posture.MFACode{}, false},
 		{"three periods ahead", enrollment(), keys, code(t, secret, now.Add(3*Period*time.Second)), false, posture.MFACode{}, false},
 		{"replayed counter", func() *posture.MFA { m := enrollment(); m.LastCounter = step; return m }(), keys, code(t, secret, now), false, posture.MFACode{}, false},
+		{"replayed counter, by the API session that used it", func() *posture.MFA {
+			m := enrollment()
+			m.LastCounter, m.LastCounterAPISession = step, "as1"
+			return m
+		}(), keys, code(t, secret, now), false, posture.MFACode{Counter: step, APISessionID: "as1"}, true},
+		{"replayed counter, by another API session", func() *posture.MFA {
+			m := enrollment()
+			m.LastCounter, m.LastCounterAPISession = step, "as2"
+			return m
+		}(), keys, code(t, secret, now), false, posture.MFACode{}, false},
+		{"earlier than the last accepted, by the API session that used it", func() *posture.MFA {
+			m := enrollment()
+			m.LastCounter, m.LastCounterAPISession = step, "as1"
+			return m
+		}(), keys, code(t, secret, now.Add(-Period*time.Second)), false, posture.MFACode{}, false},
 		{"earlier than the last accepted", func() *posture.MFA { m := enrollment(); m.LastCounter = step; return m }(), keys, code(t, secret, now.Add(-Period*time.Second)), false, posture.MFACode{}, false},
-		{"later than the last accepted", func() *posture.MFA { m := enrollment(); m.LastCounter = step; return m }(), keys, code(t, secret, now.Add(Period*time.Second)), false, posture.MFACode{Counter: step + 1}, true},
+		{"later than the last accepted", func() *posture.MFA { m := enrollment(); m.LastCounter = step; return m }(), keys, code(t, secret, now.Add(Period*time.Second)), false, posture.MFACode{Counter: step + 1, APISessionID: "as1"}, true},
 		{"wrong secret", enrollment(), Keys{Secret: dummySecret}, code(t, secret, now), false, posture.MFACode{}, false},
 		{"empty code", enrollment(), keys, "", true, posture.MFACode{}, false},
 		{"missing enrollment", nil, NoEnrollment(), code(t, dummySecret, now), true, posture.MFACode{}, false},
@@ -66,7 +81,7 @@ func TestCheck(t *testing.T) {
 		{"another identity's recovery code", enrollment(), keys, RecoveryCodes(secret, "nonce-2")[0], true, posture.MFACode{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := Check(tc.m, tc.keys, tc.code, now, tc.recovery)
+			got, ok := Check(tc.m, tc.keys, tc.code, "as1", now, tc.recovery)
 			if ok != tc.ok || got != tc.want {
 				t.Fatalf("Check = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
 			}
