@@ -98,19 +98,23 @@ func CheckEnvInfo(e *posture.EnvInfo) error {
 		"osVersion": e.OSVersion, "domain": e.Domain, "hostname": e.Hostname})
 }
 
-// TextOnly is s with each character CheckText refuses replaced by U+FFFD,
-// for what a client reports of itself at login: a login is not refused
-// for a hostname, but an admin reading it sees what is odd in it.
+// TextOnly is s with each character that does not show as it reads (what
+// a name may not hold: controls, formatting, fillers, blanks, private use)
+// replaced by U+FFFD, for what a client reports of itself at login: a
+// login is not refused for a hostname, but an admin reading it sees what is
+// odd in it.
 func TextOnly(s string) string {
-	if CheckText("", s) == nil {
+	rs := []rune(s)
+	changed := false
+	for i, r := range rs {
+		if notText(r) || !shows(rs, i) {
+			rs[i], changed = utf8.RuneError, true
+		}
+	}
+	if !changed {
 		return s
 	}
-	return strings.Map(func(r rune) rune {
-		if notText(r) {
-			return utf8.RuneError
-		}
-		return r
-	}, s)
+	return string(rs)
 }
 
 func checkFields(prefix string, fields map[string]string) error {

@@ -106,11 +106,11 @@ func TestLoginHandlers(t *testing.T) {
 				}
 			}},
 		{Name: "Authenticate: what a client reports of itself that would not show as it reads is replaced, not refused", Method: http.MethodPost, Path: "/authenticate?method=password",
-			Body:   `{"username":"laptop-user","password":"laptop-password","envInfo":{"hostname":"a\u0000b\u202e","os":"linux"},"sdkInfo":{"type":"ziti-sdk-c","version":"\u001b[31mred"}}`,
+			Body:   `{"username":"laptop-user","password":"laptop-password","envInfo":{"hostname":"a\u0000b\u202e","os":"linux","osVersion":"h\u3164\u2800\ue000x 12.1"},"sdkInfo":{"type":"ziti-sdk-c","version":"\u001b[31mred"}}`,
 			Status: http.StatusOK, Appended: []string{created},
 			Check: func(t *testing.T, r apitest.Response, log *apitest.Log) {
 				s := log.Payload(t, 0).(posture.APISessionCreated).APISession
-				if s.EnvInfo.Hostname != "a\uFFFDb\uFFFD" || s.EnvInfo.OS != "linux" || s.SDKInfo.Version != "\uFFFD[31mred" || s.SDKInfo.Type != "ziti-sdk-c" {
+				if s.EnvInfo.Hostname != "a\uFFFDb\uFFFD" || s.EnvInfo.OS != "linux" || s.EnvInfo.OSVersion != "h\uFFFD\uFFFD\uFFFDx 12.1" || s.SDKInfo.Version != "\uFFFD[31mred" || s.SDKInfo.Type != "ziti-sdk-c" {
 					t.Fatalf("env %+v, sdk %+v", s.EnvInfo, s.SDKInfo)
 				}
 			}},
