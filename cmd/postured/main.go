@@ -20,9 +20,9 @@ import (
 
 	"github.com/alecthomas/kong"
 	kongcompletion "github.com/jotaen/kong-completion"
+	"github.com/mattn/go-isatty"
 	"github.com/posener/complete"
 	"github.com/seed-0809debe/posture"
-	"golang.org/x/sys/unix"
 )
 
 type cli struct {
@@ -76,11 +76,7 @@ func (c *completionCmd) Run(ctx *kong.Context) error {
 // terminal reports whether w is a terminal.
 func terminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // streams are where a command writes its output and its messages.

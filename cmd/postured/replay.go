@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/mattn/go-isatty"
 
 	"github.com/seed-0809debe/posture"
 	"github.com/seed-0809debe/posture/cmd/postured/datadir"
@@ -354,8 +353,7 @@ type progress struct {
 }
 
 func newProgress(w io.Writer) *progress {
-	f, ok := w.(*os.File)
-	return &progress{w: w, tty: ok && isatty.IsTerminal(f.Fd()), t0: time.Now()}
+	return &progress{w: w, tty: terminal(w), t0: time.Now()}
 }
 
 func (p *progress) update(done, total uint64) {
