@@ -112,7 +112,7 @@ func sessionType(s string) (string, bool) {
 }
 
 // serviceNotFound is the answer to a session request for a service the
-// identity has no policy of the type for.
+// identity has a policy of the other type only for.
 func serviceNotFound(id string) error {
 	return posture.Invalid("serviceId", "service not found", id)
 }
@@ -140,9 +140,10 @@ func (a *API) createSession(c echo.Context) error {
 	if err := api.CheckTagsText("tags", t); err != nil {
 		return err
 	}
-	// As the real controller: a service that does not exist is 404 (an
-	// SDK then refreshes its list of services), one the identity may not
-	// use 400 COULD_NOT_VALIDATE "service not found".
+	// As the real controller: a service that does not exist, or that no
+	// policy of either type grants the identity, is 404 (an SDK then
+	// refreshes its list of services); one that only a policy of the other
+	// type grants, 400 COULD_NOT_VALIDATE "service not found".
 	raw, err := a.Store.RawEntity(posture.KindService, in.ServiceID)
 	if errors.Is(err, posture.ErrNotFound) {
 		return posture.NotFound("service", in.ServiceID)
@@ -160,6 +161,15 @@ func (a *API) createSession(c echo.Context) error {
 		return err
 	}
 	if len(results) == 0 {
+		other := posture.Bind
+		if typ == posture.Bind {
+			other = posture.Dial
+		}
+		if granted, err := a.Store.Access(p.Identity.ID, p.Session.ID, svc.ID, other, a.Writer.Now()); err != nil {
+			return err
+		} else if len(granted) == 0 {
+			return posture.NotFound("service", in.ServiceID) // as one that does not exist
+		}
 		return serviceNotFound(in.ServiceID)
 	}
 	var passing []string

@@ -90,8 +90,8 @@ func TestSessionHandlers(t *testing.T) {
 					t.Fatalf("cause %s", cause)
 				}
 			}}},
-		{grantCRM(true), apitest.Case{Name: "createSession: a service without a policy", Method: http.MethodPost, Path: "/sessions", Body: `{"serviceId":"svc2"}`,
-			Status: http.StatusBadRequest, Code: posture.CodeCouldNotValidate, Field: "serviceId"}},
+		{grantCRM(true), apitest.Case{Name: "createSession: a service without a policy reads as unknown", Method: http.MethodPost, Path: "/sessions", Body: `{"serviceId":"svc2"}`,
+			Status: http.StatusNotFound, Code: posture.CodeNotFound}},
 		{grantCRM(true), apitest.Case{Name: "createSession: service unknown", Method: http.MethodPost, Path: "/sessions", Body: `{"serviceId":"svc9"}`,
 			Status: http.StatusNotFound, Code: posture.CodeNotFound}},
 		{grantCRM(true), apitest.Case{Name: "createSession: serviceId missing", Method: http.MethodPost, Path: "/sessions", Body: `{"type":"Dial"}`,

@@ -252,12 +252,21 @@ func TestPostureDeniesThenGrants(t *testing.T) {
 	}
 	// Bind needs a Bind policy.
 	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": crm, "type": "Bind"}), 400, posture.CodeCouldNotValidate, "serviceId")
-	// As the controller answers: a service the identity has no policy for
-	// is 400 COULD_NOT_VALIDATE, one that does not exist (or no longer
-	// does) 404, on which an SDK refreshes its list of services.
+	// As the controller answers: a service the identity has no policy for,
+	// and one that does not exist (or no longer does), are 404, on which
+	// an SDK refreshes its list of services; the answers do not tell them
+	// apart.
 	hidden := n.create(t, admin, "services", map[string]any{"name": "hidden"})
-	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": hidden}), 400, posture.CodeCouldNotValidate, "serviceId")
-	expectError(t, n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": "nope"}), 404, posture.CodeNotFound, "")
+	answer := func(serviceID string) api.APIError {
+		r := n.do(t, http.MethodPost, clientAPI+"/sessions", ep.token, map[string]any{"serviceId": serviceID})
+		expectError(t, r, 404, posture.CodeNotFound, "")
+		_, e := r.envelope(t)
+		e.RequestID, e.Message = "", strings.ReplaceAll(e.Message, serviceID, "")
+		return e
+	}
+	if a, b := answer(hidden), answer("nope"); !cmp.Equal(a, b) {
+		t.Fatalf("a hidden service and a nonexistent one are told apart:\n%s", cmp.Diff(a, b))
+	}
 	if r := n.do(t, http.MethodDelete, mgmt+"/services/"+hidden, admin, nil); r.Status != http.StatusOK {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}
