@@ -96,7 +96,7 @@ func noEnrollment() error {
 }
 
 func invalidToken() error {
-	return &posture.Error{Code: posture.CodeMFAInvalidToken, Message: "the MFA code is missing or not valid (a code is accepted once, by the API session that used it again, and not after a newer one)"}
+	return &posture.Error{Code: posture.CodeMFAInvalidToken, Message: "the MFA code is missing or not valid (a code is accepted once, and not after a newer one; the API session that used it may read the recovery codes with it again)"}
 }
 
 // detailMFA is GET /current-identity/mfa. Until the enrollment is verified
@@ -181,7 +181,7 @@ func (a mfaOps) verifyMFA(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := mfacode.Check(m, keys, code, p.Session.ID, now, false)
+			used, ok := mfacode.Check(m, keys, code, p.Session.ID, false, now, false)
 			if m == nil || m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no MFA enrollment waiting for verification"}
 			}
@@ -216,7 +216,7 @@ func (a mfaOps) deleteMFA(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			_, ok := mfacode.Check(m, keys, code, p.Session.ID, now, true)
+			_, ok := mfacode.Check(m, keys, code, p.Session.ID, false, now, true)
 			if m == nil {
 				return nil, noEnrollment()
 			}
@@ -282,7 +282,7 @@ func (a mfaOps) detailRecoveryCodes(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := mfacode.Check(m, keys, code, p.Session.ID, now, false)
+			used, ok := mfacode.Check(m, keys, code, p.Session.ID, true, now, false)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no verified MFA enrollment"}
 			}
@@ -336,7 +336,7 @@ func (a mfaOps) regenerateRecoveryCodes(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := mfacode.Check(m, keys, code, p.Session.ID, now, true)
+			used, ok := mfacode.Check(m, keys, code, p.Session.ID, false, now, true)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeNotFound, Message: "the current identity has no verified MFA enrollment"}
 			}
@@ -371,7 +371,7 @@ func (a mfaOps) authenticateMFA(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			used, ok := mfacode.Check(m, keys, code, p.Session.ID, now, true)
+			used, ok := mfacode.Check(m, keys, code, p.Session.ID, false, now, true)
 			if m == nil || !m.Verified {
 				return nil, &posture.Error{Code: posture.CodeMFANotEnrolled}
 			}

@@ -70,12 +70,13 @@ func NoEnrollment() Keys { return Keys{Secret: dummySecret} }
 // Check checks a TOTP (and, when recovery is set, a recovery code)
 // against an enrollment (nil: none, which matches nothing), for the API
 // session apiSessionID. A TOTP of the current period or two either side is
-// accepted if its time step is later than the last accepted one, or is
-// that one and apiSessionID used it (another API session may not replay
-// it); a recovery code if it is unused. It returns what the code consumes.
-// Its work does not depend on whether or where the code matches, nor on
-// whether there is an enrollment.
-func Check(m *posture.MFA, keys Keys, code, apiSessionID string, now time.Time, recovery bool) (posture.MFACode, bool) {
+// accepted if its time step is later than the last accepted one, or, when
+// again is set (a read of the recovery codes, which changes nothing), is
+// that one and apiSessionID used it: another API session may not replay
+// it. A recovery code is accepted if it is unused. It returns what the code
+// consumes. Its work does not depend on whether or where the code matches,
+// nor on whether there is an enrollment.
+func Check(m *posture.MFA, keys Keys, code, apiSessionID string, again bool, now time.Time, recovery bool) (posture.MFACode, bool) {
 	secret, last, lastBy, hashes, identityID := keys.Secret, int64(math.MaxInt64), "", []string(nil), ""
 	if m != nil {
 		last, lastBy, hashes, identityID = m.LastCounter, m.LastCounterAPISession, m.RecoveryCodes, m.IdentityID
@@ -85,7 +86,7 @@ func Check(m *posture.MFA, keys Keys, code, apiSessionID string, now time.Time, 
 	for s := step - Skew; s <= step+Skew; s++ {
 		want, err := hotp.GenerateCodeCustom(secret, uint64(s), hotp.ValidateOpts{Digits: digits, Algorithm: otp.AlgorithmSHA1})
 		match := err == nil && subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1
-		if match && (s > last || s == last && apiSessionID != "" && apiSessionID == lastBy) {
+		if match && (s > last || again && s == last && apiSessionID != "" && apiSessionID == lastBy) {
 			used.Counter = s
 		}
 	}

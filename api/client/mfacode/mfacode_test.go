@@ -52,21 +52,6 @@ func TestCheck(t *testing.T) {
 		{"three periods ago", enrollment(), keys, code(t, secret, now.Add(-3*Period*time.Second)), false, posture.MFACode{}, false},
 		{"three periods ahead", enrollment(), keys, code(t, secret, now.Add(3*Period*time.Second)), false, posture.MFACode{}, false},
 		{"replayed counter", func() *posture.MFA { m := enrollment(); m.LastCounter = step; return m }(), keys, code(t, secret, now), false, posture.MFACode{}, false},
-		{"replayed counter, by the API session that used it", func() *posture.MFA {
-			m := enrollment()
-			m.LastCounter, m.LastCounterAPISession = step, "as1"
-			return m
-		}(), keys, code(t, secret, now), false, posture.MFACode{Counter: step, APISessionID: "as1"}, true},
-		{"replayed counter, by another API session", func() *posture.MFA {
-			m := enrollment()
-			m.LastCounter, m.LastCounterAPISession = step, "as2"
-			return m
-		}(), keys, code(t, secret, now), false, posture.MFACode{}, false},
-		{"earlier than the last accepted, by the API session that used it", func() *posture.MFA {
-			m := enrollment()
-			m.LastCounter, m.LastCounterAPISession = step, "as1"
-			return m
-		}(), keys, code(t, secret, now.Add(-Period*time.Second)), false, posture.MFACode{}, false},
 		{"earlier than the last accepted", func() *posture.MFA { m := enrollment(); m.LastCounter = step; return m }(), keys, code(t, secret, now.Add(-Period*time.Second)), false, posture.MFACode{}, false},
 		{"later than the last accepted", func() *posture.MFA { m := enrollment(); m.LastCounter = step; return m }(), keys, code(t, secret, now.Add(Period*time.Second)), false, posture.MFACode{Counter: step + 1, APISessionID: "as1"}, true},
 		{"wrong secret", enrollment(), Keys{Secret: dummySecret}, code(t, secret, now), false, posture.MFACode{}, false},
@@ -81,9 +66,42 @@ func TestCheck(t *testing.T) {
 		{"another identity's recovery code", enrollment(), keys, RecoveryCodes(secret, "nonce-2")[0], true, posture.MFACode{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := Check(tc.m, tc.keys, tc.code, "as1", now, tc.recovery)
+			got, ok := Check(tc.m, tc.keys, tc.code, "as1", false, now, tc.recovery)
 			if ok != tc.ok || got != tc.want {
 				t.Fatalf("Check = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestCheckAgain: the code of the last accepted step is taken again only
+// when again is set and by the API session that used it.
+func TestCheckAgain(t *testing.T) {
+	secret := base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString([]byte("0123456789"))
+	keys := Keys{Secret: secret}
+	now := time.Date(2026, 5, 1, 12, 0, 15, 0, time.UTC)
+	step := now.Unix() / Period
+	usedBy := func(session string) *posture.MFA {
+		return &posture.MFA{IdentityID: "ident1", LastCounter: step, LastCounterAPISession: session}
+	}
+	for _, tc := range []struct {
+		name    string
+		m       *posture.MFA
+		session string
+		again   bool
+		code    string
+		ok      bool
+	}{
+		{"again, by the API session that used it", usedBy("as1"), "as1", true, code(t, secret, now), true},
+		{"not again, by the API session that used it", usedBy("as1"), "as1", false, code(t, secret, now), false},
+		{"again, by another API session", usedBy("as2"), "as1", true, code(t, secret, now), false},
+		{"again, no session on either side", usedBy(""), "", true, code(t, secret, now), false},
+		{"again, an earlier step, by the API session that used the last", usedBy("as1"), "as1", true, code(t, secret, now.Add(-Period*time.Second)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Check(tc.m, keys, tc.code, tc.session, tc.again, now, false)
+			if ok != tc.ok || ok && (got.Counter != step || got.APISessionID != tc.session) {
+				t.Fatalf("Check = %+v, %v; want ok %v", got, ok, tc.ok)
 			}
 		})
 	}
