@@ -47,7 +47,7 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 		if password != "" && s.AdminPassword == "" {
 			// An attempt that lost to another node's: its password was
 			// never recorded.
-			if err := os.Remove(passwordFile); err != nil {
+			if err := os.Remove(passwordFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, err
 			}
 		}
@@ -104,9 +104,9 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 		return out, nil
 	})
 	if err != nil {
-		if s.AdminPassword == "" && password != "" {
-			os.Remove(passwordFile)
-		}
+		// The file stays: the change may have been recorded all the same
+		// (a start stopped while it waited for the projection); the next
+		// start removes the file if its password is not the admin's.
 		return fmt.Errorf("creating the default admin: %w", err)
 	}
 	switch {
@@ -114,7 +114,11 @@ func bootstrap(ctx context.Context, w *api.Writer, store *projections.Store, sec
 		if s.AdminPassword != "" {
 			log.Info("POSTURED_ADMIN_PASSWORD is for the first start: the default admin exists and keeps its password (postured admin recover sets a new one)")
 		}
-		return generatedPasswordChanged(ctx, store, sec, s.AdminUsername, passwordFile, log)
+		if err := generatedPasswordChanged(ctx, store, sec, s.AdminUsername, passwordFile, log); err != nil {
+			// Housekeeping: it does not stop the node.
+			log.Warn("could not tell whether the default admin's generated password was changed", "file", passwordFile, "err", err)
+		}
+		return nil
 	case password != "" && s.AdminPassword == "":
 		s.announce(log, fmt.Sprintf("postured: default admin %q created; its generated password is in %s (yours alone to read: sign in and change the password, and the next start deletes the file; set POSTURED_ADMIN_PASSWORD to choose it)", s.AdminUsername, passwordFile),
 			"default admin created with a generated password, in the file", "username", s.AdminUsername, "file", passwordFile)
