@@ -61,12 +61,10 @@ func Decode(c echo.Context, v any) error {
 	return unmarshal(data, v)
 }
 
-// DecodeBytes is Decode for a body already read.
+// DecodeBytes is Decode for a body already read: CheckJSON, then decoded
+// into v.
 func DecodeBytes(data []byte, v any) error {
-	if err := CheckShape(data); err != nil {
-		return err
-	}
-	if err := CheckUTF8(data); err != nil {
+	if err := CheckJSON(data); err != nil {
 		return err
 	}
 	return unmarshal(data, v)
@@ -91,16 +89,17 @@ func unmarshal(data []byte, v any) error {
 }
 
 // CheckJSON refuses data that DecodeBytes refuses whatever value it
-// decodes into (not JSON, nested too deep, not UTF-8), with the same
-// errors, without decoding it.
+// decodes into (not UTF-8, not JSON, nested too deep or with a key twice),
+// without decoding it. Broken JSON is said as the decoder says it, before
+// its shape is looked at.
 func CheckJSON(data []byte) error {
-	if !json.Valid(data) {
-		return DecodeBytes(data, new(json.RawMessage)) // nil for an empty body; the reason otherwise
-	}
-	if err := CheckShape(data); err != nil {
+	if err := CheckUTF8(data); err != nil {
 		return err
 	}
-	return CheckUTF8(data)
+	if !json.Valid(data) {
+		return unmarshal(data, new(json.RawMessage)) // nil for an empty body; the decoder's reason otherwise
+	}
+	return CheckShape(data)
 }
 
 // CheckUTF8 refuses a body that is not UTF-8, or whose strings hold an
@@ -252,7 +251,9 @@ func CheckShape(data []byte) error {
 				key := raw[1 : len(raw)-1]
 				if bytes.IndexByte(raw, '\\') >= 0 {
 					var s string
-					json.Unmarshal(raw, &s) //nolint:errcheck // an invalid body is refused by its decoding
+					if json.Unmarshal(raw, &s) != nil {
+						return nil // not JSON: its decoding says why
+					}
 					key = []byte(s)
 				}
 				keyStart, lastKey = -1, key

@@ -48,9 +48,12 @@ func TestDecodeRefusesWhatIsNotOneShallowValue(t *testing.T) {
 		return s + "}"
 	}
 	for body, want := range map[string]string{
-		`{"name":"x1"}]`:            "the body is not valid JSON: more after the value",
-		`{"name":"x1"}}}`:           "the body is not valid JSON: more after the value",
-		`{"name":"x1"} {}`:          "the body is not valid JSON: more after the value",
+		`{"name":"x1"}]`:   "the body is not valid JSON: more after the value",
+		`{"name":"x1"}}}`:  "the body is not valid JSON: more after the value",
+		`{"name":"x1"} {}`: "the body is not valid JSON: more after the value",
+		// Broken JSON is said as the decoder says it, not as a key twice.
+		`{"a":1,"a"}`:               "the body is not valid JSON: invalid character '}' after object key",
+		`{"\x":1,"\y":2}`:           "the body is not valid JSON: invalid character 'x' in string escape code",
 		deep(api.MaxDepth + 1):      "the body is nested deeper than 100 levels of arrays and objects",
 		"{\"name\":\"ok\xff\xfe\"}": "the body is not valid: it is not UTF-8",
 		`{"name":"sv\ud800x"}`:      `the body is not valid: a string holds half of a surrogate pair (\ud800)`,

@@ -65,9 +65,18 @@ func ParseCandidate(store Store, body []byte, now time.Time) ([]posture.Payload,
 	return (&API{Store: store}).candidate(doc, now)
 }
 
+// shaped is api.CheckShape for a candidate that is JSON: one that is not is
+// said by its decoding, below.
+func shaped(body []byte) error {
+	if !json.Valid(body) {
+		return nil
+	}
+	return api.CheckShape(body)
+}
+
 func decodeCandidate(body []byte) (candidateDoc, error) {
 	var doc candidateDoc
-	for _, check := range []func([]byte) error{api.CheckShape, api.CheckUTF8} {
+	for _, check := range []func([]byte) error{api.CheckUTF8, shaped} {
 		if err := check(body); err != nil {
 			if pe, ok := err.(*posture.Error); ok { // said of the candidate, which may be a file
 				pe.Message = strings.Replace(pe.Message, "the body", "the candidate", 1)
