@@ -82,9 +82,11 @@ func (b *Budget) take(c echo.Context, key string, n int, take bool) error {
 		Message: fmt.Sprintf("this identity asked this node to keep more than its budget (%d bytes a second, in bursts of up to %d); try again later", int(b.limit), b.burst)}
 }
 
-// smallEvent is the size under which an event's data always fits in the
-// log (whose messages take 1 MiB on a default NATS server, and an event's
-// envelope and escaping add at most six times its data).
+// smallEvent is the size under which an event's data is not checked
+// against the log's limit before it is charged: far under what a message
+// of the log takes (1 MiB on a default NATS server), whatever the event's
+// envelope adds. Under a server that takes less, such an event is charged
+// and then refused.
 const smallEvent = 64 << 10
 
 // RequestCost is what a request costs a budget beyond the bytes of its
@@ -143,7 +145,8 @@ func (w *Writer) AppendBudgeted(c echo.Context, b *Budget, identityID string, p 
 	}
 	if len(e.Data) > smallEvent {
 		if err := w.Log.Fits(e); err != nil {
-			if terr := b.Take(c, identityID, int(max(c.Request().ContentLength, 0))+RequestCost); terr != nil {
+			body, _ := ReadBody(c) // read already, to decode the request: its length, whatever Content-Length said
+			if terr := b.Take(c, identityID, len(body)+RequestCost); terr != nil {
 				return e, terr
 			}
 			return e, err
