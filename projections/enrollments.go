@@ -40,6 +40,9 @@ func init() {
 		if _, found, err := getOld[posture.Identity](tx, posture.KindIdentity, a.IdentityID); err != nil || !found {
 			return err
 		}
+		if err := credential(tx, a.IdentityID, authenticatorName(a)+" created by enrollment ("+p.Method+")"); err != nil {
+			return err
+		}
 		return putEntity(tx, a)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.CertExtended) error {
@@ -66,6 +69,9 @@ func init() {
 			return err
 		}
 		a.CertPEM, a.Fingerprint, a.UpdatedAt = x.CertPEM, x.Fingerprint, e.At
+		if err := credential(tx, a.IdentityID, authenticatorName(a)+" changed: certificate extended"); err != nil {
+			return err
+		}
 		return putEntity(tx, a)
 	})
 	on(func(tx *Tx, e posture.Event, p posture.RouterEnrolled) error {

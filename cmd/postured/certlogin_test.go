@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -303,7 +304,7 @@ type ownAuth struct {
 func TestCertExtensionAndVerify(t *testing.T) {
 	n := startTestNode(t, defaultTestConfig(t.TempDir()))
 	admin := n.adminToken(t)
-	_, enr := n.enrolledIdentity(t, admin, "extender", map[string]any{"ott": true})
+	id, enr := n.enrolledIdentity(t, admin, "extender", map[string]any{"ott": true})
 	_, oldKP := n.enrollOTT(t, enr.Token)
 	tok, _ := n.certSession(t, oldKP)
 	var auths []ownAuth
@@ -358,6 +359,21 @@ func TestCertExtensionAndVerify(t *testing.T) {
 		t.Fatalf("authenticator after verify %s", data)
 	}
 	expectError(t, verify(out.ClientCert), http.StatusBadRequest, posture.CodeCouldNotValidate, "id")
+	// The identity's history has both changes of its credentials.
+	history, err := n.store.History(id, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, h := range history {
+		if h.Kind == posture.HistoryCredential {
+			changes = append(changes, h.Summary)
+		}
+	}
+	want := []string{"cert authenticator " + au.ID + " created by enrollment (ott)", "cert authenticator " + au.ID + " changed: certificate extended, by the identity itself"}
+	if !slices.Equal(changes, want) {
+		t.Fatalf("credential changes %q, want %q", changes, want)
+	}
 
 	// Only certificates issued by postured can be extended.
 	ext := newTestCA(t, "third party")
