@@ -268,7 +268,7 @@ func Mount(g *echo.Group, auth *Auth, routes []Route) {
 		if !r.AnyBody {
 			h = jsonBody(h)
 		}
-		h = queryOnce(h)
+		h = queryOnce(notEncoded(h))
 		var m []echo.MiddlewareFunc
 		if r.Access != Public {
 			m = append(m, auth.Require(r.Access))
@@ -317,21 +317,14 @@ func queryOnce(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH
-// body labelled with a media type other than JSON (application/json, or a
-// +json type), or with a charset other than JSON's UTF-8 (RFC 8259) or
-// ASCII, a part of it: a form or text posted by mistake is not read as
-// JSON. A body without a Content-Type is read as JSON, as OpenZiti's SDKs
-// and curl without -H send it. An encoded body (Content-Encoding: gzip) is
-// refused the same way: it is not read. Every such body is checked as JSON before
-// the operation runs, whether or not the operation reads one: one that
-// takes no body (enrolling MFA, say) does not act on a broken or oversized
-// one.
-func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
+// notEncoded refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a body sent encoded
+// (Content-Encoding: gzip): no operation decodes one, and read as it is it
+// would be taken for broken JSON or a broken PEM.
+func notEncoded(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if r.ContentLength == 0 || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
-			return next(c) // no body, or one no operation of this method reads
+		if r.ContentLength == 0 {
+			return next(c)
 		}
 		for _, ce := range r.Header.Values("Content-Encoding") { // every header of the name: one may hide behind another
 			if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
@@ -341,6 +334,25 @@ func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
 				return &posture.Error{Code: posture.CodeUnsupportedMediaType,
 					Message: fmt.Sprintf("the body must be sent as it is, not encoded (Content-Encoding: %q)", ce)}
 			}
+		}
+		return next(c)
+	}
+}
+
+// jsonBody refuses, with 415 UNSUPPORTED_MEDIA_TYPE, a POST, PUT or PATCH
+// body labelled with a media type other than JSON (application/json, or a
+// +json type), or with a charset other than JSON's UTF-8 (RFC 8259) or
+// ASCII, a part of it: a form or text posted by mistake is not read as
+// JSON. A body without a Content-Type is read as JSON, as OpenZiti's SDKs
+// and curl without -H send it. Every such body is checked as JSON before
+// the operation runs, whether or not the operation reads one: one that
+// takes no body (enrolling MFA, say) does not act on a broken or oversized
+// one.
+func jsonBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength == 0 || r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
+			return next(c) // no body, or one no operation of this method reads
 		}
 		if ct := r.Header.Get(echo.HeaderContentType); ct != echo.MIMEApplicationJSON && ct != "" {
 			mt, params, err := mime.ParseMediaType(ct)
