@@ -55,9 +55,8 @@ func (a ClientAuth) natsOptions() ([]nats.Option, error) {
 		return nil, errors.New("eventlog: a NATS client certificate needs its key, and a key its certificate")
 	}
 	for _, f := range []struct{ path, what string }{
-		{a.CredsFile, "NATS credentials file (--nats-creds)"}, {a.NkeyFile, "NATS nkey seed file (--nats-nkey)"},
-		{a.TLSCA, "NATS servers' CA file (--nats-tls-ca)"}, {a.TLSCert, "NATS client certificate (--nats-tls-cert)"},
-		{a.TLSKey, "NATS client key (--nats-tls-key)"},
+		{a.CredsFile, "NATS credentials file"}, {a.NkeyFile, "NATS nkey seed file"},
+		{a.TLSCA, "NATS servers' CA file"}, {a.TLSCert, "NATS client certificate"}, {a.TLSKey, "NATS client key"},
 	} {
 		if f.path == "" {
 			continue

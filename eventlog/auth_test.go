@@ -372,18 +372,18 @@ func TestOpenUnreachableURL(t *testing.T) {
 }
 
 // TestOpenMissingFiles: a credential or TLS file that is not there is
-// named by what it is and the flag that gives it, before connecting.
+// named by what it is, before connecting.
 func TestOpenMissingFiles(t *testing.T) {
 	url := "nats://" + natstest.ClosedAddr(t)
 	missing := filepath.Join(t.TempDir(), "nope")
-	for flag, auth := range map[string]eventlog.ClientAuth{
-		"--nats-nkey":   {NkeyFile: missing},
-		"--nats-creds":  {CredsFile: missing},
-		"--nats-tls-ca": {TLSCA: missing},
+	for what, auth := range map[string]eventlog.ClientAuth{
+		"NATS nkey seed file":   {NkeyFile: missing},
+		"NATS credentials file": {CredsFile: missing},
+		"NATS servers' CA file": {TLSCA: missing},
 	} {
 		_, err := openAs(t, []string{url}, auth, false)
-		if err == nil || !strings.Contains(err.Error(), "("+flag+"): open "+missing) {
-			t.Errorf("%s missing: %v", flag, err)
+		if err == nil || !strings.Contains(err.Error(), "the "+what+": open "+missing) {
+			t.Errorf("%s missing: %v", what, err)
 		}
 	}
 }

@@ -38,6 +38,23 @@ func (f natsFlags) clientAuth() eventlog.ClientAuth {
 	}
 }
 
+// checkFiles fails, naming the flag, when a file the flags name cannot be
+// opened: before anything is made or connected.
+func (f natsFlags) checkFiles() error {
+	for _, x := range []struct{ flag, path string }{{"--nats-creds", f.NatsCreds}, {"--nats-nkey", f.NatsNkey},
+		{"--nats-tls-ca", f.NatsTLSCA}, {"--nats-tls-cert", f.NatsTLSCert}, {"--nats-tls-key", f.NatsTLSKey}} {
+		if x.path == "" {
+			continue
+		}
+		fh, err := os.Open(x.path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", x.flag, err)
+		}
+		fh.Close()
+	}
+	return nil
+}
+
 // connectHint adds to the error of a connection to --nats-url the flag it
 // lacks: a server certificate from an unknown CA wants --nats-tls-ca, an
 // authorization violation the auditor's seed (--nats-nkey).

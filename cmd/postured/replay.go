@@ -59,6 +59,9 @@ func (f logFlags) openStore(ctx context.Context, copyStore, writes bool) (*offli
 	opts := eventlog.Options{URLs: f.NatsURL, Dir: filepath.Join(f.DataDir, "nats"), Replicas: f.StreamReplicas,
 		Auth: f.clientAuth(), Existing: true}
 	if len(f.NatsURL) != 0 {
+		if err := f.checkFiles(); err != nil {
+			return nil, usageError{err}
+		}
 		l, err := eventlog.Open(ctx, opts)
 		if err != nil {
 			return nil, f.connectHint(err)

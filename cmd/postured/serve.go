@@ -248,18 +248,9 @@ func (s *serveCmd) validate() error {
 	if _, err := api.ParseCIDRs(s.WebhookDeny); err != nil {
 		return fmt.Errorf("--webhook-deny: %w", err)
 	}
-	// The NATS client's files are read before anything is made: a
-	// mistyped path leaves no half-made first start.
-	for _, f := range []struct{ flag, path string }{{"--nats-creds", s.NatsCreds}, {"--nats-nkey", s.NatsNkey},
-		{"--nats-tls-ca", s.NatsTLSCA}, {"--nats-tls-cert", s.NatsTLSCert}, {"--nats-tls-key", s.NatsTLSKey}} {
-		if f.path == "" {
-			continue
-		}
-		fh, err := os.Open(f.path)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.flag, err)
-		}
-		fh.Close()
+	// A mistyped path leaves no half-made first start.
+	if err := s.checkFiles(); err != nil {
+		return err
 	}
 	for _, l := range []struct{ flag, addr string }{{"--listen", s.Listen}, {"--metrics-listen", s.MetricsListen}, {"--nats-listen", s.NatsListen}} {
 		if l.addr == "" && l.flag != "--listen" {

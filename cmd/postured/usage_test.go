@@ -67,6 +67,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"backtest", "--candidate", "usage_test.go", "--changes", "-1", data}, "--changes may not be negative (0: all), not -1", "postured backtest"},
 		{[]string{"backtest", "--candidate", "usage_test.go", "--from", "720h", data}, `--from "720h" is in the future`, "postured backtest"},
 		{[]string{"events", "skip", "--seq", "3", "--reason", " ", data}, "--reason is empty", "postured events skip"},
+		{[]string{"events", "tail", "--nats-url", "tls://127.0.0.1:1", "--nats-nkey", "/nonexistent.nk"}, "--nats-nkey: open /nonexistent.nk", "postured events tail"},
 		{[]string{"audit", "verify", "--max-problems", "-1", data}, "--max-problems must be at least 1, not -1", "postured audit verify"},
 		{[]string{"serve", "--webhook-max-backoff", "1s", data}, "--webhook-max-backoff may not be under --webhook-backoff", "postured serve"},
 		{[]string{"serve", "--read-timeout", "0s", data}, "--read-timeout, --write-timeout and --idle-timeout must be at least 1s", "postured serve"},
