@@ -290,22 +290,19 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	defer ln.Close()
-	// The metrics' listener too, before anything is made: a busy port
-	// leaves no half-made first start behind. The embedded NATS server
-	// opens its own, later: its port is tried now, for the same reason.
-	var mln net.Listener
-	if s.MetricsListen != "" {
-		if mln, err = net.Listen("tcp", s.MetricsListen); err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
+	// The metrics' and the embedded NATS server's ports are tried now too,
+	// before anything is made: a busy port leaves no half-made first start
+	// behind. Both are opened once the node is (a scraper that connects
+	// while a node catches up is refused, not kept waiting).
+	for _, l := range []struct{ flag, addr string }{{"--metrics-listen", s.MetricsListen}, {"--nats-listen", s.NatsListen}} {
+		if l.addr == "" {
+			continue
 		}
-		defer mln.Close()
-	}
-	if s.NatsListen != "" {
-		nln, err := net.Listen("tcp", s.NatsListen)
+		tried, err := net.Listen("tcp", l.addr)
 		if err != nil {
-			return fmt.Errorf("--nats-listen: %w", err)
+			return fmt.Errorf("%s: %w", l.flag, err)
 		}
-		nln.Close()
+		tried.Close()
 	}
 	n, err := startNode(ctx, s, s.advertise(ln.Addr()), log)
 	if err != nil {
@@ -319,7 +316,12 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	ln = s.limitListener(ln, n.trusted, log)
 
 	var msrv *http.Server
-	if mln != nil {
+	var mln net.Listener
+	if s.MetricsListen != "" {
+		if mln, err = net.Listen("tcp", s.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		defer mln.Close()
 		msrv = s.metricsServer(n, mln, log)
 	}
 
