@@ -93,7 +93,7 @@ func (a *auditIdentityCmd) Run(ctx context.Context, s streams) error {
 		if !since.IsZero() || !until.IsZero() {
 			window = " in the window"
 		}
-		fmt.Fprintf(s.err, "postured: no entry%s: the identity has no posture fact, access change or session decision there yet\n", window)
+		fmt.Fprintf(s.err, "postured: no entry%s: nothing of the identity's is recorded there yet\n", window)
 	}
 	return writeHistory(s.out, entries, a.JSON)
 }
