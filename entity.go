@@ -170,6 +170,15 @@ const (
 	Bind = "Bind"
 )
 
+// OtherType is the policy type that is not t (Dial for Bind, Bind for
+// Dial).
+func OtherType(t string) string {
+	if t == Dial {
+		return Bind
+	}
+	return Dial
+}
+
 // ServicePolicy grants identities Dial or Bind access to services, subject
 // to posture checks. Roles are "#attribute", "@id" or "#all".
 type ServicePolicy struct {

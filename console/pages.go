@@ -668,10 +668,7 @@ func (c *Console) explain(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Explanation"] = x
 	data["At"] = x.At.UTC().Format(time.RFC3339Nano)
-	data["OtherType"] = posture.Dial
-	if typ == posture.Dial {
-		data["OtherType"] = posture.Bind
-	}
+	data["OtherType"] = posture.OtherType(typ)
 	c.render(w, r, http.StatusOK, "explain", data)
 }
 

@@ -161,11 +161,7 @@ func (a *API) createSession(c echo.Context) error {
 		return err
 	}
 	if len(results) == 0 {
-		other := posture.Bind
-		if typ == posture.Bind {
-			other = posture.Dial
-		}
-		if granted, err := a.Store.Access(p.Identity.ID, p.Session.ID, svc.ID, other, a.Writer.Now()); err != nil {
+		if granted, err := a.Store.Access(p.Identity.ID, p.Session.ID, svc.ID, posture.OtherType(typ), a.Writer.Now()); err != nil {
 			return err
 		} else if len(granted) == 0 {
 			return posture.NotFound("service", in.ServiceID) // as one that does not exist
