@@ -318,11 +318,10 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	var msrv *http.Server
 	var mln net.Listener
 	if s.MetricsListen != "" {
-		if mln, err = net.Listen("tcp", s.MetricsListen); err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
+		if msrv, mln, err = s.metricsServer(n, log); err != nil {
+			return err
 		}
 		defer mln.Close()
-		msrv = s.metricsServer(n, mln, log)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -372,10 +371,14 @@ func (s *serveCmd) serve(ctx context.Context, log *slog.Logger) (err error) {
 	return nil
 }
 
-// metricsServer serves GET /metrics over plain HTTP on --metrics-listen
-// (ln), for a scraper on the host that should not need postured's CA; the
-// caller serves it.
-func (s *serveCmd) metricsServer(n *node, ln net.Listener, log *slog.Logger) *http.Server {
+// metricsServer serves GET /metrics over plain HTTP on --metrics-listen,
+// for a scraper on the host that should not need postured's CA. Its
+// listener is open when metricsServer returns; the caller serves it.
+func (s *serveCmd) metricsServer(n *node, log *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", s.MetricsListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry(), promhttp.HandlerOpts{}))
 	if s.Pprof {
@@ -387,7 +390,7 @@ func (s *serveCmd) metricsServer(n *node, ln net.Listener, log *slog.Logger) *ht
 		WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
-	return srv
+	return srv, ln, nil
 }
 
 // webhookNames is the purpose of the key of the webhooks' consumer names
